@@ -1,0 +1,8 @@
+//! termsprawl-tools: the Agent Tool Protocol for coding agents that run in terminals of a
+//! canvas app.
+//!
+//! Layers, each depending only on those before it:
+//! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
+#![warn(missing_docs)]
+
+pub mod protocol;

@@ -1,0 +1,12 @@
+//! The spec's boundary limits, in one place ("Boundary Conditions").
+
+/// Request bodies are capped at 128 KiB.
+pub const MAX_BODY_BYTES: usize = 128 * 1024;
+/// Tool strings are capped at 64,000 characters (Unicode scalar values, as JSON Schema counts).
+pub const MAX_STRING_CHARS: usize = 64_000;
+/// Numbers must be finite and at most 1,000,000 in absolute value.
+pub const MAX_NUMBER_ABS: i64 = 1_000_000;
+/// Arrays hold 1 to 100 strings.
+pub const MAX_ARRAY_ITEMS: usize = 100;
+/// Each array item is under 256 characters.
+pub const MAX_ITEM_CHARS: usize = 255;

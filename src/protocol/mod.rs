@@ -1,0 +1,19 @@
+//! The operation contract: wire types, the `AGENT_TOOLS` catalogue, the request
+//! validator and the guides. Depends on nothing else in this crate.
+
+mod catalogue;
+mod guides;
+pub mod limits;
+mod validate;
+mod wire;
+
+pub use catalogue::{
+    catalogue_json, find_tool, is_browser_operation, ArgKind, ArgSpec, ToolHints, ToolSpec,
+    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS, NO_NUL_PATTERN,
+};
+pub use guides::{guide, TOOL_GUIDES};
+pub use validate::{validate_tool_request, ValidationError};
+pub use wire::{
+    CanvasToolReply, CanvasToolRequest, IntegrationState, IntegrationStatus, ToolIdentity,
+    ToolRequest, ToolResult, ToolSession,
+};

@@ -1,0 +1,164 @@
+//! `validate_tool_request`: the spec's request validator, driven entirely by
+//! [`AGENT_TOOLS`], so a new catalogue entry is validated without new code here.
+//!
+//! Checks run in the spec's order: the request's shape, the operation, the args
+//! object, missing required arguments, unknown arguments, then each value in
+//! catalogue order. The first failure is reported. Every limit checked here is
+//! also stated in the published schema (see `ArgKind::schema`).
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use super::catalogue::{find_tool, ArgKind, ToolSpec};
+use super::limits::{MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS};
+use super::wire::ToolRequest;
+
+/// Why a request was rejected. `Display` gives the message an agent sees; each
+/// message begins with the spec's phrase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValidationError {
+    /// Not a JSON object of exactly `operation` and `args`.
+    NotARequest,
+    /// `operation` is missing, not a string, or not in the catalogue.
+    UnknownOperation,
+    /// `args` is missing or not an object.
+    ArgsNotObject,
+    /// A required argument is absent.
+    MissingArgument(&'static str),
+    /// An argument the operation does not take (name shortened for the message).
+    UnknownArgument(String),
+    /// An argument's value breaks its schema.
+    Invalid {
+        /// The argument.
+        arg: &'static str,
+        /// What its value must be.
+        rule: String,
+    },
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValidationError::NotARequest => f.write_str("Expected an operation and args object"),
+            ValidationError::UnknownOperation => {
+                f.write_str("Unknown operation; call session_info for the operations you may call")
+            }
+            ValidationError::ArgsNotObject => f.write_str("Expected args object"),
+            ValidationError::MissingArgument(arg) => write!(f, "Missing argument: {arg}"),
+            ValidationError::UnknownArgument(arg) => write!(f, "Unknown argument: {arg}"),
+            ValidationError::Invalid { arg, rule } => write!(f, "Invalid {arg}: {rule}"),
+        }
+    }
+}
+
+impl std::error::Error for ValidationError {}
+
+/// Checks a raw request against the catalogue and returns it as a [`ToolRequest`].
+/// Never panics, whatever `raw` holds.
+pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError> {
+    let request = raw.as_object().ok_or(ValidationError::NotARequest)?;
+    let tool = request
+        .get("operation")
+        .and_then(Value::as_str)
+        .and_then(find_tool)
+        .ok_or(ValidationError::UnknownOperation)?;
+    let args = request
+        .get("args")
+        .and_then(Value::as_object)
+        .ok_or(ValidationError::ArgsNotObject)?;
+    if request.len() != 2 {
+        // Only `operation` and `args` exist on the wire; anything else is a client bug
+        // (e.g. a projectId placed beside args) and must not pass silently.
+        return Err(ValidationError::NotARequest);
+    }
+    validate_args(tool, args)?;
+    Ok(ToolRequest {
+        operation: tool.name.to_string(),
+        args: args.clone(),
+    })
+}
+
+fn validate_args(tool: &ToolSpec, args: &Map<String, Value>) -> Result<(), ValidationError> {
+    if let Some(missing) = tool
+        .args
+        .iter()
+        .find(|a| a.required && !args.contains_key(a.name))
+    {
+        return Err(ValidationError::MissingArgument(missing.name));
+    }
+    if let Some(unknown) = args
+        .keys()
+        .find(|k| !tool.args.iter().any(|a| a.name == k.as_str()))
+    {
+        return Err(ValidationError::UnknownArgument(shorten(unknown)));
+    }
+    for arg in tool.args {
+        if let Some(value) = args.get(arg.name) {
+            check_value(arg.kind, value).map_err(|rule| ValidationError::Invalid {
+                arg: arg.name,
+                rule,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn check_value(kind: ArgKind, value: &Value) -> Result<(), String> {
+    match kind {
+        ArgKind::Text => check_text(value, MAX_STRING_CHARS),
+        ArgKind::Number => {
+            // serde_json never yields a non-finite f64, but a number beyond f64 range
+            // or a u64/i64 beyond the limit must still fail here, not later.
+            let limit = MAX_NUMBER_ABS as f64;
+            match value.as_f64() {
+                Some(n) if n.is_finite() && n.abs() <= limit => Ok(()),
+                _ => Err(format!(
+                    "must be a number between -{MAX_NUMBER_ABS} and {MAX_NUMBER_ABS}"
+                )),
+            }
+        }
+        ArgKind::Ids => {
+            let rule = || {
+                format!(
+                    "must be an array of 1 to {MAX_ARRAY_ITEMS} strings of at most {MAX_ITEM_CHARS} characters without NUL"
+                )
+            };
+            let items = value.as_array().ok_or_else(rule)?;
+            if items.is_empty() || items.len() > MAX_ARRAY_ITEMS {
+                return Err(rule());
+            }
+            items
+                .iter()
+                .try_for_each(|item| check_text(item, MAX_ITEM_CHARS))
+                .map_err(|_| rule())
+        }
+        ArgKind::OneOf(allowed) => match value.as_str() {
+            Some(s) if allowed.contains(&s) => Ok(()),
+            _ => Err(format!("must be one of {}", allowed.join(", "))),
+        },
+    }
+}
+
+fn check_text(value: &Value, max_chars: usize) -> Result<(), String> {
+    let rule = || format!("must be a string of at most {max_chars} characters without NUL");
+    let s = value.as_str().ok_or_else(rule)?;
+    // Count at most max_chars + 1 characters: a 128 KiB body bounds this anyway,
+    // but the count should not depend on the caller's input size.
+    if s.contains('\0') || s.chars().take(max_chars + 1).count() > max_chars {
+        return Err(rule());
+    }
+    Ok(())
+}
+
+/// Unknown keys are echoed in the error; keep what we echo short.
+fn shorten(key: &str) -> String {
+    const MAX: usize = 64;
+    if key.chars().count() <= MAX {
+        key.to_string()
+    } else {
+        let mut short: String = key.chars().take(MAX).collect();
+        short.push('…');
+        short
+    }
+}
