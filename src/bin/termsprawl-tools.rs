@@ -36,19 +36,19 @@ fn validate_stdin() -> ExitCode {
     };
     match validate_tool_request(&raw) {
         Ok(request) => print_json(
-            &ToolResult::Ok(serde_json::to_value(request).expect("a request serializes")).to_json(),
+            &ToolResult::Ok(serde_json::to_value(request).expect("a request serializes")),
             ExitCode::SUCCESS,
         ),
-        Err(error) => print_json(
-            &ToolResult::Err(error.to_string()).to_json(),
-            ExitCode::from(1),
-        ),
+        Err(error) => print_json(&ToolResult::Err(error.to_string()), ExitCode::from(1)),
     }
 }
 
-fn print_json(value: &serde_json::Value, code: ExitCode) -> ExitCode {
+fn print_json(value: &impl serde::Serialize, code: ExitCode) -> ExitCode {
+    let Ok(text) = serde_json::to_string(value) else {
+        return ExitCode::from(2);
+    };
     let mut stdout = std::io::stdout().lock();
-    match writeln!(stdout, "{value}") {
+    match writeln!(stdout, "{text}") {
         Ok(()) => code,
         Err(_) => ExitCode::from(2),
     }

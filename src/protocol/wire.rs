@@ -90,9 +90,31 @@ impl From<Result<Value, String>> for ToolResult {
     }
 }
 
+/// Serializing through a struct keeps the spec's field order (`ok` first) on the wire.
+#[derive(Serialize)]
+struct WireResult<'a> {
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
 impl Serialize for ToolResult {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.to_json().serialize(serializer)
+        let wire = match self {
+            ToolResult::Ok(value) => WireResult {
+                ok: true,
+                value: Some(value),
+                error: None,
+            },
+            ToolResult::Err(error) => WireResult {
+                ok: false,
+                value: None,
+                error: Some(error),
+            },
+        };
+        wire.serialize(serializer)
     }
 }
 
@@ -197,6 +219,10 @@ mod tests {
         ] {
             assert_eq!(ToolResult::from_json(&result.to_json()), Some(result));
         }
+        assert_eq!(
+            serde_json::to_string(&ToolResult::Err("e".into())).unwrap(),
+            r#"{"ok":false,"error":"e"}"#
+        );
         assert_eq!(ToolResult::from_json(&json!({"ok": "yes"})), None);
         assert_eq!(ToolResult::from_json(&json!({"ok": false})), None);
     }
