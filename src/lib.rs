@@ -3,6 +3,8 @@
 //!
 //! Layers, each depending only on those before it:
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
+//! - [`server`]: private files, sessions, the lock, the HTTP accept thread, project queues.
 #![warn(missing_docs)]
 
 pub mod protocol;
+pub mod server;

@@ -1,0 +1,160 @@
+//! Private state on disk: directories 0700, files 0600, every write atomic.
+//!
+//! `private_json` writes a temp file created exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`,
+//! so a symlink or file planted at the temp name is never followed or reused), fsyncs
+//! it, renames it over the target, chmods the result 0600 and fsyncs the directory.
+//! A crash at any instant leaves the old file or the new one, never a torn one.
+
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+/// Creates `dir` (and missing parents) with mode 0700 and tightens it to 0700 if it
+/// already existed with a looser mode.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let meta = fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o777 != 0o700 {
+        fs::set_permissions(dir, Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Atomically replaces `path` with `value` as pretty JSON, mode 0600.
+pub fn private_json(path: &Path, value: &Value) -> io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    text.push(b'\n');
+    private_write(path, &text)
+}
+
+/// Atomically replaces `path` with `bytes`, mode 0600 (see the module docs).
+pub fn private_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let temp = temp_name(path);
+    let result = write_new_file(&temp, bytes).and_then(|()| {
+        fs::rename(&temp, path)?;
+        fs::set_permissions(path, Permissions::from_mode(0o600))?;
+        File::open(dir)?.sync_all()
+    });
+    match &result {
+        // Someone else's file sits at the temp name: not ours to remove.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        // Best effort: a temp file we created must not linger.
+        Err(_) => drop(fs::remove_file(&temp)),
+        Ok(()) => {}
+    }
+    result
+}
+
+fn write_new_file(temp: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true) // O_CREAT | O_EXCL
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(temp)?;
+    file.write_all(bytes)?;
+    file.set_permissions(Permissions::from_mode(0o600))?;
+    file.sync_all()
+}
+
+/// `<dir>/.<name>.<pid>.<counter>.tmp`: unique within this process, and never the name
+/// of another live writer's temp file.
+fn temp_name(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// Reads and parses a JSON file; `Ok(None)` when it does not exist.
+pub fn read_json(path: &Path) -> io::Result<Option<Value>> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tst-files-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn writes_private_files_in_private_dirs() {
+        let dir = scratch("modes");
+        private_dir(&dir.join("a/b")).unwrap();
+        assert_eq!(
+            fs::metadata(dir.join("a/b")).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let file = dir.join("a/b/x.json");
+        private_json(&file, &json!({"k": 1})).unwrap();
+        private_json(&file, &json!({"k": 2})).unwrap();
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(read_json(&file).unwrap(), Some(json!({"k": 2})));
+        assert_eq!(
+            fs::read_dir(dir.join("a/b")).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn tightens_a_loose_directory() {
+        let dir = scratch("loose");
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, Permissions::from_mode(0o777)).unwrap();
+        private_dir(&dir).unwrap();
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn missing_file_reads_as_none_and_junk_as_error() {
+        let dir = scratch("read");
+        private_dir(&dir).unwrap();
+        assert_eq!(read_json(&dir.join("nope.json")).unwrap(), None);
+        fs::write(dir.join("bad.json"), b"{").unwrap();
+        assert_eq!(
+            read_json(&dir.join("bad.json")).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
