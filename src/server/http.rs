@@ -28,13 +28,17 @@
 //! itself, ends the connection and never drops the `Request` (it is leaked: one
 //! blocked tiny_http thread, as an idle connection costs anyway).
 //!
+//! A handler whose answer cannot be written (the client stopped reading and
+//! `SO_SNDTIMEO` expired) ends that connection.
+//!
 //! ## Threads
-//! Handlers are reused while busy and exit after [`HANDLER_IDLE`] without work. Each
-//! holds one request, and tiny_http delivers a connection's next request only after the
-//! previous one is answered, so live handlers never outnumber open connections.
-//! tiny_http itself keeps one thread per open connection and reads headers without a
-//! timeout; that cost is tiny_http's and does not block the accept thread.
+//! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
+//! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
+//! pipelined requests ahead of their answers), so live handlers never outnumber open
+//! connections. tiny_http itself keeps one thread per open connection and reads
+//! headers without a timeout; that cost is tiny_http's and blocks no one else.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,6 +135,7 @@ fn accept_loop(
     handlers: &Handlers,
     local: SocketAddr,
 ) {
+    let in_order = InOrder::default();
     while !stopping.load(Ordering::SeqCst) {
         // An error is either our `unblock` or tiny_http's accept thread giving up; in
         // both cases requests already queued are still delivered until `stopping`.
@@ -138,18 +143,95 @@ fn accept_loop(
         let arrived = Instant::now();
         let Some(owner) = owner.upgrade() else { return };
         let verdict = check_headers(&owner, &request, local.port());
-        handlers.run(Box::new(move || {
-            handle(&owner, request, verdict, arrived, local)
-        }));
+        let call = Call {
+            request,
+            verdict,
+            arrived,
+        };
+        dispatch(&owner, &in_order, handlers, call, local);
     }
     // Requests that arrived before we stopped get an answer, not tiny_http's drop.
     let Some(owner) = owner.upgrade() else { return };
     while let Ok(Some(request)) = server.try_recv() {
-        let owner = owner.clone();
         let verdict = Verdict::Refuse(503, "Tool service is shutting down; try again");
-        handlers.run(Box::new(move || {
-            handle(&owner, request, verdict, Instant::now(), local)
-        }));
+        let call = Call {
+            request,
+            verdict,
+            arrived: Instant::now(),
+        };
+        dispatch(&owner, &in_order, handlers, call, local);
+    }
+}
+
+/// Gives `call` to a handler, unless its connection already has a call in flight: then
+/// that call's handler takes this one next.
+fn dispatch(
+    owner: &Arc<AgentToolServer>,
+    in_order: &InOrder,
+    handlers: &Handlers,
+    call: Call,
+    local: SocketAddr,
+) {
+    let Some(call) = in_order.admit(call) else {
+        return;
+    };
+    let (owner, in_order) = (owner.clone(), in_order.clone());
+    handlers.run(Box::new(move || {
+        let peer = call.request.remote_addr().copied();
+        let mut next = Some(call);
+        while let Some(call) = next {
+            handle(&owner, call, local);
+            next = in_order.next(peer);
+        }
+    }));
+}
+
+/// A request with the accept thread's verdict on its headers.
+struct Call {
+    request: Request,
+    verdict: Verdict,
+    arrived: Instant,
+}
+
+/// One call in flight per connection. tiny_http parses a connection's pipelined
+/// requests with small bodies before their answers are written (each answer then waits
+/// for the one before), so without this one connection could occupy any number of
+/// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
+/// already spent on them.
+#[derive(Clone, Default)]
+struct InOrder {
+    waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
+}
+
+impl InOrder {
+    /// Returns `call` to run now, or parks it behind its connection's call in flight.
+    fn admit(&self, call: Call) -> Option<Call> {
+        let Some(peer) = call.request.remote_addr().copied() else {
+            return Some(call);
+        };
+        let mut waiting = lock_or_recover(&self.waiting);
+        match waiting.get_mut(&peer) {
+            Some(queue) => {
+                queue.push_back(call);
+                None
+            }
+            None => {
+                waiting.insert(peer, VecDeque::new());
+                Some(call)
+            }
+        }
+    }
+
+    /// The connection's next call, once the one in flight is answered; `None` when
+    /// there is none (the connection then has nothing in flight).
+    fn next(&self, peer: Option<SocketAddr>) -> Option<Call> {
+        let peer = peer?;
+        let mut waiting = lock_or_recover(&self.waiting);
+        let next = waiting.get_mut(&peer)?.pop_front();
+        if next.is_none() {
+            waiting.remove(&peer);
+        }
+        next
     }
 }
 
@@ -211,13 +293,12 @@ enum BodyError {
 }
 
 /// On a handler thread: read the body if accepted, invoke, answer.
-fn handle(
-    owner: &AgentToolServer,
-    mut request: Request,
-    verdict: Verdict,
-    arrived: Instant,
-    local: SocketAddr,
-) {
+fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) {
+    let Call {
+        mut request,
+        verdict,
+        arrived,
+    } = call;
     let on_socket = !body_in_memory(&request);
     let connection = match (on_socket, request.remote_addr()) {
         (true, Some(peer)) => Connection::find(local, *peer),
@@ -276,7 +357,14 @@ fn handle(
     let response = Response::from_data(answer)
         .with_status_code(status)
         .with_header(json_header());
-    let _ = request.respond(response);
+    let peer = request.remote_addr().copied();
+    if request.respond(response).is_err() {
+        // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
+        // mid-answer, so end it (its waiting calls then fail fast).
+        if let Some(connection) = peer.and_then(|peer| Connection::find(local, peer)) {
+            connection.end();
+        }
+    }
 }
 
 fn read_body(
