@@ -415,8 +415,10 @@ fn json_header() -> Header {
 fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         408 => "Request Timeout",
-        _ => "Error",
+        _ => "Service Unavailable",
     };
     let mut out = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
