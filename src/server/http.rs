@@ -24,9 +24,12 @@
 //! handler shuts the connection's read side, so tiny_http's drop sees end-of-file
 //! instead of waiting for the rest; that connection then closes after the answer.
 //! tiny_http's drop also allocates the unread remainder of a declared length in one
-//! buffer, so for a declared length over [`DROP_SAFE_BYTES`] the handler writes the 400
-//! itself, ends the connection and never drops the `Request` (it is leaked: one
-//! blocked tiny_http thread, as an idle connection costs anyway).
+//! buffer (a length of 10^14 aborts the process), so for a declared length over
+//! [`DROP_SAFE_BYTES`] the handler writes its answer itself, ends the connection and
+//! never drops the `Request`. That leaks one blocked tiny_http thread and the
+//! connection's two descriptors per such request: no worse than a client holding a
+//! connection open, which tiny_http cannot bound either. (A request tiny_http queues
+//! after `close()` has drained the queue is dropped by tiny_http itself.)
 //!
 //! A handler whose answer cannot be written (the client stopped reading and
 //! `SO_SNDTIMEO` expired) ends that connection.
@@ -300,69 +303,73 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) {
         arrived,
     } = call;
     let on_socket = !body_in_memory(&request);
-    let connection = match (on_socket, request.remote_addr()) {
-        (true, Some(peer)) => Connection::find(local, *peer),
-        _ => None,
-    };
-    let mut body_read = !on_socket;
-    let (status, answer) = match verdict {
-        Verdict::Refuse(status, message) => (status, error_body(message)),
+    let peer = request.remote_addr().copied();
+    let connection = peer
+        .filter(|_| on_socket)
+        .and_then(|p| Connection::find(local, p));
+    let (status, answer, body_read) = match verdict {
+        Verdict::Refuse(status, message) => (status, error_body(message), !on_socket),
         Verdict::Accept(session) => {
-            match read_body(&mut request, connection, arrived + REQUEST_DEADLINE) {
+            let deadline = arrived + REQUEST_DEADLINE;
+            match read_body(&mut request, connection, deadline) {
                 Ok(body) => {
-                    body_read = true;
-                    match serde_json::from_slice::<Value>(&body) {
-                        Ok(raw) => {
-                            let result = owner.invoke(&session, &raw);
-                            let status = if matches!(result, ToolResult::Ok(_)) {
-                                200
-                            } else {
-                                400
-                            };
-                            (status, serde_json::to_vec(&result).unwrap_or_default())
-                        }
-                        Err(_) => (
-                            400,
-                            error_body(
-                                "Request body is not JSON; send {\"operation\":…,\"args\":{…}}",
-                            ),
-                        ),
-                    }
+                    let (status, answer) = run(owner, &session, &body);
+                    (status, answer, true)
                 }
-                Err(BodyError::TooLarge) => (400, error_body("Request too large")),
-                Err(BodyError::TimedOut) => (
-                    408,
-                    error_body("Request did not arrive within 15 s; send it again"),
-                ),
-                Err(BodyError::Broken) => (400, error_body("Request body could not be read")),
+                Err(e) => {
+                    let (status, message) = e.answer();
+                    (status, error_body(message), false)
+                }
             }
         }
     };
     if let Some(connection) = connection {
         let _ = connection.set_read_timeout(None);
     }
-    if !body_read {
-        let declared = request.body_length().unwrap_or(0);
-        match connection {
-            Some(connection) if declared > DROP_SAFE_BYTES => {
-                connection.write_and_close(&raw_response(status, &answer));
-                std::mem::forget(request);
-                return;
-            }
-            Some(connection) => connection.stop_reading(),
-            // Not found (closed already) or no peer address: nothing left to unblock.
-            None => {}
+    if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+        // Never drop this request: tiny_http's drop would allocate the whole rest.
+        if let Some(connection) = connection {
+            connection.write_and_close(&raw_response(status, &answer));
         }
+        std::mem::forget(request);
+        return;
+    }
+    if let (false, Some(connection)) = (body_read, connection) {
+        connection.stop_reading();
     }
     let response = Response::from_data(answer)
         .with_status_code(status)
         .with_header(json_header());
-    let peer = request.remote_addr().copied();
     if request.respond(response).is_err() {
         // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
         // mid-answer, so end it (its waiting calls then fail fast).
         if let Some(connection) = peer.and_then(|peer| Connection::find(local, peer)) {
             connection.end();
+        }
+    }
+}
+
+/// Parses and invokes an accepted body: the status and the JSON answer.
+fn run(owner: &AgentToolServer, session: &ToolSession, body: &[u8]) -> (u16, Vec<u8>) {
+    let Ok(raw) = serde_json::from_slice::<Value>(body) else {
+        let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
+        return (400, error_body(message));
+    };
+    let result = owner.invoke(session, &raw);
+    let status = if matches!(result, ToolResult::Ok(_)) {
+        200
+    } else {
+        400
+    };
+    (status, serde_json::to_vec(&result).unwrap_or_default())
+}
+
+impl BodyError {
+    fn answer(&self) -> (u16, &'static str) {
+        match self {
+            BodyError::TooLarge => (400, "Request too large"),
+            BodyError::TimedOut => (408, "Request did not arrive within 15 s; send it again"),
+            BodyError::Broken => (400, "Request body could not be read"),
         }
     }
 }
