@@ -31,8 +31,11 @@
 //! connection open, which tiny_http cannot bound either. (A request tiny_http queues
 //! after `close()` has drained the queue is dropped by tiny_http itself.)
 //!
-//! A handler whose answer cannot be written (the client stopped reading and
-//! `SO_SNDTIMEO` expired) ends that connection.
+//! A client that does not read its answers holds one handler (and no one else) until
+//! it reads or closes; a single write that makes no progress for 15 s (`SO_SNDTIMEO`)
+//! fails, and the handler then ends that connection and drops the calls waiting
+//! behind it. (A client that reads a little now and then keeps resetting that timer:
+//! bounding a whole answer would need a watchdog thread, which we do not have.)
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
@@ -183,7 +186,10 @@ fn dispatch(
         let peer = call.request.remote_addr().copied();
         let mut next = Some(call);
         while let Some(call) = next {
-            handle(&owner, call, local);
+            if !handle(&owner, call, local) {
+                in_order.discard(peer);
+                return;
+            }
             next = in_order.next(peer);
         }
     }));
@@ -223,6 +229,14 @@ impl InOrder {
                 Some(call)
             }
         }
+    }
+
+    /// Drops the calls waiting behind a connection that was ended (their bodies are in
+    /// memory, and tiny_http's answer to each fails at once on the closed socket).
+    fn discard(&self, peer: Option<SocketAddr>) {
+        let Some(peer) = peer else { return };
+        let dropped = lock_or_recover(&self.waiting).remove(&peer);
+        drop(dropped);
     }
 
     /// The connection's next call, once the one in flight is answered; `None` when
@@ -295,8 +309,9 @@ enum BodyError {
     Broken,
 }
 
-/// On a handler thread: read the body if accepted, invoke, answer.
-fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) {
+/// On a handler thread: read the body if accepted, invoke, answer. Returns false when
+/// the connection had to be ended.
+fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
     let Call {
         mut request,
         verdict,
@@ -332,7 +347,7 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) {
             connection.write_and_close(&raw_response(status, &answer));
         }
         std::mem::forget(request);
-        return;
+        return false;
     }
     if let (false, Some(connection)) = (body_read, connection) {
         connection.stop_reading();
@@ -346,7 +361,9 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) {
         if let Some(connection) = peer.and_then(|peer| Connection::find(local, peer)) {
             connection.end();
         }
+        return false;
     }
+    true
 }
 
 /// Parses and invokes an accepted body: the status and the JSON answer.
