@@ -166,6 +166,11 @@ enum Lifecycle {
 }
 
 /// The authenticated localhost tool server of one data directory.
+///
+/// Shared as `Arc<AgentToolServer>`; its threads hold a strong reference only while they
+/// serve a call. Call
+/// [`close`](Self::close) before dropping a started server: `close` is what removes
+/// `endpoint.json` and `server.lock` and ends the connections.
 pub struct AgentToolServer {
     me: Weak<AgentToolServer>,
     directory: PathBuf,
