@@ -36,6 +36,9 @@ const FORM_PAGE: &str = r#"<!doctype html>
 </script>
 </body></html>"#;
 
+const SPIN_PAGE: &str = "<!doctype html><title>Spin</title>\
+<button id=spin onclick='for (;;) {}'>Hang this page</button>";
+
 const OTHER_PAGE: &str = "<!doctype html><title>Other</title><p>The other page</p>";
 
 /// Serves the test pages; returns the base URL (`http://127.0.0.1:PORT`).
@@ -65,6 +68,7 @@ fn answer(mut stream: TcpStream) {
     let response = match path {
         "/" => ok(FORM_PAGE),
         "/other" => ok(OTHER_PAGE),
+        "/spin" => ok(SPIN_PAGE),
         "/redirect-data" => redirect("data:text/html,<h1>escaped</h1>"),
         "/redirect-file" => redirect("file:///etc/passwd"),
         _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string(),
@@ -125,6 +129,9 @@ fn page_operations_and_navigation_policy() {
     let page = engine.open_page(&format!("{base}/"), secs(30)).unwrap();
     assert_eq!(next_event(&events), PageEvent::Ready(page.clone()));
     assert!(engine.is_ready(&page));
+    // A page opened later must not keep input from reaching the first one.
+    let later = engine.open_page("about:blank", secs(15)).unwrap();
+    assert_eq!(next_event(&events), PageEvent::Ready(later.clone()));
 
     let first = engine.inspect(&page, secs(15)).unwrap();
     assert_eq!(first.url, format!("{base}/"));
@@ -256,6 +263,7 @@ fn page_operations_and_navigation_policy() {
 
     engine.close_page(&page, secs(15)).unwrap();
     assert_eq!(next_event(&events), PageEvent::Gone(page.clone()));
+    assert_eq!(engine.pages(), [later]);
     assert!(!engine.is_ready(&page));
     assert_eq!(
         engine.inspect(&page, secs(15)),
@@ -310,6 +318,42 @@ fn engine_death_restart_and_shutdown() {
         Err(EngineError::ShutDown)
     );
     assert_eq!(profiles(&dir), 0);
+    drop(fs::remove_dir_all(&dir));
+}
+
+#[test]
+fn a_hung_page_times_out_and_the_engine_stays_usable() {
+    let Some((engine, dir)) = engine("hung") else {
+        return;
+    };
+    let base = serve_pages();
+    let hung = engine.open_page(&format!("{base}/spin"), secs(30)).unwrap();
+    // Another site, so Chromium gives it another renderer process.
+    let port = base.rsplit(':').next().unwrap();
+    let other = engine
+        .open_page(&format!("http://localhost:{port}/other"), secs(15))
+        .unwrap();
+
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(2);
+    assert_eq!(
+        engine.click(&hung, "#spin", deadline),
+        Err(EngineError::Timeout)
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(engine.inspect(&hung, secs(1)), Err(EngineError::Timeout));
+
+    assert_eq!(engine.inspect(&other, secs(15)).unwrap().title, "Other");
+    engine.close_page(&hung, secs(15)).unwrap();
+    let fresh = engine
+        .open_page(&format!("{base}/other"), secs(15))
+        .unwrap();
+    assert_eq!(engine.inspect(&fresh, secs(15)).unwrap().title, "Other");
+    engine.shutdown();
     drop(fs::remove_dir_all(&dir));
 }
 

@@ -332,7 +332,7 @@ impl BrowserEngine {
         let opened = connection
             .call(
                 "Target.createTarget",
-                json!({ "url": "about:blank" }),
+                json!({ "url": "about:blank", "newWindow": true }),
                 None,
                 deadline,
             )
