@@ -292,10 +292,12 @@ fn engine_death_restart_and_shutdown() {
 
     kill(first_pid);
     wait_until(|| !running(first_pid), "the killed browser to die");
+    // Listeners hear of the loss when the pipe closes, before any operation.
+    wait_until(|| !engine.is_ready(&page), "the page to stop being ready");
+    assert_eq!(next_event(&events), PageEvent::Gone(page.clone()));
     let error = engine.inspect(&page, secs(30)).unwrap_err();
     assert_eq!(error, EngineError::EngineStopped);
     assert!(error.to_string().contains("pages are gone"), "{error}");
-    assert_eq!(next_event(&events), PageEvent::Gone(page.clone()));
 
     let again = engine
         .open_page(&format!("{base}/other"), secs(30))

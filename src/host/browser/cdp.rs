@@ -47,6 +47,9 @@ pub struct Event {
 /// Called on the reader thread for every event, before subscribers see it.
 pub type EventHook = Box<dyn Fn(&Connection, &Event) + Send + Sync>;
 
+/// Called once on the reader thread when the pipe has closed.
+pub type CloseHook = Box<dyn FnOnce() + Send>;
+
 /// One DevTools pipe connection.
 pub struct Connection {
     writer: Mutex<File>,
@@ -66,7 +69,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Connection {
     /// Starts the reader thread on `replies` and returns the connection.
-    pub fn start(commands: File, replies: File, hook: EventHook) -> std::io::Result<Arc<Self>> {
+    pub fn start(
+        commands: File,
+        replies: File,
+        hook: EventHook,
+        on_close: CloseHook,
+    ) -> std::io::Result<Arc<Self>> {
         let connection = Arc::new(Connection {
             writer: Mutex::new(commands),
             next_id: AtomicU64::new(1),
@@ -77,7 +85,10 @@ impl Connection {
         let reader = Arc::clone(&connection);
         thread::Builder::new()
             .name("chromium-devtools-reader".to_string())
-            .spawn(move || reader.read_loop(replies, hook))?;
+            .spawn(move || {
+                reader.read_loop(replies, hook);
+                on_close();
+            })?;
         Ok(connection)
     }
 
@@ -289,7 +300,7 @@ pub(crate) mod fake {
         // SAFETY: the four descriptors were just created and are owned only here.
         let [cmd_read, cmd_write, rep_read, rep_write] =
             unsafe { [a[0], a[1], b[0], b[1]].map(|fd| File::from(OwnedFd::from_raw_fd(fd))) };
-        let connection = Connection::start(cmd_write, rep_read, hook).unwrap();
+        let connection = Connection::start(cmd_write, rep_read, hook, Box::new(|| {})).unwrap();
         (connection, cmd_read, rep_write)
     }
 

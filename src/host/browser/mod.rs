@@ -211,6 +211,9 @@ struct PageState {
     session: String,
     generation: u64,
     ready: bool,
+    /// [`PageEvent::Gone`] has been sent (the engine died) though the state is kept, so
+    /// the next operation can say the page was lost with the engine.
+    gone_sent: bool,
     /// The last document URL the policy refused for this page, if any.
     blocked: Option<String>,
 }
@@ -229,8 +232,25 @@ impl Shared {
     }
 
     fn remove(&self, page: &PageId) {
-        if lock(&self.pages).remove(page).is_some() {
+        let removed = lock(&self.pages).remove(page);
+        if removed.is_some_and(|state| !state.gone_sent) {
             self.emit(PageEvent::Gone(page.clone()));
+        }
+    }
+
+    /// The engine of `generation` died: its pages are no longer ready, and listeners
+    /// hear so now rather than at the next operation.
+    fn announce_lost(&self, generation: u64) {
+        let mut lost = Vec::new();
+        for (page, state) in lock(&self.pages).iter_mut() {
+            if state.generation == generation && !state.gone_sent {
+                state.ready = false;
+                state.gone_sent = true;
+                lost.push(page.clone());
+            }
+        }
+        for page in lost {
+            self.emit(PageEvent::Gone(page));
         }
     }
 
@@ -376,6 +396,7 @@ impl BrowserEngine {
                 session: session.clone(),
                 generation,
                 ready: false,
+                gone_sent: false,
                 blocked: None,
             },
         );
@@ -451,7 +472,7 @@ impl BrowserEngine {
         }
         // A same-document navigation (a fragment change) has no loader and no load event.
         if let Some(loader) = reply.get("loaderId").and_then(Value::as_str) {
-            wait_for_load(&events, page, loader, deadline)?;
+            wait_for_load(connection, &events, page, loader, deadline)?;
         }
         drop(events);
         if let Some(blocked) = self.shared.take_blocked(page) {
@@ -650,6 +671,7 @@ impl BrowserEngine {
             .profile_dir
             .join(format!("profile-{}", random_hex()?));
         private_dir(&self.config.profile_dir)
+            .map(|()| process::remove_stale_profiles(&self.config.profile_dir))
             .and_then(|()| private_dir(&profile))
             .map_err(|e| {
                 EngineError::Launch(format!("cannot create {}: {e}", profile.display()))
@@ -659,10 +681,12 @@ impl BrowserEngine {
             EngineError::Launch(format!("{}: {e}", executable.display()))
         })?;
         let mut process = spawned.process;
+        let shared = Arc::clone(&self.shared);
         let connection = match Connection::start(
             spawned.commands,
             spawned.replies,
             policy_hook(Arc::clone(&self.shared)),
+            Box::new(move || shared.announce_lost(generation)),
         ) {
             Ok(connection) => connection,
             Err(e) => {
@@ -693,9 +717,17 @@ impl BrowserEngine {
                     }
                     CdpError::Protocol(message) => format!("{method}: {message}"),
                 };
+                // Give its last words a moment to arrive; it has exited or is hung.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let said = running.process.stderr_tail();
                 self.tear_down(running);
+                let said = if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it said: {said})")
+                };
                 return Err(EngineError::Launch(format!(
-                    "{}: {detail}",
+                    "{}: {detail}{said}",
                     executable.display()
                 )));
             }
@@ -804,6 +836,7 @@ fn policy_hook(shared: Arc<Shared>) -> EventHook {
 
 /// Waits for the main frame's `load` lifecycle event of `loader`.
 fn wait_for_load(
+    connection: &Connection,
     events: &Receiver<Event>,
     page: &PageId,
     loader: &str,
@@ -814,6 +847,10 @@ fn wait_for_load(
         let event = match events.recv_timeout(wait) {
             Ok(event) => event,
             Err(RecvTimeoutError::Timeout) => return Err(EngineError::Timeout),
+            // The session's subscriptions end with the engine or when the page is closed.
+            Err(RecvTimeoutError::Disconnected) if connection.is_alive() => {
+                return Err(EngineError::PageNotFound)
+            }
             Err(RecvTimeoutError::Disconnected) => return Err(EngineError::EngineStopped),
         };
         let params = &event.params;
@@ -936,6 +973,7 @@ mod tests {
                 session: "S1".into(),
                 generation: 1,
                 ready: true,
+                gone_sent: false,
                 blocked: None,
             },
         );
@@ -1041,6 +1079,34 @@ mod tests {
         );
         assert_eq!(engine.browser_pid(), None);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_binary_that_is_not_chromium_fails_with_its_own_words() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tst-browser-fake-{}", std::process::id()));
+        drop(std::fs::remove_dir_all(&dir));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("fake-chromium");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho 'no DevTools pipe here' >&2\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let profiles = dir.join("profiles");
+        let engine = BrowserEngine::new(EngineConfig {
+            executable: Some(fake),
+            profile_dir: profiles.clone(),
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let Err(EngineError::Launch(message)) = engine.open_page("about:blank", deadline) else {
+            panic!("expected a launch error");
+        };
+        assert!(message.contains("exited before answering"), "{message}");
+        assert!(message.contains("no DevTools pipe here"), "{message}");
+        assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -3,12 +3,14 @@
 
 use std::env;
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
 
 /// Names looked up on PATH when no executable is configured, in this order.
 pub const EXECUTABLE_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
@@ -36,7 +38,11 @@ fn is_executable_file(path: &Path) -> bool {
 pub struct ChromiumProcess {
     child: Child,
     reaped: bool,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
 }
+
+/// How much of Chromium's stderr we keep, for launch error messages.
+const STDERR_TAIL_BYTES: usize = 4096;
 
 /// What [`spawn`] hands back: the process and our ends of the two pipes.
 pub struct Spawned {
@@ -76,7 +82,8 @@ pub fn running_as_root() -> bool {
 }
 
 /// Starts `executable` headless with the DevTools pipe, in a new process group, with
-/// `--user-data-dir=<profile>`. Stdin/stdout/stderr go to /dev/null.
+/// `--user-data-dir=<profile>`. Stdin and stdout go to /dev/null; the last few KiB of
+/// stderr are kept for error messages.
 pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
     // Chromium reads commands from its fd 3 and writes replies to its fd 4.
     let (child_reads, we_write) = pipe()?;
@@ -94,7 +101,7 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
         .arg("about:blank")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .process_group(0);
     // SAFETY: the closure runs in the forked child before exec and calls only dup2, which
     // is async-signal-safe; it touches no memory shared with other threads. dup2 clears
@@ -107,7 +114,20 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
             Ok(())
         });
     }
-    let child = command.spawn()?;
+    let mut child = command.spawn()?;
+    let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+    if let Some(stderr) = child.stderr.take() {
+        let tail = Arc::clone(&stderr_tail);
+        // Ends at EOF, when the last Chromium process holding stderr has exited.
+        let drained = thread::Builder::new()
+            .name("chromium-stderr".to_string())
+            .spawn(move || keep_tail(stderr, &tail));
+        if let Err(e) = drained {
+            drop(child.kill());
+            drop(child.wait());
+            return Err(e);
+        }
+    }
     // Our copies of the child's ends close here, so a dead Chromium means EOF for us.
     drop(child_reads);
     drop(child_writes);
@@ -115,6 +135,7 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
         process: ChromiumProcess {
             child,
             reaped: false,
+            stderr_tail,
         },
         commands: File::from(we_write),
         replies: File::from(we_read),
@@ -125,6 +146,20 @@ impl ChromiumProcess {
     /// The browser process id (also its process group id).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The last lines Chromium wrote to stderr (at most a few hundred characters).
+    pub fn stderr_tail(&self) -> String {
+        let bytes = self
+            .stderr_tail
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let last = lines[lines.len().saturating_sub(3)..].join(" | ");
+        let skip = last.chars().count().saturating_sub(600);
+        last.chars().skip(skip).collect()
     }
 
     /// True once the browser process has exited (it is reaped then).
@@ -160,6 +195,50 @@ impl Drop for ChromiumProcess {
     fn drop(&mut self) {
         self.kill_and_reap();
     }
+}
+
+fn keep_tail(mut stderr: impl Read, tail: &Mutex<Vec<u8>>) {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stderr.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => {
+                let Ok(mut kept) = tail.lock() else { return };
+                kept.extend_from_slice(&chunk[..n]);
+                let excess = kept.len().saturating_sub(STDERR_TAIL_BYTES);
+                kept.drain(..excess);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Removes `profile-*` directories under `dir` left by engines that are gone: Chromium
+/// keeps a `SingletonLock` symlink to `<host>-<pid>` in a profile it is using.
+pub fn remove_stale_profiles(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_profile = entry.file_name().to_string_lossy().starts_with("profile-")
+            && entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_profile && !profile_in_use(&path) {
+            drop(std::fs::remove_dir_all(&path));
+        }
+    }
+}
+
+fn profile_in_use(profile: &Path) -> bool {
+    let Ok(target) = std::fs::read_link(profile.join("SingletonLock")) else {
+        return false;
+    };
+    let target = target.to_string_lossy().into_owned();
+    target
+        .rsplit_once('-')
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
 }
 
 fn kill_group(pgid: u32) {
@@ -213,6 +292,41 @@ mod tests {
             find_executable(Some(Path::new("/bin/sh"))),
             Some(PathBuf::from("/bin/sh"))
         );
+    }
+
+    #[test]
+    fn only_abandoned_profiles_are_removed() {
+        let dir = std::env::temp_dir().join(format!("tst-browser-stale-{}", std::process::id()));
+        drop(std::fs::remove_dir_all(&dir));
+        for name in ["profile-live", "profile-dead", "profile-unlocked", "other"] {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+        }
+        let me = format!("host-{}", std::process::id());
+        std::os::unix::fs::symlink(me, dir.join("profile-live/SingletonLock")).unwrap();
+        std::os::unix::fs::symlink("host-999999999", dir.join("profile-dead/SingletonLock"))
+            .unwrap();
+        remove_stale_profiles(&dir);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["other", "profile-live"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stderr_tail_keeps_the_last_lines() {
+        let tail = Mutex::new(Vec::new());
+        let text: String = (0..2000).map(|i| format!("line {i}\n\n")).collect();
+        keep_tail(text.as_bytes(), &tail);
+        assert!(tail.lock().unwrap().len() <= STDERR_TAIL_BYTES);
+        let process = ChromiumProcess {
+            child: Command::new("true").spawn().unwrap(),
+            reaped: false,
+            stderr_tail: Arc::new(tail),
+        };
+        assert_eq!(process.stderr_tail(), "line 1997 | line 1998 | line 1999");
     }
 
     #[test]
