@@ -261,6 +261,21 @@ fn page_operations_and_navigation_policy() {
         "{unreachable:?}"
     );
 
+    // A first load that fails still opens the page, on Chromium's error page.
+    let failed = engine.open_page("http://127.0.0.1:9/", secs(15)).unwrap();
+    assert_eq!(next_event(&events), PageEvent::Ready(failed.clone()));
+    // Chromium may reload an error page by itself; poll until it shows the error.
+    wait_until(
+        || {
+            engine
+                .inspect(&failed, secs(15))
+                .is_ok_and(|page| page.text.contains("ERR_UNSAFE_PORT"))
+        },
+        "the error page",
+    );
+    engine.close_page(&failed, secs(15)).unwrap();
+    assert_eq!(next_event(&events), PageEvent::Gone(failed));
+
     engine.close_page(&page, secs(15)).unwrap();
     assert_eq!(next_event(&events), PageEvent::Gone(page.clone()));
     assert_eq!(engine.pages(), [later]);

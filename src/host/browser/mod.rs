@@ -342,8 +342,11 @@ impl BrowserEngine {
     }
 
     /// Opens a page on `url` (http, https or about:blank): creates and attaches a target,
-    /// applies the navigation policy and the viewport, loads `url` and waits for its load
-    /// event. Starts (or restarts) Chromium if needed. Sends [`PageEvent::Ready`].
+    /// applies the navigation policy and the viewport, loads `url` and waits until that
+    /// first load has finished. A load that ends in a network error still opens the page
+    /// (showing Chromium's error page, as a tab would); a refused URL, a failed engine or
+    /// a passed deadline fail and leave no page behind. Starts (or restarts) Chromium if
+    /// needed. Sends [`PageEvent::Ready`].
     pub fn open_page(&self, url: &str, deadline: Instant) -> Result<PageId, EngineError> {
         if !document_url_allowed(url) {
             return Err(EngineError::UrlNotAllowed(url.to_string()));
@@ -368,8 +371,16 @@ impl BrowserEngine {
                 attached.map(|()| page)
             });
         let page = self.unless_stopped(opened)?;
-        if let Some(state) = lock(&self.shared.pages).get_mut(&page) {
-            state.ready = true;
+        let ready = match lock(&self.shared.pages).get_mut(&page) {
+            Some(state) => {
+                state.ready = true;
+                true
+            }
+            None => false,
+        };
+        if !ready {
+            // Closed (by itself or a crash) while loading.
+            return Err(EngineError::PageNotFound);
         }
         self.shared.emit(PageEvent::Ready(page.clone()));
         Ok(page)
@@ -422,8 +433,11 @@ impl BrowserEngine {
         if url == "about:blank" {
             return Ok(());
         }
-        self.load(connection, page, &session, url, deadline)
-            .map(drop)
+        match self.load(connection, page, &session, url, deadline) {
+            // Like a browser tab, the page stays and shows Chromium's error page.
+            Ok(_) | Err(EngineError::Navigation(_)) => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     /// Navigates `page` to `url` (http, https or about:blank), waits for the load event or
