@@ -98,7 +98,8 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
     command
         .args(launch_flags(running_as_root()))
         .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("about:blank")
+        // No initial tab: every page is one we create and attach to.
+        .arg("--no-startup-window")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
