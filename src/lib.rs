@@ -4,7 +4,7 @@
 //! Layers, each depending only on those before it:
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
 //! - [`server`]: private files, sessions, the lock, the HTTP accept thread, project queues.
-//! - [`host`]: the embedded default host behind `termsprawl-tools serve`.
+//! - [`host`]: the embedded default host (headless canvas, terminals, browsers).
 #![warn(missing_docs)]
 
 pub mod host;
