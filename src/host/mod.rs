@@ -3,3 +3,4 @@
 
 pub mod options;
 pub mod signals;
+pub mod tmux;
