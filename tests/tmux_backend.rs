@@ -549,6 +549,14 @@ fn bad_ids_missing_sessions_and_a_stopped_server_are_clear_errors() {
             .open("dir-1", &fx.dir.join("missing"), &[], None, 80, 24),
         Err(TmuxError::InvalidArgument(_))
     ));
+    assert!(matches!(
+        fx.tmux.send_literal("ab-1", "a\0b"),
+        Err(TmuxError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        fx.tmux.open("nul-1", &fx.dir, &[], Some("echo \0"), 80, 24),
+        Err(TmuxError::InvalidArgument(_))
+    ));
     fx.tmux.kill("ab-1").unwrap();
     assert!(!fx.tmux.has_live_session("ab-1").unwrap());
     // The last session gone, the server exits by itself (exit-empty).

@@ -108,7 +108,11 @@ impl fmt::Display for TmuxError {
                 f,
                 "tmux is not installed (no tmux on PATH); install tmux to get terminals that survive a host restart"
             ),
-            TmuxError::InvalidNodeId(id) => write!(f, "Invalid agent node ID: {id:?}"),
+            TmuxError::InvalidNodeId(id) => {
+                // The id may come from an agent: show no more than the start of it.
+                let shown: String = id.chars().take(64).collect();
+                write!(f, "Invalid agent node ID: {shown:?}")
+            }
             TmuxError::InvalidArgument(why) => write!(f, "{why}"),
             TmuxError::NoSession(node) => write!(
                 f,
@@ -223,6 +227,10 @@ impl TmuxServer {
             return Err(TmuxError::InvalidArgument(format!(
                 "Invalid terminal size {cols}x{rows}: columns and rows must be at least 1"
             )));
+        }
+        no_nul("command", command.unwrap_or(""))?;
+        for (name, value) in env {
+            no_nul(name, value)?;
         }
         if !cwd.is_dir() {
             return Err(TmuxError::InvalidArgument(format!(
@@ -355,12 +363,7 @@ impl TmuxServer {
     /// Types `text` into `node`'s terminal literally (no key names are interpreted).
     pub fn send_literal(&self, node: &str, text: &str) -> Result<(), TmuxError> {
         check_node(node)?;
-        if text.contains('\0') {
-            return Err(TmuxError::InvalidArgument(
-                "Invalid text: it contains a NUL character, which a terminal can't be sent"
-                    .to_string(),
-            ));
-        }
+        no_nul("text", text)?;
         let target = pane_target(node);
         for chunk in chunks(text, SEND_CHUNK_BYTES) {
             self.run(
@@ -632,6 +635,16 @@ fn check_node(node: &str) -> Result<(), TmuxError> {
     } else {
         Err(TmuxError::InvalidNodeId(node.to_string()))
     }
+}
+
+/// A NUL can't be passed in an argument (nor typed into a terminal).
+fn no_nul(what: &str, value: &str) -> Result<(), TmuxError> {
+    if value.contains('\0') {
+        return Err(TmuxError::InvalidArgument(format!(
+            "Invalid {what}: it contains a NUL character; remove it"
+        )));
+    }
+    Ok(())
 }
 
 /// `=node`: the session named exactly `node` (no prefix or pattern match).
