@@ -4,3 +4,4 @@
 pub mod canvas;
 pub mod options;
 pub mod signals;
+pub mod tmux;
