@@ -221,9 +221,8 @@ impl McpServer {
         let Some(method) = method.as_str() else {
             return invalid("method must be a string");
         };
-        if id.is_none() {
-            return None; // a notification: never answered (initialized, cancelled, …)
-        }
+        // Without an id it is a notification, never answered (initialized, cancelled, …).
+        id?;
         let Some(id) = echo_id.clone() else {
             return invalid("id must be a string or a number");
         };
