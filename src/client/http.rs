@@ -38,16 +38,7 @@ pub fn post_call(
 ) -> Result<HttpResponse, String> {
     let deadline = Instant::now() + timeout;
     let waited = describe(timeout);
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut stream =
-        TcpStream::connect_timeout(&address, remaining(deadline, &waited)?).map_err(|e| match e
-            .kind()
-        {
-            ErrorKind::TimedOut | ErrorKind::WouldBlock => {
-                format!("no connection to {address} within {waited}")
-            }
-            _ => format!("cannot connect to {address} ({e})"),
-        })?;
+    let mut stream = connect(port, deadline, &waited)?;
     let _ = stream.set_nodelay(true);
 
     let head = format!(
@@ -58,9 +49,38 @@ pub fn post_call(
     );
     let mut request = head.into_bytes();
     request.extend_from_slice(body);
+    // A host may answer (e.g. 401) and close before taking the whole body; its answer is
+    // still read when it arrived, and only then is the write failure reported.
+    let write_failure = write_request(&mut stream, &request, deadline, &waited).err();
+    let answer =
+        read_until_complete(&mut stream, deadline, &waited).and_then(|raw| parse_response(&raw));
+    match (answer, write_failure) {
+        (Ok(answer), _) => Ok(answer),
+        (Err(_), Some(write_failure)) => Err(write_failure),
+        (Err(read_failure), None) => Err(read_failure),
+    }
+}
+
+fn connect(port: u16, deadline: Instant, waited: &str) -> Result<TcpStream, String> {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    TcpStream::connect_timeout(&address, remaining(deadline, waited)?).map_err(|e| {
+        if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) {
+            format!("no connection to {address} within {waited}")
+        } else {
+            format!("cannot connect to {address} ({e})")
+        }
+    })
+}
+
+fn write_request(
+    stream: &mut TcpStream,
+    request: &[u8],
+    deadline: Instant,
+    waited: &str,
+) -> Result<(), String> {
     for chunk in request.chunks(WRITE_CHUNK) {
         stream
-            .set_write_timeout(Some(remaining(deadline, &waited)?))
+            .set_write_timeout(Some(remaining(deadline, waited)?))
             .map_err(|e| format!("cannot use the connection ({e})"))?;
         stream.write_all(chunk).map_err(|e| match e.kind() {
             ErrorKind::TimedOut | ErrorKind::WouldBlock => {
@@ -69,9 +89,7 @@ pub fn post_call(
             _ => format!("the host closed the connection while the request was sent ({e})"),
         })?;
     }
-
-    let raw = read_until_complete(&mut stream, deadline, &waited)?;
-    parse_response(&raw)
+    Ok(())
 }
 
 /// How long is left before `deadline`, or the timeout cause when nothing is.
@@ -313,6 +331,35 @@ mod tests {
         ] {
             assert!(request.contains(&header), "{header} missing from {request}");
         }
+    }
+
+    #[test]
+    fn an_early_answer_is_read_even_when_the_body_was_not_taken() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut seen = Vec::new();
+            let mut buffer = [0u8; 1024];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buffer).unwrap();
+                seen.extend_from_slice(&buffer[..n]);
+            }
+            let body = br#"{"ok":false,"error":"Unknown or revoked session"}"#;
+            let head = format!(
+                "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            socket.write_all(head.as_bytes()).unwrap();
+            socket.write_all(body).unwrap();
+            socket.shutdown(std::net::Shutdown::Write).unwrap();
+            // Drain what the client still sends, as a host closing politely would.
+            while socket.read(&mut buffer).map(|n| n > 0).unwrap_or(false) {}
+        });
+        let body = vec![b' '; 100_000];
+        let answer = post_call(port, "t", &body, Duration::from_secs(5)).unwrap();
+        assert_eq!(answer.status, 401);
+        server.join().unwrap();
     }
 
     #[test]

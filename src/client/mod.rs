@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolResult;
 
 /// The environment variable naming the session file when `--session` is not given.
@@ -206,6 +207,14 @@ impl Connection {
         })?;
         let port = read_endpoint(&endpoint)?;
         let body = json!({ "operation": operation, "args": args }).to_string();
+        if body.len() > MAX_BODY_BYTES {
+            // The host refuses these unread, and may reset the connection before its answer
+            // arrives; say what it would say instead of sending.
+            return Ok(ToolResult::Err(format!(
+                "Request too large: {} bytes, the limit is {MAX_BODY_BYTES}; send less per call",
+                body.len()
+            )));
+        }
         let answer = http::post_call(port, &session.token, body.as_bytes(), self.timeout)
             .map_err(ClientError::Unavailable)?;
         tool_result_from(answer.status, &answer.body)
