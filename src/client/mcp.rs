@@ -5,7 +5,7 @@
 //! process; [`serve`] is the thin stdio loop around it.
 //!
 //! # What is implemented, by revision (read from the specification text at
-//! modelcontextprotocol.io/specification/<revision>/…, and `schema/<revision>/schema.ts`)
+//! `modelcontextprotocol.io/specification/REVISION/…` and `schema/REVISION/schema.ts`)
 //!
 //! A dual-era server ("Versioning and Compatibility", 2026-07-28): a request whose `_meta`
 //! names a modern version is served statelessly; `initialize` selects legacy semantics for
@@ -45,7 +45,9 @@
 //!   number) → -32600; a line over 256 KiB → -32600 and it is skipped. Ids are echoed
 //!   exactly (0, negative, fractional, strings). `params._meta` (progress tokens, client
 //!   thread ids, trace context) is accepted on any request. Responses sent by the client
-//!   are ignored (this server sends no requests).
+//!   are ignored (this server sends no requests). Requests are handled one at a time, in
+//!   order, so a `notifications/cancelled` always arrives after its request finished and
+//!   is ignored; no progress notifications are sent.
 
 use std::io::{self, BufRead, ErrorKind, Write};
 

@@ -7,6 +7,8 @@
 //! running agent survives a host restart on a new port without any change on its side.
 //! Only `http://127.0.0.1:PORT/call` endpoints are used; a call is sent once and never
 //! retried, because the host may already have applied a mutation whose answer was lost.
+//! Each call has one overall deadline ([`DEFAULT_TIMEOUT`], 45 s; [`TIMEOUT_ENV`]
+//! `TERMSPRAWL_CTL_TIMEOUT_MS` overrides it in milliseconds, which the tests use).
 
 pub mod doctor;
 pub mod http;
