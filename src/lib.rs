@@ -7,4 +7,5 @@
 #![warn(missing_docs)]
 
 pub mod protocol;
+pub mod runtime;
 pub mod server;
