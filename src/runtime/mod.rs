@@ -9,9 +9,11 @@ pub mod agents;
 pub mod artifact;
 pub mod canvas;
 pub mod context;
+mod execute;
 pub mod host;
 pub mod launch;
 pub mod owners;
+mod tool_runtime;
 pub mod url;
 
 pub use agents::{
@@ -24,5 +26,8 @@ pub use host::{Browsers, CanvasOwner, Host, ProjectSnapshot, PtyRequest, Termina
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     PreparedLaunch,
+};
+pub use tool_runtime::{
+    AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
 };
 pub use url::normalize_browser_url;
