@@ -176,12 +176,15 @@ impl CanvasOwner for FakeCanvas {
     }
 }
 
+/// One page operation a guest was asked to run: (target, operation, args).
+pub type PageRun = (String, String, Map<String, Value>);
+
 /// Browser guests: ready at once, after a delay, or never; page operations answer with
 /// what they were asked, or hang.
 pub struct FakeBrowsers {
     pub ready_after: Mutex<Option<Duration>>,
     pub hang: Mutex<bool>,
-    pub runs: Mutex<Vec<(String, String, Map<String, Value>)>>,
+    pub runs: Mutex<Vec<PageRun>>,
 }
 
 impl Browsers for FakeBrowsers {
