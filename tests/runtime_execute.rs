@@ -213,20 +213,8 @@ fn new_terminals_must_become_ready() {
     let rig = Rig::new("exec-ready", &["a"]);
     let opened = run(&rig, "a", "terminal_open", json!({"title": "x"})).unwrap();
     assert!(opened["nodeId"].as_str().unwrap().starts_with("term"));
-    // Make the next terminal never ready: the fake marks it ready on creation, so take
-    // readiness away from a watcher thread as soon as it appears.
-    let terminals = rig.terminals.clone();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop_flag = stop.clone();
-    let thief = std::thread::spawn(move || {
-        while !stop_flag.load(std::sync::atomic::Ordering::SeqCst) {
-            terminals.ready.lock().unwrap().clear();
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    });
+    *rig.terminals.never_ready.lock().unwrap() = true;
     let error = run(&rig, "a", "terminal_open", json!({})).unwrap_err();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    thief.join().unwrap();
     assert!(
         error.starts_with("Node term")
             && error.ends_with(

@@ -230,12 +230,16 @@ pub struct FakeTerminals {
     pub screens: Mutex<HashMap<String, String>>,
     pub scrollbacks: Mutex<HashMap<String, String>>,
     pub written: Mutex<Vec<(String, String)>>,
+    /// New sessions start but never become ready.
+    pub never_ready: Mutex<bool>,
 }
 
 impl FakeTerminals {
     pub fn start(&self, id: &str) {
-        for set in [&self.warm, &self.ready, &self.live] {
-            set.lock().unwrap().insert(id.to_string());
+        self.warm.lock().unwrap().insert(id.to_string());
+        self.live.lock().unwrap().insert(id.to_string());
+        if !*self.never_ready.lock().unwrap() {
+            self.ready.lock().unwrap().insert(id.to_string());
         }
     }
 }
