@@ -248,3 +248,25 @@ fn page_operations_give_up_after_15_seconds() {
         .contains("browser control"));
     assert_eq!(rig.browsers.runs.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn owners_survive_a_restart_and_guests_fall_back_to_the_first_tab() {
+    let rig = Rig::with_data("browser-restart", &["a"], |tools| {
+        std::fs::write(
+            tools.join("browser-owners.json"),
+            r#"{"web": "a", "junk": 7}"#,
+        )
+        .unwrap();
+    });
+    web_node(&rig);
+    assert_eq!(
+        run(&rig, "a", "browser_list", json!({})).unwrap()[0]["owner"],
+        "a"
+    );
+    assert_eq!(
+        run(&rig, "a", "browser_inspect", json!({"nodeId": "web"})).unwrap()["target"],
+        "target-web-t2"
+    );
+    let node = json!({"id": "web", "type": "browser", "data": {"tabs": ["first", "second"], "activeTabId": "gone"}});
+    assert_eq!(rig.runtime.guest(&node), Ok("target-web-first".to_string()));
+}

@@ -328,3 +328,29 @@ fn missing_or_warm_agents_need_setup_and_bad_preferences_are_named() {
         .prepare(pty("p2", &cli.to_string_lossy()))
         .is_ok());
 }
+
+#[test]
+fn probes_are_cached_per_path() {
+    let rig = Rig::new("launch-cache", &["a"]);
+    let bin = rig.dir.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let counter = rig.dir.join("probes");
+    let cli = bin.join("grok");
+    script(
+        &cli,
+        &format!(
+            "echo \"$1\" >> '{}'; echo 'Usage: grok [message...]'",
+            counter.display()
+        ),
+    );
+    for node in ["q1", "q2"] {
+        rig.runtime
+            .prepare(pty(node, &cli.to_string_lossy()))
+            .unwrap();
+    }
+    assert_eq!(
+        fs::read_to_string(&counter).unwrap(),
+        "--help\n--version\n",
+        "one probe for both launches"
+    );
+}

@@ -286,7 +286,15 @@ pub struct Rig {
 
 impl Rig {
     pub fn new(name: &str, agents: &[&str]) -> Rig {
+        Rig::with_data(name, agents, |_| {})
+    }
+
+    /// Like [`Rig::new`], with `<data>/agent-tools` prepared by `before` first.
+    pub fn with_data(name: &str, agents: &[&str], before: impl FnOnce(&Path)) -> Rig {
         let dir = scratch(name);
+        let tools = dir.join("data/agent-tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        before(&tools);
         let project_dir = dir.join("project");
         std::fs::create_dir_all(&project_dir).unwrap();
         let terminals = Arc::new(FakeTerminals::default());
