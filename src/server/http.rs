@@ -63,6 +63,8 @@ const EAGER_BODY_BYTES: usize = 1024;
 /// A running HTTP front.
 pub struct Http {
     server: Arc<tiny_http::Server>,
+    /// A second handle on the listening socket, to stop it listening at once.
+    listener: TcpListener,
     accept: JoinHandle<()>,
     stopping: Arc<AtomicBool>,
     handlers: Handlers,
@@ -75,6 +77,7 @@ impl Http {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         sockets::set_listener_write_timeout(&listener)?;
         let local = listener.local_addr()?;
+        let handle = listener.try_clone()?;
         let server = tiny_http::Server::from_listener(listener, None)
             .map(Arc::new)
             .map_err(io::Error::other)?;
@@ -88,6 +91,7 @@ impl Http {
         };
         Ok(Http {
             server,
+            listener: handle,
             accept,
             stopping,
             handlers,
@@ -100,16 +104,17 @@ impl Http {
         self.local.port()
     }
 
-    /// Stops accepting, joins the accept thread, releases idle handlers and ends every
-    /// open connection.
+    /// Stops listening, joins the accept thread (which answers requests still queued
+    /// with 503), ends every open connection and releases idle handlers.
     pub fn stop(self) {
         self.stopping.store(true, Ordering::SeqCst);
+        sockets::stop_listening(&self.listener);
         self.server.unblock();
         let _ = self.accept.join();
-        self.handlers.release_idle();
-        // Dropping the last reference stops tiny_http's own accept thread.
-        drop(self.server);
         sockets::end_connections(self.local);
+        self.handlers.release_idle();
+        // Dropping the last reference lets tiny_http's own accept thread end.
+        drop(self.server);
     }
 }
 
@@ -135,6 +140,15 @@ fn accept_loop(
         let verdict = check_headers(&owner, &request, local.port());
         handlers.run(Box::new(move || {
             handle(&owner, request, verdict, arrived, local)
+        }));
+    }
+    // Requests that arrived before we stopped get an answer, not tiny_http's drop.
+    let Some(owner) = owner.upgrade() else { return };
+    while let Ok(Some(request)) = server.try_recv() {
+        let owner = owner.clone();
+        let verdict = Verdict::Refuse(503, "Tool service is shutting down; try again");
+        handlers.run(Box::new(move || {
+            handle(&owner, request, verdict, Instant::now(), local)
         }));
     }
 }

@@ -139,13 +139,16 @@ impl SessionStore {
         constant_time_eq(&entry.secret, &presented).then_some(&entry.session)
     }
 
-    /// True when `session` still carries its node's current token.
+    /// True when `session` is still its node's session: same project, same token.
     pub fn is_current(&self, session: &ToolSession) -> bool {
         match (
             self.by_node.get(&session.node_id),
             decode_token(&session.token),
         ) {
-            (Some(entry), Some(secret)) => constant_time_eq(&entry.secret, &secret),
+            (Some(entry), Some(secret)) => {
+                entry.session.project_id == session.project_id
+                    && constant_time_eq(&entry.secret, &secret)
+            }
             _ => false,
         }
     }
@@ -219,6 +222,9 @@ mod tests {
         );
         assert!(!store.is_current(&session("n1", &a)));
         assert!(store.is_current(&session("n1", &b)));
+        let mut moved = session("n1", &b);
+        moved.project_id = "q".into();
+        assert!(!store.is_current(&moved), "another project is not current");
         store.remove("n1");
         assert!(store.authenticate(&b).is_none());
         assert!(store.key_free("n2", &decode_token(&b).unwrap()));

@@ -40,6 +40,12 @@ pub fn set_listener_write_timeout(listener: &TcpListener) -> io::Result<()> {
     })
 }
 
+/// Stops `listener` listening now (Linux: `shutdown` on a listening socket ends the
+/// listen and wakes `accept`), though tiny_http's thread still holds its descriptor.
+pub fn stop_listening(listener: &TcpListener) {
+    let _ = with_socket(listener.as_raw_fd(), |s| s.shutdown(Shutdown::Read));
+}
+
 /// One connection of ours, found by its addresses.
 #[derive(Clone, Copy, Debug)]
 pub struct Connection(RawFd);
