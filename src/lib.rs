@@ -11,4 +11,5 @@
 pub mod client;
 pub mod host;
 pub mod protocol;
+pub mod runtime;
 pub mod server;
