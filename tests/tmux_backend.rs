@@ -257,7 +257,8 @@ fn capture_returns_the_rendered_screen_of_a_full_screen_program() {
     fx.tmux
         .open("fs-1", &fx.dir, &[], Some(full_screen), 80, 24)
         .unwrap();
-    let screen = capture_until(&fx.tmux, "fs-1", "XYZ");
+    // The three printf calls reach tmux as separate writes: wait for the last one.
+    let screen = capture_until(&fx.tmux, "fs-1", "BB       XYZ");
     let lines: Vec<&str> = screen.lines().collect();
     assert_eq!(lines.first(), Some(&"TOP"), "screen:\n{screen}");
     assert_eq!(lines.get(4), Some(&"BB       XYZAAAA"), "screen:\n{screen}");
