@@ -2,4 +2,7 @@
 //! real terminals and a browser engine, behind the runtime's traits.
 
 pub mod options;
+pub(crate) mod pty;
+pub mod screen;
 pub mod signals;
+pub mod terminal;
