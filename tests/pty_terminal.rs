@@ -171,6 +171,10 @@ fn close_ends_the_session_including_background_jobs() {
     let terminal = spawn_sh("close");
     let shell_pid = terminal.pid();
     terminal.submit("sleep 300 & echo bg-pid=$!").unwrap();
+    // A stopped job: SIGCONT after SIGHUP lets the hang-up take effect.
+    terminal
+        .submit("sleep 302 & kill -STOP $!; echo stopped-pid=$!")
+        .unwrap();
     // This one ignores SIGHUP, so only the SIGKILL after the grace period ends it.
     terminal
         .submit("(trap '' HUP; exec sleep 301) & echo deaf-pid=$!")
@@ -181,6 +185,10 @@ fn close_ends_the_session_including_background_jobs() {
     let text = terminal.read(64_000);
     let background = number_after(&text, "bg-pid=").expect("bg pid printed");
     let deaf = number_after(&text, "deaf-pid=").unwrap();
+    let stopped = number_after(&text, "stopped-pid=").unwrap();
+    wait_until("job stopped", WAIT, || {
+        matches!(proc_stat(stopped), Some(('T', _, _)))
+    });
     assert!(running(background) && running(deaf));
     assert_eq!(
         proc_stat(background).unwrap().2,
@@ -191,6 +199,7 @@ fn close_ends_the_session_including_background_jobs() {
     terminal.close();
     assert!(!running(background), "background sleep survived close");
     assert!(!running(deaf), "SIGHUP-ignoring sleep survived close");
+    assert!(!running(stopped), "stopped job survived close");
     assert!(!running(shell_pid));
     assert_reaped(shell_pid);
     assert!(!terminal.live());

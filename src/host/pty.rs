@@ -221,9 +221,11 @@ pub fn spawn(
     }
     // EOF means execve succeeded (the pipe is close-on-exec); 8 bytes mean a step failed.
     let mut report = Vec::new();
-    let read = report_read.read_to_end(&mut report);
-    if read.is_ok() && report.is_empty() {
-        return Ok(pid);
+    match report_read.read_to_end(&mut report) {
+        Ok(_) if report.is_empty() => return Ok(pid),
+        Ok(_) => {} // the child reported a failed step and is exiting
+        // Unknown whether it exec'd: do not leave it running unowned.
+        Err(_) => drop(send_signal(pid, libc::SIGKILL)),
     }
     let _ = wait_child(pid, true);
     let (step, errno) = match report.get(..8) {

@@ -190,8 +190,16 @@ struct Shared {
     pid: libc::pid_t,
     output: Mutex<Output>,
     printed: AtomicBool,
-    /// The child's wait status once reaped; after that its pid is never used again.
-    exit: Mutex<Option<ExitStatus>>,
+    /// Once `Reaped`, the child's pid is never waited for or signalled again.
+    child: Mutex<ChildState>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChildState {
+    Running,
+    /// Exited and reaped; the status is unknown (`None`) if something else in this
+    /// process reaped it first.
+    Reaped(Option<ExitStatus>),
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -199,18 +207,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Reaps the child if it has exited (waitpid WNOHANG); `Some` once it has.
-    fn try_reap(&self) -> Option<ExitStatus> {
-        let mut exit = lock(&self.exit);
-        if exit.is_none() {
+    /// Reaps the child if it has exited (waitpid WNOHANG).
+    fn try_reap(&self) -> ChildState {
+        let mut child = lock(&self.child);
+        if *child == ChildState::Running {
             match pty::wait_child(self.pid, false) {
-                Ok(Some(status)) => *exit = Some(ExitStatus::from_raw(status)),
+                Ok(Some(status)) => *child = ChildState::Reaped(Some(ExitStatus::from_raw(status))),
                 Ok(None) => {}
-                // Not our child any more (someone else reaped it): it is gone.
-                Err(_) => *exit = Some(ExitStatus::from_raw(0)),
+                // ECHILD: no longer our child to wait for, so it has exited.
+                Err(_) => *child = ChildState::Reaped(None),
             }
         }
-        *exit
+        *child
     }
 
     fn record(&self, chunk: &[u8]) {
@@ -224,7 +232,7 @@ impl Shared {
     /// and its pid has been reused by an unrelated process: while any process of our
     /// session lives, the kernel does not hand out its session id as a new pid.
     fn session_members(&self) -> Vec<libc::pid_t> {
-        let reaped = lock(&self.exit).is_some();
+        let reaped = *lock(&self.child) != ChildState::Running;
         if reaped && pty::proc_stat(self.pid).is_some() {
             return Vec::new();
         }
@@ -240,7 +248,7 @@ impl Shared {
 
     /// No process of the session runs and the child is reaped.
     fn finished(&self) -> bool {
-        self.try_reap().is_some() && self.session_members().is_empty()
+        self.try_reap() != ChildState::Running && self.session_members().is_empty()
     }
 }
 
@@ -320,7 +328,7 @@ impl Terminal {
                 screen: Screen::new(options.size.cols, options.size.rows),
             }),
             printed: AtomicBool::new(false),
-            exit: Mutex::new(None),
+            child: Mutex::new(ChildState::Running),
         });
         let terminal = Terminal {
             shared: Arc::clone(&shared),
@@ -353,12 +361,15 @@ impl Terminal {
 
     /// True while the child runs (not closed and not exited).
     pub fn live(&self) -> bool {
-        !self.closed.load(Ordering::Acquire) && self.shared.try_reap().is_none()
+        !self.closed.load(Ordering::Acquire) && self.shared.try_reap() == ChildState::Running
     }
 
     /// The child's exit status, once it has exited and been reaped.
     pub fn exit_status(&self) -> Option<ExitStatus> {
-        self.shared.try_reap()
+        match self.shared.try_reap() {
+            ChildState::Reaped(status) => status,
+            ChildState::Running => None,
+        }
     }
 
     /// Writes `bytes` as typed input. Fails if the terminal is closed or its program has
@@ -367,7 +378,7 @@ impl Terminal {
         if self.closed.load(Ordering::Acquire) {
             return Err(TerminalError::Closed);
         }
-        if self.shared.try_reap().is_some() {
+        if self.shared.try_reap() != ChildState::Running {
             return Err(TerminalError::Exited);
         }
         let _one_writer = lock(&self.writing);
@@ -496,7 +507,7 @@ fn read_until_eof(shared: &Shared, master: &File, wake: &File) {
     }
     // Ordinarily the child has just exited; reap it so it does not linger as a zombie.
     poll_until(Instant::now() + REAP_AFTER_EOF, || {
-        shared.try_reap().is_some()
+        shared.try_reap() != ChildState::Running
     });
 }
 
