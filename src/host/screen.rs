@@ -952,6 +952,35 @@ mod tests {
     }
 
     #[test]
+    fn random_bytes_never_panic_and_stay_inert() {
+        // Deterministic xorshift, biased towards the bytes that drive the parser.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        const INTERESTING: &[u8] = b"\x1b\x1b[[]]?;;0123456789\x07\x08\t\r\n\\PX^_HfmABCDEFGJKLMPSTXdehlsu@`c78\xc2\x9b\x9c\xe2\x82\xac\xff ";
+        let mut screen = Screen::new(7, 3);
+        for round in 0..2_000 {
+            let len = (next() % 64) as usize;
+            let chunk: Vec<u8> = (0..len)
+                .map(|_| match next() % 3 {
+                    0 => (next() & 0xff) as u8,
+                    _ => INTERESTING[(next() as usize) % INTERESTING.len()],
+                })
+                .collect();
+            screen.feed(&chunk);
+            if round % 97 == 0 {
+                screen.resize((next() % 12) as u16, (next() % 6) as u16);
+            }
+        }
+        assert_inert(&screen.tail(usize::MAX));
+        assert_inert(&screen.text());
+    }
+
+    #[test]
     fn hostile_mix_is_inert() {
         let hostile: &[u8] = b"\x1b]52;c;SGVsbG8=\x07\x1b]0;pwned\x07\x1b[2J\x1b[H\x1b[?1049h\
             \x1b[6n\x1bP$q\"p\x1b\\\x9b\x9d\xc2\x9b31m\x1b[999Bend\x00\x1b";
