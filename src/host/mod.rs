@@ -3,5 +3,8 @@
 
 pub mod canvas;
 pub mod options;
+pub(crate) mod pty;
+pub mod screen;
 pub mod signals;
+pub mod terminal;
 pub mod tmux;
