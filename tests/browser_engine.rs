@@ -87,21 +87,25 @@ fn redirect(location: &str) -> String {
     format!("HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 }
 
-fn profile_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tst-browser-{name}-{}", std::process::id()));
-    drop(fs::remove_dir_all(&dir));
-    dir
+/// The engine's profile directory, removed when the test ends (passing or not).
+struct ProfileDir(PathBuf);
+
+impl Drop for ProfileDir {
+    fn drop(&mut self) {
+        drop(fs::remove_dir_all(&self.0));
+    }
 }
 
-/// An engine, or `None` (with a notice) where no Chromium is installed.
-fn engine(name: &str) -> Option<(BrowserEngine, PathBuf)> {
-    let dir = profile_dir(name);
+/// An engine, or `None` (with a notice) where no Chromium is installed. Bound as
+/// `(dir, engine)`, the engine is dropped (and Chromium killed) before its directory.
+fn engine(name: &str) -> Option<(ProfileDir, BrowserEngine)> {
+    let dir = std::env::temp_dir().join(format!("tst-browser-{name}-{}", std::process::id()));
     let engine = BrowserEngine::new(EngineConfig {
         executable: None,
         profile_dir: dir.clone(),
     });
     match engine.find_executable() {
-        Ok(_) => Some((engine, dir)),
+        Ok(_) => Some((ProfileDir(dir), engine)),
         Err(error) => {
             eprintln!("NOTICE: skipping the browser engine tests: {error}");
             None
@@ -119,7 +123,7 @@ fn next_event(events: &Receiver<PageEvent>) -> PageEvent {
 
 #[test]
 fn page_operations_and_navigation_policy() {
-    let Some((engine, dir)) = engine("ops") else {
+    let Some((dir, engine)) = engine("ops") else {
         return;
     };
     let base = serve_pages();
@@ -189,7 +193,32 @@ fn page_operations_and_navigation_policy() {
         after.text
     );
 
-    let png = base64_decode(&engine.screenshot(&page, secs(15)).unwrap());
+    // The same operations by their protocol names, as the runtime calls them.
+    let run = |operation: &str, args: serde_json::Value| {
+        let serde_json::Value::Object(args) = args else {
+            panic!("args must be an object")
+        };
+        engine.run_operation(&page, operation, &args, secs(15))
+    };
+    let inspected = run("browser_inspect", serde_json::json!({})).unwrap();
+    assert_eq!(inspected["controls"][0]["type"], "text");
+    assert_eq!(inspected["controls"][0]["selector"], "#name");
+    assert_eq!(
+        run(
+            "browser_type",
+            serde_json::json!({ "selector": "#name", "text": "Ada" })
+        )
+        .unwrap(),
+        serde_json::json!({ "selector": "#name" })
+    );
+    assert_eq!(
+        run("browser_click", serde_json::json!({ "selector": apply })).unwrap(),
+        serde_json::json!({ "selector": apply })
+    );
+    assert!(run("browser_frobnicate", serde_json::json!({})).is_err());
+    let image = run("browser_screenshot", serde_json::json!({})).unwrap();
+
+    let png = base64_decode(image["image"].as_str().unwrap());
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert_eq!(&png[12..16], b"IHDR");
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
@@ -290,13 +319,12 @@ fn page_operations_and_navigation_policy() {
     );
 
     engine.shutdown();
-    assert_eq!(profiles(&dir), 0);
-    drop(fs::remove_dir_all(&dir));
+    assert_eq!(profiles(&dir.0), 0);
 }
 
 #[test]
 fn engine_death_restart_and_shutdown() {
-    let Some((engine, dir)) = engine("death") else {
+    let Some((dir, engine)) = engine("death") else {
         return;
     };
     let base = serve_pages();
@@ -320,7 +348,7 @@ fn engine_death_restart_and_shutdown() {
     assert_eq!(engine.inspect(&again, secs(15)).unwrap().title, "Other");
     let pid = engine.browser_pid().unwrap();
     assert_ne!(pid, first_pid);
-    assert_eq!(profiles(&dir), 1, "the dead engine's profile is removed");
+    assert_eq!(profiles(&dir.0), 1, "the dead engine's profile is removed");
 
     let tree = chromium_tree(pid);
     assert!(tree.len() > 1, "Chromium runs helper processes: {tree:?}");
@@ -334,13 +362,12 @@ fn engine_death_restart_and_shutdown() {
         engine.open_page("about:blank", secs(5)),
         Err(EngineError::ShutDown)
     );
-    assert_eq!(profiles(&dir), 0);
-    drop(fs::remove_dir_all(&dir));
+    assert_eq!(profiles(&dir.0), 0);
 }
 
 #[test]
 fn a_hung_page_times_out_and_the_engine_stays_usable() {
-    let Some((engine, dir)) = engine("hung") else {
+    let Some((_dir, engine)) = engine("hung") else {
         return;
     };
     let base = serve_pages();
@@ -371,7 +398,6 @@ fn a_hung_page_times_out_and_the_engine_stays_usable() {
         .unwrap();
     assert_eq!(engine.inspect(&fresh, secs(15)).unwrap().title, "Other");
     engine.shutdown();
-    drop(fs::remove_dir_all(&dir));
 }
 
 /// Median open (warm) and screenshot times over 20 runs, and the engine's memory with 3
@@ -379,7 +405,7 @@ fn a_hung_page_times_out_and_the_engine_stays_usable() {
 #[test]
 #[ignore]
 fn measure_open_screenshot_and_memory() {
-    let Some((engine, dir)) = engine("measure") else {
+    let Some((_dir, engine)) = engine("measure") else {
         return;
     };
     let base = serve_pages();
@@ -414,7 +440,6 @@ fn measure_open_screenshot_and_memory() {
         pss_kib / 1024
     );
     engine.shutdown();
-    drop(fs::remove_dir_all(&dir));
 }
 
 fn median(times: &mut [Duration]) -> Duration {

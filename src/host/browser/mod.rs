@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::server::private_dir;
 use cdp::{CdpError, Connection, Event, EventHook};
@@ -585,6 +585,45 @@ impl BrowserEngine {
                 .map(drop)
                 .map_err(EngineError::from)
         })
+    }
+
+    /// Runs one of the page operations by its protocol name on already validated `args`:
+    /// `browser_navigate {url}` -> `{url}`, `browser_inspect` -> [`Inspection`],
+    /// `browser_click {selector}` and `browser_type {selector, text}` -> `{selector}`,
+    /// `browser_screenshot` -> `{image}` (base64 PNG).
+    pub fn run_operation(
+        &self,
+        page: &PageId,
+        operation: &str,
+        args: &Map<String, Value>,
+        deadline: Instant,
+    ) -> Result<Value, EngineError> {
+        let text = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .ok_or_else(|| EngineError::Page(format!("Missing argument: {key}")))
+        };
+        match operation {
+            "browser_navigate" => {
+                Ok(json!({ "url": self.navigate(page, text("url")?, deadline)? }))
+            }
+            "browser_inspect" => serde_json::to_value(self.inspect(page, deadline)?)
+                .map_err(|e| EngineError::Protocol(e.to_string())),
+            "browser_click" => {
+                let selector = text("selector")?;
+                self.click(page, selector, deadline)?;
+                Ok(json!({ "selector": selector }))
+            }
+            "browser_type" => {
+                let selector = text("selector")?;
+                self.type_text(page, selector, text("text")?, deadline)?;
+                Ok(json!({ "selector": selector }))
+            }
+            "browser_screenshot" => Ok(json!({ "image": self.screenshot(page, deadline)? })),
+            other => Err(EngineError::Page(format!(
+                "Unknown browser operation: {other}"
+            ))),
+        }
     }
 
     /// Kills Chromium's process group, reaps it and removes its profile. Idempotent; every
