@@ -108,6 +108,10 @@ impl Connection {
         if !self.is_alive() {
             return Err(CdpError::Closed);
         }
+        // A command sent after its deadline could act with nobody waiting for the result.
+        if Instant::now() >= deadline {
+            return Err(CdpError::Timeout);
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         lock(&self.pending).insert(id, tx);
@@ -352,12 +356,17 @@ mod tests {
     #[test]
     fn errors_timeouts_and_closing_wake_callers() {
         let (connection, mut chromium_in, mut chromium_out) = fake();
+        assert_eq!(
+            connection.call("Late.call", json!({}), None, Instant::now()),
+            Err(CdpError::Timeout)
+        );
         let soon = Instant::now() + Duration::from_millis(50);
         assert_eq!(
             connection.call("A.b", json!({}), None, soon),
             Err(CdpError::Timeout)
         );
-        read_command(&mut chromium_in);
+        // The late call was never sent: the first command Chromium sees is A.b.
+        assert_eq!(read_command(&mut chromium_in)["method"], "A.b");
 
         let caller = {
             let connection = Arc::clone(&connection);
