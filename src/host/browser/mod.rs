@@ -1,7 +1,7 @@
 //! A headless Chromium behind the `browser_*` operations, driven over the DevTools pipe.
 //!
 //! [`BrowserEngine`] starts one Chromium lazily, on the first [`BrowserEngine::open_page`],
-//! with `--remote-debugging-pipe` (see [`cdp`] for the transport) and a fresh profile under
+//! with `--remote-debugging-pipe` (the transport is in `cdp.rs`) and a fresh profile under
 //! the configured directory. Each page is a target created with `Target.createTarget` and
 //! attached in flat mode. Every operation takes a deadline and never waits past it.
 //!
@@ -27,7 +27,7 @@
 //! gone ([`EngineError::EngineStopped`]). [`BrowserEngine::shutdown`] kills the process
 //! group, reaps the browser and removes the profile.
 
-pub mod cdp;
+mod cdp;
 mod policy;
 mod process;
 
