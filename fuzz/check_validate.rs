@@ -17,8 +17,9 @@ const ERROR_PHRASES: &[&str] = &[
 
 /// Runs `bytes` through JSON parsing and the validator as `termsprawl-tools validate`
 /// does. Panics (a finding) only when a property breaks: the validator must not
-/// panic, every rejection must begin with a spec phrase, and an accepted request,
-/// re-serialized (as a value and as JSON text), must validate again to itself.
+/// panic, every rejection must begin with a spec phrase, an accepted request must be
+/// exactly what was sent, and, re-serialized (as a value and as JSON text), it must
+/// validate again to itself.
 pub fn check_validate(bytes: &[u8]) {
     let Ok(raw) = serde_json::from_slice::<Value>(bytes) else {
         return;
@@ -34,6 +35,9 @@ pub fn check_validate(bytes: &[u8]) {
             return;
         }
     };
+    // Validation normalizes nothing: what was accepted is what was sent.
+    assert_eq!(raw["operation"], request.operation.as_str());
+    assert_eq!(raw["args"], Value::Object(request.args.clone()));
     let as_value = serde_json::to_value(&request).expect("a ToolRequest serializes");
     assert_eq!(
         validate_tool_request(&as_value).as_ref(),
