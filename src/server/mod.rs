@@ -1,6 +1,552 @@
 //! The in-process server: sessions and private files, the single-instance lock, the
 //! HTTP accept thread and the per-project worker threads.
+//!
+//! [`AgentToolServer`] is the spec's "In-Process Server". Its parts, one module each:
+//! - [`files`]: private directories and atomic private files.
+//! - `session`: the session store and bearer-token lookup (constant-time compare).
+//! - `lock`: `server.lock`, one server per data directory.
+//! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
+//! - `queue`: one worker thread per project with work queued.
+//! - `sockets`: the few socket calls tiny_http does not offer.
+//!
+//! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
+//! one of the server's locks is held, so they may call back into the server.
 
 pub mod files;
+mod http;
+mod lock;
+mod queue;
+mod session;
+mod sockets;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::protocol::{
+    guide, is_browser_operation, validate_tool_request, IntegrationState, IntegrationStatus,
+    ToolIdentity, ToolRequest, ToolResult, ToolSession, AGENT_TOOLS,
+};
 
 pub use files::{private_dir, private_json, private_write, read_json};
+
+/// A queued operation that waited longer than this fails without running.
+pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
+
+/// What the server needs from the app around it.
+pub trait ServerCallbacks: Send + Sync + 'static {
+    /// Runs an accepted operation (already validated, authenticated and serialized
+    /// behind its project). The error text is shown to the agent.
+    fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String>;
+    /// Whether this identity may still act (its project and node still exist).
+    fn valid(&self, identity: &ToolIdentity) -> bool;
+    /// Whether the user has enabled agent browser control.
+    fn browser_enabled(&self) -> bool;
+    /// Told every time a node's integration status is set.
+    fn on_status(&self, _node_id: &str, _status: &IntegrationStatus) {}
+    /// The app's version, reported by `session_info`.
+    fn app_version(&self) -> String {
+        "development".to_string()
+    }
+}
+
+/// Where queued operations read the time, so tests can move it (see [`QUEUE_EXPIRY`]).
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+/// The real clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Where a started server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `http://127.0.0.1:PORT/call`.
+    pub url: String,
+    /// The port on 127.0.0.1.
+    pub port: u16,
+    /// This server's instance id (also in `endpoint.json` and `server.lock`).
+    pub instance_id: String,
+}
+
+/// Why a server call failed.
+#[derive(Debug)]
+pub enum ServerError {
+    /// A node id that does not match `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`.
+    InvalidNodeId,
+    /// No session is provisioned for this node.
+    UnknownSession(String),
+    /// `start` was called on a running server.
+    AlreadyStarted,
+    /// `start` was called after `close`.
+    Closed,
+    /// A live process holds `server.lock` (its pid, when the lock names one).
+    DataDirInUse {
+        /// The pid in the lock.
+        pid: Option<i32>,
+    },
+    /// `server.lock` exists but cannot be trusted.
+    BadLock {
+        /// The lock file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A file or socket operation failed.
+    Io {
+        /// What the server was doing.
+        action: &'static str,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+impl ServerError {
+    fn io(action: &'static str, source: io::Error) -> ServerError {
+        ServerError::Io { action, source }
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerError::InvalidNodeId => f.write_str("Invalid agent node ID"),
+            ServerError::UnknownSession(node) => {
+                write!(f, "No tool session for agent node {node}; provision it first")
+            }
+            ServerError::AlreadyStarted => f.write_str("Tool service already started"),
+            ServerError::Closed => {
+                f.write_str("Tool service was closed; create a new server to start again")
+            }
+            ServerError::DataDirInUse { pid: Some(pid) } => write!(
+                f,
+                "Another instance (pid {pid}) is already using this data directory; quit it or choose another data directory"
+            ),
+            ServerError::DataDirInUse { pid: None } => f.write_str(
+                "Another instance is already using this data directory; quit it or choose another data directory",
+            ),
+            ServerError::BadLock { path, detail } => write!(
+                f,
+                "Cannot read {} ({detail}); if no other instance is running, delete it and start again",
+                path.display()
+            ),
+            ServerError::Io { action, source } => write!(f, "Could not {action}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServerError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+enum Lifecycle {
+    New,
+    Running {
+        http: http::Http,
+        endpoint: Endpoint,
+    },
+    Closed,
+}
+
+/// The authenticated localhost tool server of one data directory.
+pub struct AgentToolServer {
+    me: Weak<AgentToolServer>,
+    directory: PathBuf,
+    instance_id: String,
+    callbacks: Arc<dyn ServerCallbacks>,
+    clock: Arc<dyn Clock>,
+    sessions: Mutex<session::SessionStore>,
+    queues: queue::ProjectQueues,
+    lifecycle: Mutex<Lifecycle>,
+}
+
+/// Locks `mutex` even if a thread panicked while holding it: every critical section
+/// here leaves its data consistent, so the data is still good.
+fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn random_hex(bytes: usize) -> Result<String, ServerError> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::getrandom(&mut buf)
+        .map_err(|e| ServerError::io("get random bytes", io::Error::other(e.to_string())))?;
+    Ok(session::to_hex(&buf))
+}
+
+impl AgentToolServer {
+    /// Creates the server of `<user_data_path>/agent-tools` (its `sessions/` made or
+    /// re-tightened to 0700). Nothing listens until [`start`](Self::start).
+    pub fn new(
+        user_data_path: &Path,
+        callbacks: Arc<dyn ServerCallbacks>,
+    ) -> Result<Arc<Self>, ServerError> {
+        Self::with_clock(user_data_path, callbacks, Arc::new(SystemClock))
+    }
+
+    /// [`new`](Self::new) with the clock queued operations expire by.
+    pub fn with_clock(
+        user_data_path: &Path,
+        callbacks: Arc<dyn ServerCallbacks>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>, ServerError> {
+        let directory = user_data_path.join("agent-tools");
+        private_dir(&directory).map_err(|e| ServerError::io("create agent-tools", e))?;
+        private_dir(&directory.join("sessions"))
+            .map_err(|e| ServerError::io("create agent-tools/sessions", e))?;
+        let instance_id = random_hex(16)?;
+        Ok(Arc::new_cyclic(|me| AgentToolServer {
+            me: me.clone(),
+            directory,
+            instance_id,
+            callbacks,
+            clock,
+            sessions: Mutex::default(),
+            queues: queue::ProjectQueues::default(),
+            lifecycle: Mutex::new(Lifecycle::New),
+        }))
+    }
+
+    /// `<data>/agent-tools` (mode 0700).
+    pub fn directory(&self) -> &Path {
+        &self.directory
+    }
+
+    /// This server's random instance id.
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    /// `sessions/<node_id>.json`, once `node_id` is known to be a safe file name.
+    pub fn session_file(&self, node_id: &str) -> Result<PathBuf, ServerError> {
+        if !session::valid_node_id(node_id) {
+            return Err(ServerError::InvalidNodeId);
+        }
+        Ok(self
+            .directory
+            .join("sessions")
+            .join(format!("{node_id}.json")))
+    }
+
+    /// Gives `identity` a session with `status`, writes its file and reports the status.
+    /// With `reuse`, a persisted token is kept when its file names the same node and
+    /// project and holds 64 lowercase hex characters; otherwise a fresh random token.
+    pub fn provision(
+        &self,
+        identity: &ToolIdentity,
+        status: IntegrationStatus,
+        reuse: bool,
+    ) -> Result<ToolSession, ServerError> {
+        let file = self.session_file(&identity.node_id)?;
+        let persisted = if reuse {
+            self.persisted(&file, identity)
+        } else {
+            None
+        };
+        let token = {
+            let sessions = lock_or_recover(&self.sessions);
+            let usable = |token: &str| {
+                session::decode_token(token)
+                    .is_some_and(|s| sessions.key_free(&identity.node_id, &s))
+            };
+            match persisted.filter(|t| usable(t)) {
+                Some(token) => token,
+                None => loop {
+                    let token = random_hex(session::TOKEN_BYTES)?;
+                    if usable(&token) {
+                        break token;
+                    }
+                },
+            }
+        };
+        let session = ToolSession {
+            node_id: identity.node_id.clone(),
+            project_id: identity.project_id.clone(),
+            token,
+            status: status.clone(),
+        };
+        self.persist(&session)?;
+        lock_or_recover(&self.sessions).insert(session.clone());
+        self.callbacks.on_status(&session.node_id, &status);
+        Ok(session)
+    }
+
+    /// The token persisted for `identity`, if its file may be reused.
+    fn persisted(&self, file: &Path, identity: &ToolIdentity) -> Option<String> {
+        let saved: ToolSession = serde_json::from_value(read_json(file).ok()??).ok()?;
+        let matches = saved.node_id == identity.node_id && saved.project_id == identity.project_id;
+        (matches && session::decode_token(&saved.token).is_some()).then_some(saved.token)
+    }
+
+    fn persist(&self, session: &ToolSession) -> Result<(), ServerError> {
+        let file = self.session_file(&session.node_id)?;
+        let value = serde_json::to_value(session)
+            .map_err(|e| ServerError::io("encode a session", io::Error::other(e.to_string())))?;
+        private_json(&file, &value).map_err(|e| ServerError::io("write a session file", e))
+    }
+
+    /// The live session of `node_id`.
+    pub fn session(&self, node_id: &str) -> Option<ToolSession> {
+        lock_or_recover(&self.sessions).get(node_id).cloned()
+    }
+
+    /// True when `node_id` has a live session or a reusable persisted one.
+    pub fn has_credentials(&self, node_id: &str) -> bool {
+        if lock_or_recover(&self.sessions).get(node_id).is_some() {
+            return true;
+        }
+        let Ok(file) = self.session_file(node_id) else {
+            return false;
+        };
+        let saved = read_json(&file).ok().flatten();
+        let saved = saved.and_then(|v| serde_json::from_value::<ToolSession>(v).ok());
+        saved.is_some_and(|s| s.node_id == node_id && session::decode_token(&s.token).is_some())
+    }
+
+    /// Sets `node_id`'s status, persists it and reports it through `on_status`.
+    pub fn set_status(&self, node_id: &str, status: IntegrationStatus) -> Result<(), ServerError> {
+        let session = lock_or_recover(&self.sessions)
+            .set_status(node_id, status.clone())
+            .cloned()
+            .ok_or_else(|| ServerError::UnknownSession(node_id.to_string()))?;
+        self.persist(&session)?;
+        self.callbacks.on_status(node_id, &status);
+        Ok(())
+    }
+
+    /// The statuses of `project_id`'s sessions whose identity is still `valid`, by node id.
+    pub fn statuses(&self, project_id: &str) -> Vec<(String, IntegrationStatus)> {
+        let sessions = lock_or_recover(&self.sessions).of_project(project_id);
+        sessions
+            .into_iter()
+            .filter(|(identity, _)| self.callbacks.valid(identity))
+            .map(|(identity, status)| (identity.node_id, status))
+            .collect()
+    }
+
+    /// Forgets `node_id`'s session and deletes its file; its queued work then fails
+    /// with `Session revoked`.
+    pub fn revoke(&self, node_id: &str) {
+        lock_or_recover(&self.sessions).remove(node_id);
+        if let Ok(file) = self.session_file(node_id) {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+
+    /// The session whose bearer token is `token` (constant-time; see `session`).
+    fn authenticate(&self, token: &str) -> Option<ToolSession> {
+        lock_or_recover(&self.sessions).authenticate(token).cloned()
+    }
+
+    /// Runs one raw request for an authenticated session: the spec's eight steps.
+    pub fn invoke(&self, session: &ToolSession, raw: &Value) -> ToolResult {
+        // 1. Validate.
+        let request = match validate_tool_request(raw) {
+            Ok(request) => request,
+            Err(e) => return ToolResult::Err(e.to_string()),
+        };
+        // 2. The identity must still be valid.
+        let identity = session.identity();
+        if !self.callbacks.valid(&identity) {
+            return ToolResult::Err("Session revoked".into());
+        }
+        // 3 and 4. Discovery and status, answered directly.
+        match request.operation.as_str() {
+            "session_info" => return ToolResult::Ok(self.session_info(session)),
+            "guide_read" => {
+                let topic = request
+                    .args
+                    .get("topic")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return match guide(topic) {
+                    Some(text) => ToolResult::Ok(json!({ "topic": topic, "guide": text })),
+                    None => ToolResult::Err("Invalid topic".into()),
+                };
+            }
+            "agent_status" => {
+                let agents: Vec<Value> = self
+                    .statuses(&session.project_id)
+                    .into_iter()
+                    .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
+                    .collect();
+                return ToolResult::Ok(json!({ "agents": agents }));
+            }
+            _ => {}
+        }
+        // 5. Browser operations need browser control.
+        let browser = is_browser_operation(&request.operation);
+        if browser && !self.callbacks.browser_enabled() {
+            return ToolResult::Err("Enable agent browser control in Settings first".into());
+        }
+        // 6 to 8. Queue behind the project; recheck when the turn comes; execute.
+        let Some(server) = self.me.upgrade() else {
+            return ToolResult::Err("Tool service is shutting down; try again".into());
+        };
+        let (reply, answer) = mpsc::channel();
+        let queued_at = self.clock.now();
+        let session = session.clone();
+        let work = Box::new(move || {
+            let result = server.take_turn(&session, &request, queued_at, browser);
+            let _ = reply.send(result);
+        });
+        if let Err(e) = self.queues.push(&identity.project_id, work) {
+            return ToolResult::Err(e);
+        }
+        answer.recv().unwrap_or_else(|_| {
+            ToolResult::Err("The operation failed unexpectedly; no result was returned".into())
+        })
+    }
+
+    /// Steps 7 and 8, on the project's worker thread.
+    fn take_turn(
+        &self,
+        session: &ToolSession,
+        request: &ToolRequest,
+        queued_at: Instant,
+        browser: bool,
+    ) -> ToolResult {
+        if self.clock.now().saturating_duration_since(queued_at) > QUEUE_EXPIRY {
+            return ToolResult::Err(
+                "Queued operation expired before execution; no change applied".into(),
+            );
+        }
+        let identity = session.identity();
+        let current = lock_or_recover(&self.sessions).is_current(session);
+        if !current || !self.callbacks.valid(&identity) {
+            return ToolResult::Err("Session revoked".into());
+        }
+        if browser && !self.callbacks.browser_enabled() {
+            return ToolResult::Err("Browser control was disabled while waiting".into());
+        }
+        self.callbacks.execute(&identity, request).into()
+    }
+
+    /// `session_info`'s value; marks MCP adapters connected (step 4). Never the token.
+    fn session_info(&self, session: &ToolSession) -> Value {
+        let mut status = self
+            .session(&session.node_id)
+            .map_or_else(|| session.status.clone(), |s| s.status);
+        let mcp = matches!(status.adapter.as_str(), "claude-mcp" | "codex-mcp");
+        if mcp && status.state != IntegrationState::Connected {
+            status.state = IntegrationState::Connected;
+            status.reason = Some("Authenticated tool connection established".into());
+            // The status still reaches the app if the file cannot be written.
+            if self.set_status(&session.node_id, status.clone()).is_err() {
+                self.callbacks.on_status(&session.node_id, &status);
+            }
+        }
+        let browser_enabled = self.callbacks.browser_enabled();
+        let operations: Vec<&str> = AGENT_TOOLS
+            .iter()
+            .map(|tool| tool.name)
+            .filter(|name| browser_enabled || !is_browser_operation(name))
+            .collect();
+        let guides = self
+            .directory
+            .join("launch")
+            .join(&session.node_id)
+            .join("skills");
+        json!({
+            "nodeId": session.node_id,
+            "projectId": session.project_id,
+            "instanceId": self.instance_id,
+            "host": "local",
+            "status": status,
+            "appVersion": self.callbacks.app_version(),
+            "preferencesFile": self.directory.join("preferences.json"),
+            "guidesDirectory": guides,
+            "browserEnabled": browser_enabled,
+            "operations": operations,
+        })
+    }
+
+    /// Takes `server.lock`, listens on `127.0.0.1:0` and writes `endpoint.json`.
+    pub fn start(&self) -> Result<Endpoint, ServerError> {
+        let mut lifecycle = lock_or_recover(&self.lifecycle);
+        match *lifecycle {
+            Lifecycle::New => {}
+            Lifecycle::Running { .. } => return Err(ServerError::AlreadyStarted),
+            Lifecycle::Closed => return Err(ServerError::Closed),
+        }
+        let lock_file = self.directory.join("server.lock");
+        lock::acquire(&lock_file, &self.instance_id)?;
+        let started = http::Http::start(self.me.clone()).and_then(|http| {
+            let port = http.port();
+            let endpoint = Endpoint {
+                url: format!("http://127.0.0.1:{port}/call"),
+                port,
+                instance_id: self.instance_id.clone(),
+            };
+            let file = self.directory.join("endpoint.json");
+            let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
+            match private_json(&file, &value) {
+                Ok(()) => Ok((http, endpoint)),
+                Err(e) => {
+                    http.stop();
+                    Err(e)
+                }
+            }
+        });
+        match started {
+            Ok((http, endpoint)) => {
+                *lifecycle = Lifecycle::Running {
+                    http,
+                    endpoint: endpoint.clone(),
+                };
+                Ok(endpoint)
+            }
+            Err(e) => {
+                lock::release(&lock_file, &self.instance_id);
+                Err(ServerError::io("start listening", e))
+            }
+        }
+    }
+
+    /// Where the server listens, while it runs.
+    pub fn endpoint(&self) -> Option<Endpoint> {
+        match &*lock_or_recover(&self.lifecycle) {
+            Lifecycle::Running { endpoint, .. } => Some(endpoint.clone()),
+            _ => None,
+        }
+    }
+
+    /// Stops listening, ends open connections, joins the accept thread, and removes
+    /// `endpoint.json` and `server.lock` where they are this instance's. Idempotent.
+    pub fn close(&self) {
+        let previous = std::mem::replace(&mut *lock_or_recover(&self.lifecycle), Lifecycle::Closed);
+        let Lifecycle::Running { http, .. } = previous else {
+            return;
+        };
+        let endpoint_file = self.directory.join("endpoint.json");
+        if let Ok(Some(endpoint)) = read_json(&endpoint_file) {
+            if endpoint.get("instanceId").and_then(Value::as_str) == Some(self.instance_id.as_str())
+            {
+                let _ = std::fs::remove_file(&endpoint_file);
+            }
+        }
+        http.stop();
+        lock::release(&self.directory.join("server.lock"), &self.instance_id);
+    }
+
+    /// How many project worker threads are alive (for tests and diagnostics).
+    pub fn project_workers(&self) -> usize {
+        self.queues.active()
+    }
+}

@@ -1,0 +1,391 @@
+//! The HTTP front: one accept thread, the only caller of tiny_http's `recv`, and
+//! handler threads that do all socket I/O.
+//!
+//! ## Why the accept thread never touches a socket
+//! tiny_http reads a body over 1 KiB lazily, from the socket, on whichever thread reads
+//! the `Request`, with no timeout; dropping a `Request` reads and discards the rest of
+//! its declared body; writing a response blocks while the client does not read. Any of
+//! these on the accept thread would let one client stall every other. So the accept
+//! thread only looks at headers, in the spec's order:
+//! 1. `Origin` present, method not POST, path not exactly `/call`, or a protocol
+//!    upgrade -> 403 `Unsupported request`;
+//! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
+//! 3. bearer token unknown -> 401 `Unknown or revoked session` (constant time, see
+//!    `session`);
+//! 4. declared body over 128 KiB -> 400 `Request too large`;
+//!
+//! and hands the request, with that verdict, to a handler thread. The handler reads the
+//! body, if any, under a deadline of [`REQUEST_DEADLINE`] from when the headers arrived
+//! (checked between reads, and as each read's `SO_RCVTIMEO`, so neither a stall nor a
+//! trickle outlasts it), refuses bodies that grow past 128 KiB, parses the JSON, calls
+//! `invoke` and writes the answer (bounded by `SO_SNDTIMEO`, see `sockets`).
+//!
+//! Before answering a request whose body is still partly unread on the socket, the
+//! handler shuts the connection's read side, so tiny_http's drop sees end-of-file
+//! instead of waiting for the rest; that connection then closes after the answer.
+//! tiny_http's drop also allocates the unread remainder of a declared length in one
+//! buffer, so for a declared length over [`DROP_SAFE_BYTES`] the handler writes the 400
+//! itself, ends the connection and never drops the `Request` (it is leaked: one
+//! blocked tiny_http thread, as an idle connection costs anyway).
+//!
+//! ## Threads
+//! Handlers are reused while busy and exit after [`HANDLER_IDLE`] without work. Each
+//! holds one request, and tiny_http delivers a connection's next request only after the
+//! previous one is answered, so live handlers never outnumber open connections.
+//! tiny_http itself keeps one thread per open connection and reads headers without a
+//! timeout; that cost is tiny_http's and does not block the accept thread.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tiny_http::{Header, Method, Request, Response};
+
+use super::sockets::{self, Connection};
+use super::{lock_or_recover, AgentToolServer};
+use crate::protocol::limits::MAX_BODY_BYTES;
+use crate::protocol::{ToolResult, ToolSession};
+
+/// A whole request must arrive within this long.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(15);
+/// An idle handler thread exits after this long.
+pub const HANDLER_IDLE: Duration = Duration::from_secs(5);
+/// Above this declared length tiny_http's drop would allocate too much (module docs).
+pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
+/// Bodies up to this size tiny_http has read into memory before `recv` returns.
+const EAGER_BODY_BYTES: usize = 1024;
+
+/// A running HTTP front.
+pub struct Http {
+    server: Arc<tiny_http::Server>,
+    /// A second handle on the listening socket, to stop it listening at once.
+    listener: TcpListener,
+    accept: JoinHandle<()>,
+    stopping: Arc<AtomicBool>,
+    handlers: Handlers,
+    local: SocketAddr,
+}
+
+impl Http {
+    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`.
+    pub fn start(owner: Weak<AgentToolServer>) -> io::Result<Http> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        sockets::set_listener_write_timeout(&listener)?;
+        let local = listener.local_addr()?;
+        let handle = listener.try_clone()?;
+        let server = tiny_http::Server::from_listener(listener, None)
+            .map(Arc::new)
+            .map_err(io::Error::other)?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let handlers = Handlers::default();
+        let accept = {
+            let (server, stopping, handlers) = (server.clone(), stopping.clone(), handlers.clone());
+            thread::Builder::new()
+                .name("agent-tools-accept".into())
+                .spawn(move || accept_loop(&server, &owner, &stopping, &handlers, local))?
+        };
+        Ok(Http {
+            server,
+            listener: handle,
+            accept,
+            stopping,
+            handlers,
+            local,
+        })
+    }
+
+    /// The port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.local.port()
+    }
+
+    /// Stops listening, joins the accept thread (which answers requests still queued
+    /// with 503), ends every open connection and releases idle handlers.
+    pub fn stop(self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        sockets::stop_listening(&self.listener);
+        self.server.unblock();
+        let _ = self.accept.join();
+        sockets::end_connections(self.local);
+        self.handlers.release_idle();
+        // Dropping the last reference lets tiny_http's own accept thread end.
+        drop(self.server);
+    }
+}
+
+/// What the accept thread decided from the headers.
+enum Verdict {
+    Refuse(u16, &'static str),
+    Accept(ToolSession),
+}
+
+fn accept_loop(
+    server: &tiny_http::Server,
+    owner: &Weak<AgentToolServer>,
+    stopping: &AtomicBool,
+    handlers: &Handlers,
+    local: SocketAddr,
+) {
+    while !stopping.load(Ordering::SeqCst) {
+        // An error is either our `unblock` or tiny_http's accept thread giving up; in
+        // both cases requests already queued are still delivered until `stopping`.
+        let Ok(request) = server.recv() else { continue };
+        let arrived = Instant::now();
+        let Some(owner) = owner.upgrade() else { return };
+        let verdict = check_headers(&owner, &request, local.port());
+        handlers.run(Box::new(move || {
+            handle(&owner, request, verdict, arrived, local)
+        }));
+    }
+    // Requests that arrived before we stopped get an answer, not tiny_http's drop.
+    let Some(owner) = owner.upgrade() else { return };
+    while let Ok(Some(request)) = server.try_recv() {
+        let owner = owner.clone();
+        let verdict = Verdict::Refuse(503, "Tool service is shutting down; try again");
+        handlers.run(Box::new(move || {
+            handle(&owner, request, verdict, Instant::now(), local)
+        }));
+    }
+}
+
+fn header<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv(name))
+        .map(|h| h.value.as_str())
+}
+
+fn check_headers(owner: &AgentToolServer, request: &Request, port: u16) -> Verdict {
+    let upgrade =
+        header(request, "Connection").is_some_and(|v| v.to_ascii_lowercase().contains("upgrade"));
+    if header(request, "Origin").is_some()
+        || *request.method() != Method::Post
+        || request.url() != "/call"
+        || upgrade
+    {
+        return Verdict::Refuse(403, "Unsupported request");
+    }
+    let host_ok = header(request, "Host").is_some_and(|host| {
+        host == format!("127.0.0.1:{port}")
+            || host.eq_ignore_ascii_case(&format!("localhost:{port}"))
+    });
+    if !host_ok {
+        return Verdict::Refuse(403, "Unsupported request");
+    }
+    let token = header(request, "Authorization").and_then(|value| {
+        let (scheme, token) = value.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then_some(token.trim())
+    });
+    let Some(session) = token.and_then(|t| owner.authenticate(t)) else {
+        return Verdict::Refuse(401, "Unknown or revoked session");
+    };
+    if request.body_length().is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Verdict::Refuse(400, "Request too large");
+    }
+    Verdict::Accept(session)
+}
+
+/// True when tiny_http has already read the whole body into memory (or there is none).
+fn body_in_memory(request: &Request) -> bool {
+    header(request, "Expect").is_none()
+        && header(request, "Transfer-Encoding").is_none()
+        && header(request, "Connection")
+            .map_or(true, |v| !v.to_ascii_lowercase().contains("upgrade"))
+        && request
+            .body_length()
+            .map_or(true, |n| n <= EAGER_BODY_BYTES)
+}
+
+enum BodyError {
+    TooLarge,
+    TimedOut,
+    Broken,
+}
+
+/// On a handler thread: read the body if accepted, invoke, answer.
+fn handle(
+    owner: &AgentToolServer,
+    mut request: Request,
+    verdict: Verdict,
+    arrived: Instant,
+    local: SocketAddr,
+) {
+    let on_socket = !body_in_memory(&request);
+    let connection = match (on_socket, request.remote_addr()) {
+        (true, Some(peer)) => Connection::find(local, *peer),
+        _ => None,
+    };
+    let mut body_read = !on_socket;
+    let (status, answer) = match verdict {
+        Verdict::Refuse(status, message) => (status, error_body(message)),
+        Verdict::Accept(session) => {
+            match read_body(&mut request, connection, arrived + REQUEST_DEADLINE) {
+                Ok(body) => {
+                    body_read = true;
+                    match serde_json::from_slice::<Value>(&body) {
+                        Ok(raw) => {
+                            let result = owner.invoke(&session, &raw);
+                            let status = if matches!(result, ToolResult::Ok(_)) {
+                                200
+                            } else {
+                                400
+                            };
+                            (status, serde_json::to_vec(&result).unwrap_or_default())
+                        }
+                        Err(_) => (
+                            400,
+                            error_body(
+                                "Request body is not JSON; send {\"operation\":…,\"args\":{…}}",
+                            ),
+                        ),
+                    }
+                }
+                Err(BodyError::TooLarge) => (400, error_body("Request too large")),
+                Err(BodyError::TimedOut) => (
+                    408,
+                    error_body("Request did not arrive within 15 s; send it again"),
+                ),
+                Err(BodyError::Broken) => (400, error_body("Request body could not be read")),
+            }
+        }
+    };
+    if let Some(connection) = connection {
+        let _ = connection.set_read_timeout(None);
+    }
+    if !body_read {
+        let declared = request.body_length().unwrap_or(0);
+        match connection {
+            Some(connection) if declared > DROP_SAFE_BYTES => {
+                connection.write_and_close(&raw_response(status, &answer));
+                std::mem::forget(request);
+                return;
+            }
+            Some(connection) => connection.stop_reading(),
+            // Not found (closed already) or no peer address: nothing left to unblock.
+            None => {}
+        }
+    }
+    let response = Response::from_data(answer)
+        .with_status_code(status)
+        .with_header(json_header());
+    let _ = request.respond(response);
+}
+
+fn read_body(
+    request: &mut Request,
+    connection: Option<Connection>,
+    deadline: Instant,
+) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(BodyError::TimedOut);
+        }
+        if let Some(connection) = connection {
+            connection
+                .set_read_timeout(Some(left))
+                .map_err(|_| BodyError::Broken)?;
+        }
+        match request.as_reader().read(&mut chunk) {
+            Ok(0) => return Ok(body),
+            Ok(n) if body.len() + n > MAX_BODY_BYTES => return Err(BodyError::TooLarge),
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return Err(BodyError::Broken),
+        }
+    }
+}
+
+fn error_body(message: &str) -> Vec<u8> {
+    json!({ "ok": false, "error": message })
+        .to_string()
+        .into_bytes()
+}
+
+fn json_header() -> Header {
+    Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
+        .expect("a constant, valid header")
+}
+
+/// A complete HTTP/1.1 response that closes the connection.
+fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
+    let reason = match status {
+        400 => "Bad Request",
+        408 => "Request Timeout",
+        _ => "Error",
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Handler threads: an idle one is reused, else a new one is started.
+#[derive(Clone, Default)]
+struct Handlers {
+    /// One sender per idle handler; a handler that timed out leaves a dead one here,
+    /// which `run` skips (sending to it fails and hands the job back).
+    idle: Arc<Mutex<Vec<Sender<Job>>>>,
+}
+
+impl Handlers {
+    fn run(&self, mut job: Job) {
+        loop {
+            let next = lock_or_recover(&self.idle).pop();
+            match next {
+                Some(handler) => match handler.send(job) {
+                    Ok(()) => return,
+                    Err(returned) => job = returned.0,
+                },
+                None => break,
+            }
+        }
+        let idle = self.idle.clone();
+        let spawned = thread::Builder::new()
+            .name("agent-tools-http".into())
+            .spawn(move || handler_loop(job, &idle));
+        if let Err(e) = spawned {
+            // The job is dropped with its request: tiny_http answers 500.
+            eprintln!("agent-tools: could not start a handler thread: {e}");
+        }
+    }
+
+    /// Lets every idle handler exit now.
+    fn release_idle(&self) {
+        lock_or_recover(&self.idle).clear();
+    }
+}
+
+fn handler_loop(first: Job, idle: &Mutex<Vec<Sender<Job>>>) {
+    let mut job = first;
+    loop {
+        job();
+        let (sender, jobs) = channel();
+        lock_or_recover(idle).push(sender);
+        match jobs.recv_timeout(HANDLER_IDLE) {
+            Ok(next) => job = next,
+            Err(_) => return,
+        }
+    }
+}

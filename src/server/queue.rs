@@ -1,0 +1,136 @@
+//! Per-project queues: each project with work waiting has one worker thread that owns
+//! an `mpsc` queue and runs that project's operations one at a time, in arrival order.
+//!
+//! A worker exits as soon as its queue is empty, so live workers never outnumber the
+//! projects that have work queued right now (10,000 projects touched in turn leave no
+//! threads behind). Exiting is race-free: senders send while holding the `workers` lock,
+//! and a worker only decides to exit, and removes its sender, under that same lock after
+//! finding its queue empty. Nothing here knows what an operation does: the worker calls
+//! the `turn` closure the server gave it.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use super::lock_or_recover;
+
+/// A unit of work queued behind a project.
+pub type Work = Box<dyn FnOnce() + Send>;
+
+/// The queues of all projects.
+#[derive(Default)]
+pub struct ProjectQueues {
+    workers: Arc<Mutex<HashMap<String, Sender<Work>>>>,
+}
+
+impl ProjectQueues {
+    /// Queues `work` behind `project_id`'s earlier work. Fails only when no worker thread
+    /// can be started.
+    pub fn push(&self, project_id: &str, work: Work) -> Result<(), String> {
+        let mut workers = lock_or_recover(&self.workers);
+        let work = match workers.get(project_id) {
+            Some(queue) => match queue.send(work) {
+                Ok(()) => return Ok(()),
+                // Its worker died (a panic outside `catch_unwind`): start a new one.
+                Err(returned) => returned.0,
+            },
+            None => work,
+        };
+        let (queue, receiver) = channel();
+        let _ = queue.send(work);
+        let project = project_id.to_string();
+        let registry = Arc::clone(&self.workers);
+        thread::Builder::new()
+            .name("agent-tools-project".into())
+            .spawn(move || run_worker(&project, &receiver, &registry))
+            .map_err(|e| format!("Could not start a project worker ({e}); try again"))?;
+        workers.insert(project_id.to_string(), queue);
+        Ok(())
+    }
+
+    /// How many projects have a worker right now.
+    pub fn active(&self) -> usize {
+        lock_or_recover(&self.workers).len()
+    }
+}
+
+fn run_worker(
+    project: &str,
+    receiver: &Receiver<Work>,
+    registry: &Mutex<HashMap<String, Sender<Work>>>,
+) {
+    loop {
+        let work = match receiver.try_recv() {
+            Ok(work) => work,
+            Err(_) => {
+                let mut workers = lock_or_recover(registry);
+                match receiver.try_recv() {
+                    Ok(work) => work,
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
+                        workers.remove(project);
+                        return;
+                    }
+                }
+            }
+        };
+        // A panicking operation must not take the rest of the queue with it; the work
+        // itself reports failure to its waiter (its reply sender is dropped).
+        let _ = catch_unwind(AssertUnwindSafe(work));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn runs_a_projects_work_in_order_and_then_exits() {
+        let queues = ProjectQueues::default();
+        let (done, results) = mpsc::channel();
+        let (release, gate) = mpsc::channel::<()>();
+        queues
+            .push(
+                "a",
+                Box::new(move || {
+                    let _ = gate.recv();
+                }),
+            )
+            .unwrap();
+        for i in 0..5 {
+            let done = done.clone();
+            queues
+                .push("a", Box::new(move || done.send(i).unwrap()))
+                .unwrap();
+        }
+        assert_eq!(queues.active(), 1);
+        release.send(()).unwrap();
+        let got: Vec<i32> = (0..5)
+            .map(|_| results.recv_timeout(Duration::from_secs(5)).unwrap())
+            .collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        wait_until(|| queues.active() == 0);
+    }
+
+    #[test]
+    fn a_panic_does_not_stop_the_queue() {
+        let queues = ProjectQueues::default();
+        let (done, result) = mpsc::channel();
+        queues.push("a", Box::new(|| panic!("boom"))).unwrap();
+        queues
+            .push("a", Box::new(move || done.send(1).unwrap()))
+            .unwrap();
+        assert_eq!(result.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
+    }
+
+    fn wait_until(done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out");
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Reaching the sockets tiny_http owns.
+//!
+//! tiny_http 0.12 never hands out a connection's socket, sets no read timeout on it, and
+//! reads a large body only when asked, from whichever thread asks. To read a body under
+//! a deadline, to stop reading one we refuse, and to end connections at `close()`, we
+//! find the connection's file descriptor ourselves: among this process's descriptors
+//! (`/proc/self/fd`), the one connected from `peer` to our listening address. Each
+//! connection's peer address is unique, and while we hold its `Request` tiny_http keeps
+//! that descriptor open, so the match is the right socket. This is only done for the
+//! rare request whose body tiny_http has not already read (over 1 KiB) and at close.
+//!
+//! The listener gets `SO_SNDTIMEO` before tiny_http takes it; Linux copies it to every
+//! accepted socket, so writing a response to a client that never reads gives up after
+//! [`WRITE_TIMEOUT`]. (`SO_RCVTIMEO` cannot be set the same way: `accept` would time
+//! out too, and tiny_http's accept loop ends on its first error.)
+
+use std::fs;
+use std::io::{self, Write};
+use std::mem::ManuallyDrop;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::time::Duration;
+
+/// How long writing one response may block on a client that does not read.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Runs `f` on descriptor `fd` as a socket, without taking ownership of it.
+fn with_socket<T>(fd: RawFd, f: impl FnOnce(&TcpStream) -> T) -> T {
+    // SAFETY: the stream is never dropped (ManuallyDrop), so `fd` is never closed here;
+    // every call made through it is a plain socket syscall that fails harmlessly
+    // (ENOTSOCK, EBADF) if `fd` is not, or no longer, a socket.
+    let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
+    f(&stream)
+}
+
+/// Sets `SO_SNDTIMEO` on the listener, inherited by the sockets it accepts.
+pub fn set_listener_write_timeout(listener: &TcpListener) -> io::Result<()> {
+    with_socket(listener.as_raw_fd(), |s| {
+        s.set_write_timeout(Some(WRITE_TIMEOUT))
+    })
+}
+
+/// Stops `listener` listening now (Linux: `shutdown` on a listening socket ends the
+/// listen and wakes `accept`), though tiny_http's thread still holds its descriptor.
+pub fn stop_listening(listener: &TcpListener) {
+    let _ = with_socket(listener.as_raw_fd(), |s| s.shutdown(Shutdown::Read));
+}
+
+/// One connection of ours, found by its addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct Connection(RawFd);
+
+impl Connection {
+    /// The connection from `peer` to our listening address `local`, if still open.
+    pub fn find(local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
+        connected_fds(local)
+            .find(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
+            .map(Connection)
+    }
+
+    /// Bounds the next reads (`None`: no bound).
+    pub fn set_read_timeout(self, timeout: Option<Duration>) -> io::Result<()> {
+        with_socket(self.0, |s| s.set_read_timeout(timeout))
+    }
+
+    /// Makes every further read return end-of-file; writing still works.
+    pub fn stop_reading(self) {
+        let _ = with_socket(self.0, |s| s.shutdown(Shutdown::Read));
+    }
+
+    /// Writes `bytes` raw, then ends the connection.
+    pub fn write_and_close(self, bytes: &[u8]) {
+        with_socket(self.0, |s| {
+            let mut writer: &TcpStream = s;
+            let _ = writer.write_all(bytes);
+            let _ = s.shutdown(Shutdown::Both);
+        })
+    }
+}
+
+/// Ends every connection accepted on `local` (their threads see end-of-file).
+pub fn end_connections(local: SocketAddr) {
+    for fd in connected_fds(local) {
+        let _ = with_socket(fd, |s| s.shutdown(Shutdown::Both));
+    }
+}
+
+/// Descriptors of connected sockets whose local address is `local`.
+fn connected_fds(local: SocketAddr) -> impl Iterator<Item = RawFd> {
+    fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .filter(move |fd| {
+            with_socket(*fd, |s| {
+                s.local_addr().ok() == Some(local) && s.peer_addr().is_ok()
+            })
+        })
+}
