@@ -4,7 +4,12 @@
 //! Layers, each depending only on those before it:
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
 //! - [`server`]: private files, sessions, the lock, the HTTP accept thread, project queues.
+//! - [`host`]: the embedded default host (headless canvas, terminals, browsers).
+//! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 #![warn(missing_docs)]
 
+pub mod client;
+pub mod host;
 pub mod protocol;
+pub mod runtime;
 pub mod server;

@@ -1,0 +1,183 @@
+//! `termsprawl-tools serve` options, as DESIGN.md's command-line contract gives them.
+
+use std::path::PathBuf;
+
+/// One `--agent NODE_ID[=ADAPTER]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentFlag {
+    /// The agent node's id.
+    pub node_id: String,
+    /// The status adapter; `None` means `external` (a CLI-fallback agent).
+    pub adapter: Option<String>,
+}
+
+/// Everything `serve` was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// `--data DIR`: where `agent-tools/` lives.
+    pub data: PathBuf,
+    /// `--project DIR`: the folder project.
+    pub project: PathBuf,
+    /// `--project-id ID`: else the id kept in the project's `.termsprawl/project.json`.
+    pub project_id: Option<String>,
+    /// `--agent …`, in order.
+    pub agents: Vec<AgentFlag>,
+    /// `--browser`: browser control enabled.
+    pub browser: bool,
+}
+
+/// The usage line printed on a usage error.
+pub const SERVE_USAGE: &str =
+    "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
+[--agent NODE_ID[=ADAPTER]]... [--browser]";
+
+impl ServeOptions {
+    /// Parses the words after `serve`. `env` looks up environment variables (for the
+    /// `--data` default) and `cwd` is the `--project` default.
+    pub fn parse(
+        args: &[String],
+        env: impl Fn(&str) -> Option<String>,
+        cwd: PathBuf,
+    ) -> Result<ServeOptions, String> {
+        let mut data = None;
+        let mut project = None;
+        let mut project_id = None;
+        let mut agents = Vec::new();
+        let mut browser = false;
+        let mut words = args.iter();
+        while let Some(word) = words.next() {
+            let (flag, inline) = match word.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_string())),
+                _ => (word.as_str(), None),
+            };
+            let mut value = || -> Result<String, String> {
+                match inline.clone().or_else(|| words.next().cloned()) {
+                    Some(v) if !v.is_empty() => Ok(v),
+                    _ => Err(format!("{flag} needs a value\n{SERVE_USAGE}")),
+                }
+            };
+            match flag {
+                "--data" => data = Some(PathBuf::from(value()?)),
+                "--project" => project = Some(PathBuf::from(value()?)),
+                "--project-id" => project_id = Some(value()?),
+                "--agent" => agents.push(parse_agent(&value()?)?),
+                "--browser" if inline.is_none() => browser = true,
+                _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
+            }
+        }
+        let data = match data {
+            Some(data) => data,
+            None => default_data_dir(&env)?,
+        };
+        Ok(ServeOptions {
+            data,
+            project: project.unwrap_or(cwd),
+            project_id,
+            agents,
+            browser,
+        })
+    }
+}
+
+fn parse_agent(value: &str) -> Result<AgentFlag, String> {
+    let (node_id, adapter) = match value.split_once('=') {
+        Some((id, adapter)) if !adapter.is_empty() => (id, Some(adapter.to_string())),
+        Some(_) => return Err(format!("--agent {value}: the adapter after '=' is empty")),
+        None => (value, None),
+    };
+    Ok(AgentFlag {
+        node_id: node_id.to_string(),
+        adapter,
+    })
+}
+
+/// `$XDG_DATA_HOME/termsprawl-tools`, else `~/.local/share/termsprawl-tools`.
+fn default_data_dir(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+    if let Some(xdg) = env("XDG_DATA_HOME").filter(|v| v.starts_with('/')) {
+        return Ok(PathBuf::from(xdg).join("termsprawl-tools"));
+    }
+    match env("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/termsprawl-tools")),
+        None => Err("neither XDG_DATA_HOME nor HOME is set; pass --data DIR".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<ServeOptions, String> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_string()),
+            _ => None,
+        };
+        ServeOptions::parse(&args, env, PathBuf::from("/cwd"))
+    }
+
+    #[test]
+    fn defaults() {
+        let options = parse(&[]).unwrap();
+        assert_eq!(
+            options.data,
+            PathBuf::from("/home/u/.local/share/termsprawl-tools")
+        );
+        assert_eq!(options.project, PathBuf::from("/cwd"));
+        assert_eq!(options.project_id, None);
+        assert!(options.agents.is_empty() && !options.browser);
+    }
+
+    #[test]
+    fn every_flag() {
+        let options = parse(&[
+            "--data",
+            "/d",
+            "--project=/p",
+            "--project-id",
+            "pid",
+            "--agent",
+            "me",
+            "--agent=cc=claude-mcp",
+            "--browser",
+        ])
+        .unwrap();
+        assert_eq!(options.data, PathBuf::from("/d"));
+        assert_eq!(options.project, PathBuf::from("/p"));
+        assert_eq!(options.project_id.as_deref(), Some("pid"));
+        assert_eq!(
+            options.agents,
+            vec![
+                AgentFlag {
+                    node_id: "me".into(),
+                    adapter: None
+                },
+                AgentFlag {
+                    node_id: "cc".into(),
+                    adapter: Some("claude-mcp".into())
+                },
+            ]
+        );
+        assert!(options.browser);
+    }
+
+    #[test]
+    fn xdg_data_home_wins() {
+        let env = |k: &str| (k == "XDG_DATA_HOME").then(|| "/xdg".to_string());
+        let options = ServeOptions::parse(&[], env, PathBuf::from("/")).unwrap();
+        assert_eq!(options.data, PathBuf::from("/xdg/termsprawl-tools"));
+    }
+
+    #[test]
+    fn usage_errors() {
+        assert!(parse(&["--data"])
+            .unwrap_err()
+            .contains("--data needs a value"));
+        assert!(parse(&["--frobnicate"])
+            .unwrap_err()
+            .contains("unknown option"));
+        assert!(parse(&["--agent", "x="]).unwrap_err().contains("adapter"));
+        assert!(parse(&["--browser=yes"])
+            .unwrap_err()
+            .contains("unknown option"));
+    }
+}

@@ -1,0 +1,421 @@
+//! Thin libc wrappers for a child process on a pseudo-terminal (Linux).
+//!
+//! Every `unsafe` block of the PTY backend lives here. The spawn is a plain
+//! `fork` + `execve`: everything the child needs (paths, argv, envp, an empty signal
+//! mask) is prepared before `fork`, and between `fork` and `execve` the child makes only
+//! async-signal-safe calls (`setsid`, `ioctl`, `dup2`, `fcntl`, `signal`, `sigprocmask`,
+//! `chdir`, `execve`, `write`, `_exit`): no allocation, no locks.
+
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{self, Read};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::raw::c_char;
+
+/// A terminal window size in character cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowSize {
+    /// Columns (at least 1).
+    pub cols: u16,
+    /// Rows (at least 1).
+    pub rows: u16,
+}
+
+impl Default for WindowSize {
+    /// 120 x 32: wide enough that an agent's commands rarely wrap.
+    fn default() -> Self {
+        WindowSize {
+            cols: 120,
+            rows: 32,
+        }
+    }
+}
+
+/// The two ends of a new pseudo-terminal. Both are close-on-exec.
+pub struct PtyPair {
+    /// The side the host reads and writes (non-blocking).
+    pub master: OwnedFd,
+    /// The side that becomes the child's stdin, stdout, stderr and controlling terminal.
+    pub slave: OwnedFd,
+}
+
+fn check(result: libc::c_int) -> io::Result<libc::c_int> {
+    if result < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(result)
+    }
+}
+
+/// Opens a PTY pair with the given window size. Both fds get `O_CLOEXEC` atomically at
+/// open, so no process spawned by another thread inherits them.
+pub fn open_pty(size: WindowSize) -> io::Result<PtyPair> {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: the path is a NUL-terminated literal; open has no other preconditions.
+    let master_fd = check(unsafe { libc::open(c"/dev/ptmx".as_ptr(), flags) })?;
+    // SAFETY: master_fd was just returned by open and is owned by nothing else.
+    let master = unsafe { OwnedFd::from_raw_fd(master_fd) };
+    // SAFETY: grantpt and unlockpt only take the master fd, which is open.
+    check(unsafe { libc::grantpt(master.as_raw_fd()) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::unlockpt(master.as_raw_fd()) })?;
+    let mut name = [0 as c_char; 128];
+    // SAFETY: name is a writable buffer of the length passed; ptsname_r NUL-terminates it
+    // on success (and fails with ERANGE rather than overflow).
+    let failed = unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) };
+    if failed != 0 {
+        return Err(io::Error::from_raw_os_error(failed));
+    }
+    let slave_flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: ptsname_r succeeded, so name holds a NUL-terminated path.
+    let slave_fd = check(unsafe { libc::open(name.as_ptr(), slave_flags) })?;
+    // SAFETY: slave_fd was just returned by open and is owned by nothing else.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave_fd) };
+    set_window_size(master.as_fd(), size)?;
+    Ok(PtyPair { master, slave })
+}
+
+/// Sets the window size of the terminal behind `fd` (the kernel then sends SIGWINCH to
+/// its foreground process group).
+pub fn set_window_size(fd: BorrowedFd<'_>, size: WindowSize) -> io::Result<()> {
+    let winsize = libc::winsize {
+        ws_row: size.rows.max(1),
+        ws_col: size.cols.max(1),
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize through the pointer, which points at a valid,
+    // initialised winsize that outlives the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &winsize) })?;
+    Ok(())
+}
+
+/// Creates a pipe; both ends close-on-exec. Returns (read end, write end).
+pub fn pipe() -> io::Result<(File, File)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded; both fds are new and owned by nothing else.
+    let ends = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    Ok(ends)
+}
+
+/// `poll(2)` on `fds`; `timeout_ms` < 0 waits forever. Returns how many fds are ready.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
+    // SAFETY: the pointer and length describe the caller's valid, exclusive slice.
+    let ready =
+        check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) })?;
+    Ok(ready as usize)
+}
+
+/// Sends `signal` to process `pid` (`pid` > 0 only: never a group, never "everyone").
+pub fn send_signal(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: kill has no memory preconditions; pid > 0 names exactly one process.
+    check(unsafe { libc::kill(pid, signal) })?;
+    Ok(())
+}
+
+/// Reaps child `pid` if it has exited: `Ok(Some(raw wait status))`, `Ok(None)` while it
+/// runs. With `block`, waits for it to exit.
+pub fn wait_child(pid: libc::pid_t, block: bool) -> io::Result<Option<libc::c_int>> {
+    let flags = if block { 0 } else { libc::WNOHANG };
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: status is a valid int for waitpid to write; pid > 0 names one child.
+        let result = unsafe { libc::waitpid(pid, &mut status, flags) };
+        match result {
+            0 => return Ok(None),
+            r if r == pid => return Ok(Some(status)),
+            _ => {
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
+        }
+    }
+}
+
+/// The step of the child's setup that failed, as reported back through the exec pipe.
+const STEP_TERMINAL: i32 = 1;
+const STEP_CWD: i32 = 2;
+const STEP_EXEC: i32 = 3;
+
+/// Why a spawn failed.
+#[derive(Debug)]
+pub enum SpawnFailure {
+    /// `fork` or the parent's preparation failed.
+    Fork(io::Error),
+    /// The child could not make the PTY its controlling terminal and stdio.
+    Terminal(io::Error),
+    /// The child could not enter the working directory.
+    Cwd(io::Error),
+    /// `execve` failed.
+    Exec(io::Error),
+}
+
+/// Starts `program` with `argv` and `envp` in `cwd`, as the leader of a new session whose
+/// controlling terminal (and stdin/stdout/stderr) is `slave`. Returns the child's pid once
+/// `execve` has succeeded; a failure in the child is reported back through a
+/// close-on-exec pipe, and that child is reaped before returning.
+pub fn spawn(
+    slave: &OwnedFd,
+    program: &CStr,
+    argv: &[CString],
+    envp: &[CString],
+    cwd: &CStr,
+) -> Result<libc::pid_t, SpawnFailure> {
+    // Everything the child touches is built here, before fork.
+    let argv_ptrs: Vec<*const c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_ptrs: Vec<*const c_char> = envp
+        .iter()
+        .map(|e| e.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let (mut report_read, report_write) = pipe().map_err(SpawnFailure::Fork)?;
+    let (slave_fd, report_fd) = (slave.as_raw_fd(), report_write.as_raw_fd());
+    let all_signals = signal_set(true);
+    let no_signals = signal_set(false);
+    let mut old_mask = MaybeUninit::<libc::sigset_t>::uninit();
+    // Block every signal across fork so no handler of ours ever runs in the child; the
+    // child resets dispositions before unblocking.
+    // SAFETY: both pointers refer to valid sigset_t storage; old_mask is written here.
+    let failed =
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all_signals, old_mask.as_mut_ptr()) };
+    if failed != 0 {
+        return Err(SpawnFailure::Fork(io::Error::from_raw_os_error(failed)));
+    }
+    // SAFETY: fork has no memory preconditions. In the child (0) we only call
+    // child_exec, which makes async-signal-safe calls on data prepared above and never
+    // returns; the parent continues normally.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: we are the child of fork; every pointer refers to memory prepared
+        // before fork (argv/envp arrays are NULL-terminated, strings NUL-terminated).
+        unsafe {
+            child_exec(
+                slave_fd,
+                program.as_ptr(),
+                argv_ptrs.as_ptr(),
+                envp_ptrs.as_ptr(),
+                cwd.as_ptr(),
+                &no_signals,
+                report_fd,
+            )
+        }
+    }
+    let fork_error = io::Error::last_os_error();
+    // SAFETY: old_mask was filled by the successful pthread_sigmask above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old_mask.as_ptr(), std::ptr::null_mut()) };
+    drop(report_write);
+    if pid < 0 {
+        return Err(SpawnFailure::Fork(fork_error));
+    }
+    // EOF means execve succeeded (the pipe is close-on-exec); 8 bytes mean a step failed.
+    let mut report = Vec::new();
+    match report_read.read_to_end(&mut report) {
+        Ok(_) if report.is_empty() => return Ok(pid),
+        Ok(_) => {} // the child reported a failed step and is exiting
+        // Unknown whether it exec'd: do not leave it running unowned.
+        Err(_) => drop(send_signal(pid, libc::SIGKILL)),
+    }
+    let _ = wait_child(pid, true);
+    let (step, errno) = match report.get(..8) {
+        Some(bytes) => (
+            i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+            i32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+        ),
+        None => (STEP_EXEC, libc::EIO),
+    };
+    let error = io::Error::from_raw_os_error(errno);
+    Err(match step {
+        STEP_TERMINAL => SpawnFailure::Terminal(error),
+        STEP_CWD => SpawnFailure::Cwd(error),
+        _ => SpawnFailure::Exec(error),
+    })
+}
+
+fn signal_set(full: bool) -> libc::sigset_t {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigfillset/sigemptyset initialise the whole set through the pointer.
+    unsafe {
+        if full {
+            libc::sigfillset(set.as_mut_ptr());
+        } else {
+            libc::sigemptyset(set.as_mut_ptr());
+        }
+        set.assume_init()
+    }
+}
+
+/// The child's side of `spawn`: become a session leader with `slave` as controlling
+/// terminal and stdio, reset signals, enter `cwd`, exec. On failure it writes
+/// (step, errno) to `report` and exits 127.
+///
+/// # Safety
+/// Call only in the child of `fork`, with pointers valid as `execve` requires.
+#[deny(unsafe_op_in_unsafe_fn)]
+unsafe fn child_exec(
+    slave: RawFd,
+    program: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    no_signals: &libc::sigset_t,
+    report: RawFd,
+) -> ! {
+    // SAFETY: each call below is async-signal-safe and gets only fds we own in this
+    // process, signal numbers, or pointers the caller vouches for.
+    unsafe {
+        if libc::setsid() < 0 || libc::ioctl(slave, libc::TIOCSCTTY, 0) < 0 {
+            child_fail(report, STEP_TERMINAL);
+        }
+        for target in 0..3 {
+            // dup2 onto itself would keep O_CLOEXEC, so clear the flag instead.
+            let ok = if slave == target {
+                libc::fcntl(target, libc::F_SETFD, 0) >= 0
+            } else {
+                libc::dup2(slave, target) >= 0
+            };
+            if !ok {
+                child_fail(report, STEP_TERMINAL);
+            }
+        }
+        // Default dispositions for everything (the host ignores SIGPIPE, say), then
+        // unblock: the program starts with the signal state a login shell expects.
+        // Linux signals are 1..=64; the few that cannot be reset just return EINVAL.
+        for signal in 1..=64 {
+            libc::signal(signal, libc::SIG_DFL);
+        }
+        libc::sigprocmask(libc::SIG_SETMASK, no_signals, std::ptr::null_mut());
+        if libc::chdir(cwd) < 0 {
+            child_fail(report, STEP_CWD);
+        }
+        libc::execve(program, argv, envp);
+        child_fail(report, STEP_EXEC)
+    }
+}
+
+/// Writes (step, errno) to `report` and exits the child without running any destructor.
+fn child_fail(report: RawFd, step: i32) -> ! {
+    let errno = io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO);
+    let mut message = [0u8; 8];
+    message[..4].copy_from_slice(&step.to_ne_bytes());
+    message[4..].copy_from_slice(&errno.to_ne_bytes());
+    // SAFETY: write and _exit are async-signal-safe; message is a valid 8-byte buffer
+    // (a pipe write of 8 bytes is atomic).
+    unsafe {
+        libc::write(report, message.as_ptr().cast(), message.len());
+        libc::_exit(127)
+    }
+}
+
+/// One process as `/proc/<pid>/stat` describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The process id.
+    pub pid: libc::pid_t,
+    /// State letter: `R`, `S`, `D`, `T`, `Z` (zombie), `X` (dead), ...
+    pub state: char,
+    /// Parent process id.
+    pub ppid: libc::pid_t,
+    /// Process group id.
+    pub pgrp: libc::pid_t,
+    /// Session id.
+    pub session: libc::pid_t,
+}
+
+impl ProcStat {
+    /// Whether the process still runs (it is neither a zombie nor dead).
+    pub fn running(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses the text of `/proc/<pid>/stat`. The command name is in parentheses and may
+/// itself contain spaces and parentheses, so fields are counted after the last `)`.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let (head, tail) = text.rsplit_once(')')?;
+    let pid = head.split_once('(')?.0.trim().parse().ok()?;
+    let mut fields = tail.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        ppid,
+        pgrp,
+        session,
+    })
+}
+
+/// Reads `/proc/<pid>/stat`; `None` when there is no such process.
+pub fn proc_stat(pid: libc::pid_t) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// The running (non-zombie) processes of session `session`, from `/proc`.
+pub fn session_members(session: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter_map(proc_stat)
+        .filter(|stat| stat.session == session && stat.running())
+        .map(|stat| stat.pid)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_stat_counts_fields_after_the_last_parenthesis() {
+        let stat = parse_stat("42 (we (ird) name) S 7 42 40 34816 42 4194560 0 0").unwrap();
+        assert_eq!(
+            stat,
+            ProcStat {
+                pid: 42,
+                state: 'S',
+                ppid: 7,
+                pgrp: 42,
+                session: 40
+            }
+        );
+        assert!(stat.running());
+        assert!(!parse_stat("9 (x) Z 1 9 9").unwrap().running());
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S one 2 3"), None);
+    }
+
+    #[test]
+    fn own_process_is_found_in_its_session() {
+        let me = std::process::id() as libc::pid_t;
+        let stat = proc_stat(me).expect("/proc/self exists");
+        assert_eq!(stat.pid, me);
+        assert!(session_members(stat.session).contains(&me));
+    }
+
+    #[test]
+    fn send_signal_refuses_groups_and_everyone() {
+        assert!(send_signal(0, 0).is_err());
+        assert!(send_signal(-1, 0).is_err());
+        assert!(send_signal(std::process::id() as libc::pid_t, 0).is_ok());
+    }
+}

@@ -1,0 +1,234 @@
+//! The canvas bridge: sends a canvas operation to the [`CanvasOwner`] and waits for its
+//! acknowledgement. A request goes out once; if no acknowledgement comes in time the agent
+//! is told to inspect the canvas, because the mutation may or may not have been applied.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use super::host::CanvasOwner;
+use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolResult};
+
+/// How long the runtime waits for an acknowledgement.
+pub const CANVAS_ACK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the owner may still apply a request (its `expiresAt`).
+pub const CANVAS_EXPIRY: Duration = Duration::from_secs(9);
+/// The error of a request that was not acknowledged in time.
+pub const CANVAS_TIMEOUT_ERROR: &str =
+    "Canvas did not acknowledge the operation. Inspect the canvas before retrying.";
+/// The error when nobody shows the project's canvas.
+pub const CANVAS_CLOSED_ERROR: &str =
+    "The project's canvas is not open; ask the user to show the project tab, then retry";
+
+struct Pending {
+    sender_id: u64,
+    finish: mpsc::Sender<ToolResult>,
+}
+
+/// Requests waiting for the owner's reply, by request id.
+#[derive(Default)]
+pub struct CanvasBridge {
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+impl CanvasBridge {
+    /// Sends `operation` for `project_id` to the owner once and waits for its reply.
+    pub fn request(
+        &self,
+        owner: &dyn CanvasOwner,
+        project_id: &str,
+        operation: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, String> {
+        let target = owner.target(project_id).ok_or(CANVAS_CLOSED_ERROR)?;
+        let request_id = random_id();
+        let (finish, result) = mpsc::channel();
+        self.lock().insert(
+            request_id.clone(),
+            Pending {
+                sender_id: target,
+                finish,
+            },
+        );
+        let request = CanvasToolRequest {
+            request_id: request_id.clone(),
+            project_id: project_id.to_string(),
+            expires_at: unix_millis() + CANVAS_EXPIRY.as_millis() as u64,
+            operation: operation.to_string(),
+            args,
+        };
+        if let Err(error) = owner.send(target, request) {
+            self.lock().remove(&request_id);
+            return Err(error);
+        }
+        let outcome = result.recv_timeout(CANVAS_ACK_TIMEOUT);
+        self.lock().remove(&request_id);
+        match outcome {
+            Ok(ToolResult::Ok(value)) => Ok(value),
+            Ok(ToolResult::Err(error)) => Err(error),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                Err(CANVAS_TIMEOUT_ERROR.to_string())
+            }
+        }
+    }
+
+    /// Hands an owner's reply to the request waiting for it. Returns whether it was taken:
+    /// a reply not from the main frame, from another sender than the request went to, or
+    /// for an unknown (finished, timed out) request id is ignored.
+    pub fn reply(&self, sender_id: u64, is_main_frame: bool, reply: CanvasToolReply) -> bool {
+        if !is_main_frame {
+            return false;
+        }
+        let mut pending = self.lock();
+        match pending.get(&reply.request_id) {
+            Some(waiting) if waiting.sender_id == sender_id => {
+                let waiting = pending.remove(&reply.request_id).expect("just found");
+                // The waiter may have timed out a moment ago; then nobody listens.
+                waiting.finish.send(reply.result).is_ok()
+            }
+            _ => false,
+        }
+    }
+
+    /// Fails every waiting request with `App stopped during request <id>`.
+    pub fn fail_all(&self) {
+        for (id, waiting) in self.lock().drain() {
+            let _ = waiting
+                .finish
+                .send(ToolResult::Err(format!("App stopped during request {id}")));
+        }
+    }
+
+    /// How many requests wait for a reply.
+    pub fn pending_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        // A panic while holding this lock cannot leave the map inconsistent.
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// 128 random bits as hex.
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        // No OS randomness: fall back to time and a counter, still unique in-process.
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return format!("{:016x}{n:016x}", unix_millis());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Records requests and replies from a thread, as a real owner would.
+    struct Owner {
+        bridge: Arc<CanvasBridge>,
+        sent: Mutex<Vec<CanvasToolRequest>>,
+        answer_as: u64,
+        main_frame: bool,
+    }
+
+    impl CanvasOwner for Owner {
+        fn target(&self, project_id: &str) -> Option<u64> {
+            (project_id == "p").then_some(7)
+        }
+        fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
+            self.sent.lock().unwrap().push(request.clone());
+            let bridge = self.bridge.clone();
+            let (sender, main) = (self.answer_as, self.main_frame);
+            std::thread::spawn(move || {
+                let reply = CanvasToolReply {
+                    request_id: request.request_id,
+                    result: ToolResult::Ok(serde_json::json!({"op": request.operation})),
+                };
+                bridge.reply(sender, main, reply);
+            });
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn answers_reach_the_waiter_with_id_and_expiry() {
+        let bridge = Arc::new(CanvasBridge::default());
+        let owner = Owner {
+            bridge: bridge.clone(),
+            sent: Mutex::default(),
+            answer_as: 7,
+            main_frame: true,
+        };
+        let before = unix_millis();
+        let value = bridge
+            .request(&owner, "p", "canvas_list", Map::new())
+            .unwrap();
+        assert_eq!(value, serde_json::json!({"op": "canvas_list"}));
+        let sent = owner.sent.lock().unwrap();
+        assert_eq!(sent[0].request_id.len(), 32);
+        assert!(
+            sent[0].expires_at >= before + 9_000 && sent[0].expires_at <= unix_millis() + 9_000
+        );
+        assert_eq!(bridge.pending_count(), 0);
+        assert_eq!(
+            bridge.request(&owner, "other", "canvas_list", Map::new()),
+            Err(CANVAS_CLOSED_ERROR.into())
+        );
+    }
+
+    #[test]
+    fn ignores_unknown_ids_wrong_senders_and_subframes() {
+        let bridge = CanvasBridge::default();
+        let (finish, result) = mpsc::channel();
+        bridge.lock().insert(
+            "r1".into(),
+            Pending {
+                sender_id: 7,
+                finish,
+            },
+        );
+        let reply = |id: &str| CanvasToolReply {
+            request_id: id.into(),
+            result: ToolResult::Err("no".into()),
+        };
+        assert!(!bridge.reply(7, false, reply("r1")));
+        assert!(!bridge.reply(8, true, reply("r1")));
+        assert!(!bridge.reply(7, true, reply("r2")));
+        assert!(result.try_recv().is_err());
+        assert!(bridge.reply(7, true, reply("r1")));
+        assert_eq!(result.try_recv().unwrap(), ToolResult::Err("no".into()));
+        assert!(
+            !bridge.reply(7, true, reply("r1")),
+            "a second reply is unknown"
+        );
+        let (finish, result) = mpsc::channel();
+        bridge.lock().insert(
+            "r3".into(),
+            Pending {
+                sender_id: 7,
+                finish,
+            },
+        );
+        bridge.fail_all();
+        assert_eq!(
+            result.try_recv().unwrap(),
+            ToolResult::Err("App stopped during request r3".into())
+        );
+    }
+}

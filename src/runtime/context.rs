@@ -1,0 +1,408 @@
+//! `context_read`: the recent transcripts of the agents the user linked to the caller.
+//!
+//! Files read, all under `<project>/.termsprawl/`:
+//! - `links/<a>--<b>.json`: `{version:1, a, b}`, two different safe node ids;
+//! - `transcripts/<nodeId>.json`: `{version:1, path}`, where the agent's transcript is;
+//! - `project.json`: the canvas, for the peers' titles.
+//!
+//! The transcript is read as Claude-style JSONL. Every file is untrusted: anything that is
+//! not what we expect is skipped, never an error.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+/// The only transcript reader there is.
+pub const READER: &str = "claude-jsonl";
+/// `context_read` returns at most the last this many characters.
+pub const MAX_CONTEXT_CHARS: usize = 100_000;
+/// Turns kept per peer (the most recent ones).
+pub const MAX_TURNS: usize = 40;
+/// Characters kept per turn.
+pub const MAX_TURN_CHARS: usize = 2_000;
+/// Bytes read from the end of a transcript; older lines are not needed for 40 turns.
+const MAX_TRANSCRIPT_TAIL: u64 = 8 * 1024 * 1024;
+/// Link and pointer files are tiny; anything larger is not one.
+const MAX_SMALL_FILE: u64 = 64 * 1024;
+/// Link files looked at.
+const MAX_LINK_FILES: usize = 1_000;
+
+/// Reads the context for `node_id` in the folder project at `project_dir`:
+/// `{text, reader: "claude-jsonl", reason}`, `reason` set (and `text` empty) only when
+/// nothing was readable.
+pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
+    let state = project_dir.join(".termsprawl");
+    let peers = linked_peers(&state.join("links"), node_id);
+    if peers.is_empty() {
+        return answer(
+            String::new(),
+            Some("No agents are linked to you; ask the user to link one"),
+        );
+    }
+    let titles = read_small_json(&state.join("project.json"));
+    let mut blocks = Vec::new();
+    for peer in &peers {
+        let pointer = state.join("transcripts").join(format!("{peer}.json"));
+        let Some(path) = transcript_path(&pointer) else {
+            continue;
+        };
+        let turns = read_claude_jsonl(Path::new(&path));
+        if turns.is_empty() {
+            continue;
+        }
+        let title = titles
+            .as_ref()
+            .and_then(|p| node_title(p, peer))
+            .unwrap_or(peer.as_str());
+        blocks.push(format!("# {title} ({peer})\n\n{}", turns.join("\n\n")));
+    }
+    if blocks.is_empty() {
+        return answer(
+            String::new(),
+            Some("Linked agents have no readable transcript yet"),
+        );
+    }
+    answer(last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS), None)
+}
+
+fn answer(text: String, reason: Option<&str>) -> Value {
+    json!({ "text": text, "reader": READER, "reason": reason })
+}
+
+/// Whether `id` is a node id safe to put in a file name.
+pub fn is_safe_node_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 128
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+}
+
+/// Peers linked to `node_id`, sorted, each once.
+fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(links_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .take(MAX_LINK_FILES)
+        .collect();
+    names.sort();
+    let mut peers = Vec::new();
+    for path in names {
+        let Some(link) = read_small_json(&path) else {
+            continue;
+        };
+        if link.get("version") != Some(&json!(1)) {
+            continue;
+        }
+        let (Some(a), Some(b)) = (
+            link.get("a").and_then(Value::as_str),
+            link.get("b").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        if a == b || !is_safe_node_id(a) || !is_safe_node_id(b) {
+            continue;
+        }
+        let peer = if a == node_id {
+            b
+        } else if b == node_id {
+            a
+        } else {
+            continue;
+        };
+        if !peers.iter().any(|p| p == peer) {
+            peers.push(peer.to_string());
+        }
+    }
+    peers
+}
+
+fn transcript_path(pointer: &Path) -> Option<String> {
+    let value = read_small_json(pointer)?;
+    if value.get("version") != Some(&json!(1)) {
+        return None;
+    }
+    value
+        .get("path")?
+        .as_str()
+        .filter(|p| !p.is_empty() && !p.contains('\0'))
+        .map(str::to_string)
+}
+
+fn read_small_json(path: &Path) -> Option<Value> {
+    let file = File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SMALL_FILE + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > MAX_SMALL_FILE {
+        return None;
+    }
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn node_title<'a>(project: &'a Value, node_id: &str) -> Option<&'a str> {
+    project
+        .get("nodes")?
+        .as_array()?
+        .iter()
+        .find(|n| n.get("id").and_then(Value::as_str) == Some(node_id))?
+        .get("data")?
+        .get("title")?
+        .as_str()
+        .filter(|t| !t.trim().is_empty())
+}
+
+/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript, each
+/// as `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON,
+/// other record types and non-text content blocks are skipped; an unreadable file gives
+/// no turns.
+pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
+    let Some(text) = read_tail(path) else {
+        return Vec::new();
+    };
+    let mut turns: Vec<String> = text.lines().filter_map(turn_of_line).collect();
+    let keep_from = turns.len().saturating_sub(MAX_TURNS);
+    turns.drain(..keep_from);
+    turns
+}
+
+fn read_tail(path: &Path) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let start = meta.len().saturating_sub(MAX_TRANSCRIPT_TAIL);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_TRANSCRIPT_TAIL)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if start > 0 {
+        // The first line was cut in the middle.
+        let first_break = text.find('\n').map_or(text.len(), |i| i + 1);
+        text.drain(..first_break);
+    }
+    Some(text)
+}
+
+fn turn_of_line(line: &str) -> Option<String> {
+    let record: Value = serde_json::from_str(line.trim()).ok()?;
+    let role = record.get("type")?.as_str()?;
+    if role != "user" && role != "assistant" {
+        return None;
+    }
+    let text = match record.get("message")?.get("content")? {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    Some(format!("{role}: {}", first_chars(text, MAX_TURN_CHARS)))
+}
+
+fn first_chars(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
+}
+
+/// The last `max` characters of `text`.
+pub fn last_chars(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_string();
+    }
+    text.chars().skip(count - max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::path::PathBuf;
+
+    fn project(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tst-context-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join(".termsprawl/links")).unwrap();
+        fs::create_dir_all(dir.join(".termsprawl/transcripts")).unwrap();
+        dir
+    }
+
+    fn link(dir: &Path, a: &str, b: &str) {
+        let body = json!({"version": 1, "a": a, "b": b}).to_string();
+        fs::write(dir.join(format!(".termsprawl/links/{a}--{b}.json")), body).unwrap();
+    }
+
+    fn transcript(dir: &Path, peer: &str, lines: &[String]) {
+        let path = dir.join(format!("{peer}.jsonl"));
+        fs::write(&path, lines.join("\n")).unwrap();
+        let pointer = json!({"version": 1, "path": path}).to_string();
+        fs::write(
+            dir.join(format!(".termsprawl/transcripts/{peer}.json")),
+            pointer,
+        )
+        .unwrap();
+    }
+
+    fn line(role: &str, content: Value) -> String {
+        json!({"type": role, "message": {"role": role, "content": content}}).to_string()
+    }
+
+    #[test]
+    fn reads_linked_transcripts_titled_from_the_canvas() {
+        let dir = project("read");
+        link(&dir, "me", "peer1");
+        link(&dir, "peer2", "me");
+        link(&dir, "other", "peer3");
+        let canvas = json!({"nodes": [{"id": "peer1", "data": {"title": "Reviewer"}}]});
+        fs::write(dir.join(".termsprawl/project.json"), canvas.to_string()).unwrap();
+        transcript(
+            &dir,
+            "peer1",
+            &[
+                line("user", json!("fix the bug")),
+                line(
+                    "assistant",
+                    json!([{"type": "text", "text": "done"}, {"type": "tool_use", "name": "x"}]),
+                ),
+                line(
+                    "user",
+                    json!([{"type": "tool_result", "content": "ignored"}]),
+                ),
+                json!({"type": "summary", "summary": "skip"}).to_string(),
+                "not json at all".into(),
+            ],
+        );
+        transcript(&dir, "peer2", &[line("assistant", json!("hello from two"))]);
+        transcript(
+            &dir,
+            "peer3",
+            &[line("assistant", json!("not linked to me"))],
+        );
+        let value = read_context(&dir, "me");
+        assert_eq!(value["reader"], "claude-jsonl");
+        assert_eq!(value["reason"], Value::Null);
+        assert_eq!(
+            value["text"],
+            "# Reviewer (peer1)\n\nuser: fix the bug\n\nassistant: done\n---\n# peer2 (peer2)\n\nassistant: hello from two"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn keeps_the_last_turns_cut_and_the_last_characters() {
+        let dir = project("limits");
+        link(&dir, "me", "peer");
+        let long = "x".repeat(5_000);
+        let mut lines: Vec<String> = (0..50)
+            .map(|i| line("user", json!(format!("turn {i}"))))
+            .collect();
+        lines.push(line("assistant", json!(long)));
+        transcript(&dir, "peer", &lines);
+        let text = read_context(&dir, "me")["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            !text.contains("turn 10\n") && text.contains("turn 11\n") && text.contains("turn 49")
+        );
+        assert!(text.ends_with(&format!("assistant: {}", "x".repeat(2_000))));
+        assert_eq!(last_chars("abcdé", 2), "dé");
+        // Many peers with long turns are capped at 100,000 characters, newest kept.
+        for i in 0..30 {
+            let peer = format!("p{i:02}");
+            link(&dir, "me", &peer);
+            let lines: Vec<String> = (0..40)
+                .map(|_| line("user", json!("y".repeat(2_000))))
+                .collect();
+            transcript(&dir, &peer, &lines);
+        }
+        let text = read_context(&dir, "me")["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(text.chars().count(), MAX_CONTEXT_CHARS);
+        assert!(
+            text.ends_with("xxxx") && text.contains("yyyy"),
+            "sorted by link file, peer last"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn never_fails_on_junk() {
+        let dir = project("junk");
+        let links = dir.join(".termsprawl/links");
+        fs::write(links.join("a.json"), "{").unwrap();
+        fs::write(links.join("b.json"), "[1,2]").unwrap();
+        fs::write(
+            links.join("c.json"),
+            json!({"version": 2, "a": "me", "b": "x"}).to_string(),
+        )
+        .unwrap();
+        fs::write(
+            links.join("d.json"),
+            json!({"version": 1, "a": "me", "b": "me"}).to_string(),
+        )
+        .unwrap();
+        fs::write(
+            links.join("e.json"),
+            json!({"version": 1, "a": "me", "b": "../etc"}).to_string(),
+        )
+        .unwrap();
+        fs::write(links.join("f.json"), vec![0xff; 70_000]).unwrap();
+        fs::create_dir_all(links.join("g.json")).unwrap();
+        let value = read_context(&dir, "me");
+        assert_eq!(value["text"], "");
+        assert!(value["reason"]
+            .as_str()
+            .unwrap()
+            .contains("No agents are linked"));
+        link(&dir, "me", "peer");
+        let pointers = dir.join(".termsprawl/transcripts");
+        fs::write(
+            pointers.join("peer.json"),
+            json!({"version": 1, "path": 7}).to_string(),
+        )
+        .unwrap();
+        assert!(read_context(&dir, "me")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no readable transcript"));
+        fs::write(
+            pointers.join("peer.json"),
+            json!({"version": 1, "path": "/nonexistent/x"}).to_string(),
+        )
+        .unwrap();
+        assert!(read_context(&dir, "me")["reason"].is_string());
+        fs::write(dir.join("bin.jsonl"), [0u8, 159, 146, 150, b'\n', b'{']).unwrap();
+        let pointer = json!({"version": 1, "path": dir.join("bin.jsonl")}).to_string();
+        fs::write(pointers.join("peer.json"), pointer).unwrap();
+        assert!(read_context(&dir, "me")["reason"].is_string());
+        let missing = std::env::temp_dir().join("tst-context-no-such-project");
+        assert!(read_context(&missing, "me")["reason"].is_string());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

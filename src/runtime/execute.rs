@@ -1,0 +1,315 @@
+//! `execute`: the dispatch of accepted operations, in the spec's order. First the live
+//! state is checked (the project is open and local, the caller is still on its canvas),
+//! then each operation goes to the canvas owner, a browser guest, a terminal session or
+//! is answered here.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::agents::find_preset;
+use super::artifact::check_artifact_path;
+use super::context::{last_chars, read_context};
+use super::host::ProjectSnapshot;
+use super::tool_runtime::{lock, Core};
+use super::url::normalize_browser_url;
+use crate::protocol::{ToolIdentity, ToolRequest};
+
+/// How long a new terminal may take to become ready.
+pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
+/// `terminal_read` returns this many characters unless asked otherwise.
+pub const DEFAULT_READ_CHARS: usize = 16_000;
+/// `terminal_read` never returns more than this.
+pub const MAX_READ_CHARS: usize = 100_000;
+
+const OWN_TERMINAL: &str =
+    "Use a separate shell terminal instead of writing into or closing your own agent";
+const NOT_ATTACHED: &str = "Terminal is not attached";
+const CLAIM_FIRST: &str = "Claim this browser or ask its owner to transfer control first";
+
+/// A node's id, type and `data` field, as the canvas owner lists them.
+fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
+    node.get(key).and_then(Value::as_str)
+}
+
+fn data_field<'a>(node: &'a Value, key: &str) -> Option<&'a Value> {
+    node.get("data")
+        .and_then(|d| d.get(key))
+        .filter(|v| !v.is_null())
+}
+
+/// The node list in a `canvas_list` answer (an array, or `{nodes: [...]}`).
+fn nodes_of(list: &Value) -> &[Value] {
+    list.as_array()
+        .or_else(|| list.get("nodes").and_then(Value::as_array))
+        .map_or(&[], Vec::as_slice)
+}
+
+fn find_node<'a>(nodes: &'a [Value], id: &str) -> Option<&'a Value> {
+    nodes.iter().find(|n| node_field(n, "id") == Some(id))
+}
+
+fn arg<'a>(request: &'a ToolRequest, key: &str) -> &'a str {
+    request.args.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// An agent's terminal runs an agent command; a plain shell has neither.
+fn is_agent_terminal(node: &Value) -> bool {
+    data_field(node, "agentId").is_some()
+        || data_field(node, "command")
+            .and_then(Value::as_str)
+            .is_some_and(|c| !c.trim().is_empty())
+}
+
+impl Core {
+    pub(super) fn execute(
+        &self,
+        identity: &ToolIdentity,
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        let project = self
+            .host
+            .workspace
+            .project(&identity.project_id)
+            .filter(|p| !p.remote)
+            .ok_or("Local project not found")?;
+        let list = self.canvas(identity, "canvas_list", Map::new())?;
+        let nodes = nodes_of(&list);
+        if find_node(nodes, &identity.node_id).is_none() {
+            return Err("Agent node is no longer on this canvas".into());
+        }
+        let operation = request.operation.as_str();
+        match operation {
+            "canvas_list" => Ok(list.clone()),
+            "context_read" => {
+                let cwd = project
+                    .cwd
+                    .as_ref()
+                    .ok_or("context_read needs a folder project")?;
+                Ok(read_context(cwd, &identity.node_id))
+            }
+            "artifact_open" => self.artifact_open(identity, &project, request),
+            "agent_launch" => self.agent_launch(identity, request),
+            "terminal_open" => {
+                let created = self.canvas(identity, operation, request.args.clone())?;
+                self.wait_for_terminal(&created)
+            }
+            "browser_list" => Ok(self.browser_list(nodes)),
+            "browser_open" => self.browser_open(identity, request),
+            op if op.starts_with("browser_") => self.browser_operation(identity, nodes, request),
+            op if op.starts_with("terminal_") => self.terminal_operation(identity, nodes, request),
+            _ => self.canvas(identity, operation, request.args.clone()),
+        }
+    }
+
+    fn artifact_open(
+        &self,
+        identity: &ToolIdentity,
+        project: &ProjectSnapshot,
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        let cwd = project
+            .cwd
+            .as_ref()
+            .ok_or("artifact_open needs a folder project")?;
+        let view = request
+            .args
+            .get("view")
+            .and_then(Value::as_str)
+            .unwrap_or("editor");
+        let real = check_artifact_path(cwd, arg(request, "path"), view)?;
+        let mut args = request.args.clone();
+        args.insert("path".into(), json!(real.to_string_lossy()));
+        self.canvas(identity, "artifact_open", args)
+    }
+
+    fn agent_launch(
+        &self,
+        identity: &ToolIdentity,
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        const INSTALL: &str = "Install or configure this agent before launching it";
+        let preset = find_preset(arg(request, "agent")).ok_or(INSTALL)?;
+        let command = match preset.command {
+            Some(command) => command.to_string(),
+            None => self.preferences()?.custom_executable.ok_or(INSTALL)?,
+        };
+        self.probe(&command).map_err(|_| INSTALL.to_string())?;
+        let mut args = request.args.clone();
+        // The owner starts this command; its PTY request then goes through `prepare`.
+        args.insert("command".into(), json!(command));
+        let created = self.canvas(identity, "agent_launch", args)?;
+        self.wait_for_terminal(&created)
+    }
+
+    /// Waits for the terminal a canvas operation created (`{nodeId, …}`) to be ready.
+    fn wait_for_terminal(&self, created: &Value) -> Result<Value, String> {
+        let node_id = node_field(created, "nodeId")
+            .ok_or("The canvas did not report the new terminal's nodeId")?;
+        let deadline = Instant::now() + TERMINAL_READY_TIMEOUT;
+        while !self.host.terminals.has_ready_session(node_id) {
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "Node {node_id} was created but its terminal did not become ready. Inspect it before retrying."
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Ok(created.clone())
+    }
+
+    fn browser_list(&self, nodes: &[Value]) -> Value {
+        let owners = lock(&self.owners);
+        let browsers: Vec<Value> = nodes
+            .iter()
+            .filter(|n| node_field(n, "type") == Some("browser"))
+            .map(|n| {
+                let mut entry = n.clone();
+                let owner = node_field(n, "id").and_then(|id| owners.owner(id));
+                if let Some(object) = entry.as_object_mut() {
+                    object.insert("owner".into(), json!(owner));
+                }
+                entry
+            })
+            .collect();
+        Value::Array(browsers)
+    }
+
+    fn browser_open(
+        &self,
+        identity: &ToolIdentity,
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        let url = normalize_browser_url(arg(request, "url"))?;
+        let created = self.canvas(
+            identity,
+            "browser_open",
+            Map::from_iter([("url".to_string(), json!(url))]),
+        )?;
+        let node_id = node_field(&created, "nodeId")
+            .ok_or("The canvas did not report the new browser's nodeId")?;
+        let tab_id = node_field(&created, "tabId").ok_or(super::tool_runtime::GUEST_NOT_READY)?;
+        lock(&self.owners)
+            .set(node_id, &identity.node_id)
+            .map_err(|e| format!("Could not record browser ownership: {e}"))?;
+        let target_id = self.wait_for_guest(node_id, tab_id)?;
+        Ok(json!({ "nodeId": node_id, "tabId": tab_id, "targetId": target_id }))
+    }
+
+    fn browser_operation(
+        &self,
+        identity: &ToolIdentity,
+        nodes: &[Value],
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        let node_id = arg(request, "nodeId");
+        let node = find_node(nodes, node_id)
+            .filter(|n| node_field(n, "type") == Some("browser"))
+            .ok_or("Browser node not found in this project")?;
+        let me = identity.node_id.as_str();
+        let owner = lock(&self.owners).owner(node_id).map(str::to_string);
+        match request.operation.as_str() {
+            "browser_claim" => {
+                if owner.as_deref().is_some_and(|o| o != me) {
+                    return Err("Ask the current owner to transfer browser control".into());
+                }
+                lock(&self.owners)
+                    .set(node_id, me)
+                    .map_err(|e| format!("Could not record browser ownership: {e}"))?;
+                Ok(json!({ "nodeId": node_id, "owner": me }))
+            }
+            _ if owner.as_deref() != Some(me) => Err(CLAIM_FIRST.into()),
+            "browser_transfer" => {
+                let recipient = arg(request, "agentNodeId");
+                let connected = self.server().is_some_and(|s| {
+                    s.statuses(&identity.project_id)
+                        .iter()
+                        .any(|(id, _)| id == recipient)
+                });
+                if !connected {
+                    return Err("Recipient agent is not connected to this project".into());
+                }
+                lock(&self.owners)
+                    .set(node_id, recipient)
+                    .map_err(|e| format!("Could not record browser ownership: {e}"))?;
+                Ok(json!({ "nodeId": node_id, "owner": recipient }))
+            }
+            operation => {
+                let mut args = request.args.clone();
+                if operation == "browser_navigate" {
+                    args.insert(
+                        "url".into(),
+                        json!(normalize_browser_url(arg(request, "url"))?),
+                    );
+                }
+                let target = self.guest(node)?;
+                // The user may have turned browser control off while this call waited.
+                if !self.host.workspace.browser_control_enabled() {
+                    return Err("Enable agent browser control".into());
+                }
+                self.run_page_operation(target, operation, args)
+            }
+        }
+    }
+
+    fn terminal_operation(
+        &self,
+        identity: &ToolIdentity,
+        nodes: &[Value],
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        let node_id = arg(request, "nodeId");
+        let node = find_node(nodes, node_id)
+            .filter(|n| node_field(n, "type") == Some("terminal"))
+            .filter(|n| data_field(n, "remote") != Some(&Value::Bool(true)))
+            .ok_or("Local terminal not found in this project")?;
+        let operation = request.operation.as_str();
+        let writes = matches!(
+            operation,
+            "terminal_submit" | "terminal_input" | "terminal_interrupt" | "terminal_close"
+        );
+        if writes && node_id == identity.node_id {
+            return Err(OWN_TERMINAL.into());
+        }
+        let terminals = &self.host.terminals;
+        match operation {
+            "terminal_read" => {
+                let max = request
+                    .args
+                    .get("maxChars")
+                    .and_then(Value::as_f64)
+                    .map_or(DEFAULT_READ_CHARS, |n| {
+                        n.clamp(1.0, MAX_READ_CHARS as f64) as usize
+                    });
+                let output = terminals
+                    .capture(node_id)
+                    .or_else(|| terminals.scrollback(node_id))
+                    .ok_or("Terminal output is unavailable")?;
+                Ok(json!({ "nodeId": node_id, "output": last_chars(&output, max) }))
+            }
+            "terminal_external" => {
+                if !terminals.is_warm(node_id) {
+                    return Err(NOT_ATTACHED.into());
+                }
+                terminals.attach_external(node_id)
+            }
+            "terminal_close" => self.canvas(identity, operation, request.args.clone()),
+            _ => {
+                if !terminals.has_live_session(node_id) {
+                    return Err(NOT_ATTACHED.into());
+                }
+                let text = match operation {
+                    "terminal_submit" if is_agent_terminal(node) => {
+                        return Err("Submit commands only into a plain shell terminal, not into an agent's terminal".into())
+                    }
+                    "terminal_submit" => format!("{}\r", arg(request, "command")),
+                    "terminal_input" => arg(request, "text").to_string(),
+                    "terminal_interrupt" => "\u{3}".to_string(),
+                    _ => return self.canvas(identity, operation, request.args.clone()),
+                };
+                terminals.write(node_id, &text)?;
+                Ok(json!({ "nodeId": node_id }))
+            }
+        }
+    }
+}

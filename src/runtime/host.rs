@@ -1,0 +1,107 @@
+//! The host traits: everything the runtime needs from the app that embeds it. The runtime
+//! never learns what stands behind them (a desktop app, a headless canvas, tmux, a PTY, a
+//! browser engine); each trait is small so a test fake or an embedder can implement it in
+//! a few lines.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+
+use serde_json::{Map, Value};
+
+use crate::protocol::{CanvasToolRequest, IntegrationStatus};
+
+/// One project as the workspace sees it right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectSnapshot {
+    /// The project id agents' identities carry.
+    pub id: String,
+    /// The project folder; `None` for a project that is not a folder.
+    pub cwd: Option<PathBuf>,
+    /// A project whose files and terminals live on another machine; the runtime refuses it.
+    pub remote: bool,
+    /// Ids of the nodes currently on the project's canvas.
+    pub node_ids: Vec<String>,
+}
+
+/// The app's state: its projects, its settings and where status changes are shown.
+pub trait Workspace: Send + Sync + 'static {
+    /// The project with this id, if the app has it open.
+    fn project(&self, project_id: &str) -> Option<ProjectSnapshot>;
+    /// Whether the user enabled agent browser control (off by default).
+    fn browser_control_enabled(&self) -> bool;
+    /// An agent's integration status changed (show it in the UI; optional).
+    fn status_changed(&self, _node_id: &str, _status: &IntegrationStatus) {}
+}
+
+/// The single writer of canvas state (the spec's renderer). It receives requests and
+/// answers each later through [`crate::runtime::AgentToolRuntime::canvas_reply`], giving
+/// the sender id that [`CanvasOwner::target`] named.
+pub trait CanvasOwner: Send + Sync + 'static {
+    /// The sender id of whoever shows this project's canvas now; `None` when nobody does.
+    fn target(&self, project_id: &str) -> Option<u64>;
+    /// Delivers a request to that sender. It must not be applied after `expires_at`.
+    fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String>;
+}
+
+/// Live browser guests of browser nodes.
+pub trait Browsers: Send + Sync + 'static {
+    /// Asks to be told when the guest showing `tab_id` of browser node `node_id` is ready:
+    /// send its target id on `ready` once (at once if it already is). Dropping `ready`
+    /// without sending means the tab is gone.
+    fn watch_guest(&self, node_id: &str, tab_id: &str, ready: Sender<String>);
+    /// Runs a page operation (`browser_navigate`, `browser_inspect`, `browser_click`,
+    /// `browser_type`, `browser_screenshot`) on a ready guest. May block; the runtime
+    /// gives up waiting after 15 s.
+    fn run(
+        &self,
+        target_id: &str,
+        operation: &str,
+        args: &Map<String, Value>,
+    ) -> Result<Value, String>;
+}
+
+/// Terminal sessions of terminal nodes (node ids are unique across projects).
+pub trait Terminals: Send + Sync + 'static {
+    /// A session exists for the node, possibly started before this runtime (warm).
+    fn is_warm(&self, node_id: &str) -> bool;
+    /// The session has started and can take input.
+    fn has_ready_session(&self, node_id: &str) -> bool;
+    /// The session's process is running and this host is attached to it.
+    fn has_live_session(&self, node_id: &str) -> bool;
+    /// Writes text to the session as typed input.
+    fn write(&self, node_id: &str, text: &str) -> Result<(), String>;
+    /// The session's current screen as plain text, if the host can capture it.
+    fn capture(&self, node_id: &str) -> Option<String>;
+    /// The session's recent output as plain text, if the host keeps any.
+    fn scrollback(&self, node_id: &str) -> Option<String>;
+    /// Opens a second, external view of a warm session for the user.
+    fn attach_external(&self, node_id: &str) -> Result<Value, String>;
+}
+
+/// The four host traits, handed to [`crate::runtime::AgentToolRuntime::new`].
+#[derive(Clone)]
+pub struct Host {
+    /// Projects, settings, status display.
+    pub workspace: std::sync::Arc<dyn Workspace>,
+    /// The canvas state owner.
+    pub canvas: std::sync::Arc<dyn CanvasOwner>,
+    /// Browser guests.
+    pub browsers: std::sync::Arc<dyn Browsers>,
+    /// Terminal sessions.
+    pub terminals: std::sync::Arc<dyn Terminals>,
+}
+
+/// A request to start a terminal process, as the host is about to run it. The runtime's
+/// `prepare` may rewrite `command` and add to `env` before the host starts it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PtyRequest {
+    /// The terminal node.
+    pub node_id: String,
+    /// Its project, if any.
+    pub project_id: Option<String>,
+    /// The shell command line to run; `None` for a plain shell.
+    pub command: Option<String>,
+    /// Extra environment for the process.
+    pub env: BTreeMap<String, String>,
+}

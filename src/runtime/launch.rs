@@ -1,0 +1,303 @@
+//! Agent launch preparation: the user's preferences, the `termsprawlctl` launcher and the
+//! per-agent launch folder `launch/<nodeId>/` with its instructions, skills and MCP config.
+//! Nothing here writes into a user's own agent configuration files.
+
+use std::collections::BTreeMap;
+use std::fs::{self, Permissions};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::agents::{select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
+use super::context::is_safe_node_id;
+use crate::protocol::{guide, IntegrationState, IntegrationStatus, TOOL_GUIDES};
+use crate::server::{private_dir, private_json, private_write};
+
+/// The launcher's file name inside `<data>/agent-tools/`.
+pub const LAUNCHER_NAME: &str = "termsprawlctl";
+/// The MCP server name agents see.
+pub const MCP_SERVER_NAME: &str = "termsprawl";
+
+/// What `preferences.json` says about custom agents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preferences {
+    /// `custom.executable`: what `agent_launch {agent: "custom"}` starts.
+    pub custom_executable: Option<String>,
+    /// `custom.instructionFlag`: the flag that passes the custom agent its instructions.
+    pub custom_instruction_flag: Option<String>,
+}
+
+/// Reads `preferences.json`; a missing file means no preferences, anything malformed is an
+/// error that names the file.
+pub fn load_preferences(path: &Path) -> Result<Preferences, String> {
+    let malformed = |why: &str| format!("Malformed preferences file {}: {why}", path.display());
+    let value = match fs::read(path) {
+        Ok(bytes) => {
+            serde_json::from_slice::<Value>(&bytes).map_err(|e| malformed(&e.to_string()))?
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Preferences::default()),
+        Err(e) => return Err(malformed(&e.to_string())),
+    };
+    let root = value
+        .as_object()
+        .ok_or_else(|| malformed("expected a JSON object"))?;
+    let Some(custom) = root.get("custom") else {
+        return Ok(Preferences::default());
+    };
+    let custom = custom
+        .as_object()
+        .ok_or_else(|| malformed("custom must be an object"))?;
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match custom.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() && !s.contains('\0') => {
+                Ok(Some(s.trim().to_string()))
+            }
+            Some(_) => Err(malformed(&format!(
+                "custom.{key} must be a non-empty string"
+            ))),
+        }
+    };
+    let custom_executable = text("executable")?;
+    let custom_instruction_flag = text("instructionFlag")?;
+    if let Some(flag) = &custom_instruction_flag {
+        if !is_instruction_flag(flag) {
+            return Err(malformed(
+                "custom.instructionFlag must look like --flag-name",
+            ));
+        }
+    }
+    Ok(Preferences {
+        custom_executable,
+        custom_instruction_flag,
+    })
+}
+
+/// `^--[a-z][a-z-]*$`
+fn is_instruction_flag(flag: &str) -> bool {
+    let Some(rest) = flag.strip_prefix("--") else {
+        return false;
+    };
+    rest.starts_with(|c: char| c.is_ascii_lowercase())
+        && rest.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+}
+
+/// Installs `<dir>/termsprawlctl`, a 0700 `#!/bin/sh` script that `exec`s `ctl_executable`
+/// with the agent's arguments, and returns its path.
+pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf> {
+    let target = ctl_executable
+        .to_str()
+        .ok_or_else(|| io::Error::other("the termsprawlctl path is not UTF-8"))?;
+    let launcher = dir.join(LAUNCHER_NAME);
+    let script = format!("#!/bin/sh\nexec {} \"$@\"\n", shell_quote(target));
+    private_write(&launcher, script.as_bytes())?;
+    fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
+    Ok(launcher)
+}
+
+/// What [`prepare_tool_launch`] needs.
+#[derive(Clone, Debug)]
+pub struct LaunchInput<'a> {
+    /// `<data>/agent-tools/launch`.
+    pub launch_root: &'a Path,
+    /// The agent's node id (a safe file name).
+    pub node_id: &'a str,
+    /// The command line the host was going to run; our arguments are appended to it.
+    pub command: &'a str,
+    /// The probed CLI.
+    pub probe: &'a AgentProbe,
+    /// The user's `custom.instructionFlag`, for a custom agent.
+    pub instruction_flag: Option<&'a str>,
+    /// The agent's session file.
+    pub session_file: &'a Path,
+    /// The installed `termsprawlctl` launcher.
+    pub launcher: &'a Path,
+}
+
+/// A prepared launch: run `command` with `env` added; report `status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedLaunch {
+    /// The shell command line to run instead of the original.
+    pub command: String,
+    /// `TERMSPRAWL_SESSION_FILE`, `TERMSPRAWL_CTL`, `TERMSPRAWL_SYSTEM_PROMPT_FILE` (and
+    /// what the adapter needs).
+    pub env: BTreeMap<String, String>,
+    /// The status to provision the session with.
+    pub status: IntegrationStatus,
+    /// The launch folder written.
+    pub dir: PathBuf,
+}
+
+/// The first message for CLIs that take instructions as their first prompt.
+const FIRST_PROMPT: &str = "You are connected to Termsprawl tools. Read these instructions, then wait for the user's request.\n\n";
+
+/// Writes `launch/<nodeId>/` (0700, files 0600): `termsprawl-system.md` (the overview
+/// guide), `skills/termsprawl-<topic>/SKILL.md` for every guide, and `mcp.json` for
+/// Claude; and returns the command, environment and status for the chosen adapter.
+pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
+    if !is_safe_node_id(input.node_id) {
+        return Err(io::Error::other("Invalid agent node ID"));
+    }
+    let text = |p: &Path| {
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| io::Error::other("path is not UTF-8"))
+    };
+    let session_file = text(input.session_file)?;
+    let launcher = text(input.launcher)?;
+    let dir = input.launch_root.join(input.node_id);
+    private_dir(&dir)?;
+    let overview = guide("overview").unwrap_or_default();
+    let system_prompt_file = dir.join("termsprawl-system.md");
+    private_write(&system_prompt_file, overview.as_bytes())?;
+    for (topic, body) in TOOL_GUIDES {
+        let skill_dir = dir.join("skills").join(format!("termsprawl-{topic}"));
+        private_dir(&skill_dir)?;
+        let skill = format!(
+            "---\nname: termsprawl-{topic}\ndescription: \"How to use the Termsprawl {topic} tools; read it before using them.\"\n---\n\n{body}\n"
+        );
+        private_write(&skill_dir.join("SKILL.md"), skill.as_bytes())?;
+    }
+
+    let server_args = ["--session", session_file.as_str(), "mcp"];
+    let adapter = select_launch_adapter(input.probe, input.instruction_flag);
+    let mut env = BTreeMap::from([
+        ("TERMSPRAWL_SESSION_FILE".to_string(), session_file.clone()),
+        ("TERMSPRAWL_CTL".to_string(), launcher.clone()),
+        (
+            "TERMSPRAWL_SYSTEM_PROMPT_FILE".to_string(),
+            text(&system_prompt_file)?,
+        ),
+    ]);
+    let extra: Vec<String> = match &adapter {
+        LaunchAdapter::ClaudeMcp => {
+            let mcp = dir.join("mcp.json");
+            let config = json!({"mcpServers": {MCP_SERVER_NAME: {"command": launcher, "args": server_args}}});
+            private_json(&mcp, &config)?;
+            vec![
+                "--mcp-config".into(),
+                text(&mcp)?,
+                "--append-system-prompt".into(),
+                overview.into(),
+            ]
+        }
+        // Codex hands MCP servers only a few environment variables, so the session file
+        // travels in the server's arguments. Values are TOML; a JSON string or array of
+        // strings is one.
+        LaunchAdapter::CodexMcp => vec![
+            "-c".into(),
+            format!("mcp_servers.{MCP_SERVER_NAME}.command={}", json!(launcher)),
+            "-c".into(),
+            format!("mcp_servers.{MCP_SERVER_NAME}.args={}", json!(server_args)),
+        ],
+        LaunchAdapter::OpencodeMcp => {
+            let mut command = vec![launcher.clone()];
+            command.extend(server_args.iter().map(|a| a.to_string()));
+            let config = json!({"mcp": {MCP_SERVER_NAME: {"type": "local", "command": command, "enabled": true}}});
+            env.insert("OPENCODE_CONFIG_CONTENT".into(), config.to_string());
+            Vec::new()
+        }
+        LaunchAdapter::InstructionFlag(flag) if flag == "--prompt-interactive" => {
+            vec![flag.clone(), format!("{FIRST_PROMPT}{overview}")]
+        }
+        LaunchAdapter::InstructionFlag(flag) => vec![flag.clone(), overview.into()],
+        LaunchAdapter::InitialPrompt => vec![format!("{FIRST_PROMPT}{overview}")],
+        LaunchAdapter::Unverified => Vec::new(),
+    };
+    let mut command = input.command.trim().to_string();
+    for arg in &extra {
+        command.push(' ');
+        command.push_str(&shell_quote(arg));
+    }
+    let name = &input.probe.name;
+    let (state, reason) = match &adapter {
+        a if a.is_mcp() => (IntegrationState::NeedsSetup, Some("Waiting for the agent's MCP client to connect".to_string())),
+        LaunchAdapter::Unverified => (
+            IntegrationState::CliFallback,
+            Some(format!("Could not verify how {name} takes instructions; it can still call \"$TERMSPRAWL_CTL\" from its shell")),
+        ),
+        _ => (IntegrationState::CliFallback, None),
+    };
+    let status = IntegrationStatus {
+        state,
+        adapter: adapter.adapter_name(name),
+        version: input.probe.version.clone(),
+        reason,
+    };
+    Ok(PreparedLaunch {
+        command,
+        env,
+        status,
+        dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tst-launch-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        private_dir(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn preferences_are_read_and_malformed_ones_name_the_file() {
+        let dir = scratch("prefs");
+        let path = dir.join("preferences.json");
+        assert_eq!(load_preferences(&path), Ok(Preferences::default()));
+        fs::write(
+            &path,
+            r#"{"custom":{"executable":"/opt/aider","instructionFlag":"--message"},"terminal":{}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            load_preferences(&path),
+            Ok(Preferences {
+                custom_executable: Some("/opt/aider".into()),
+                custom_instruction_flag: Some("--message".into())
+            })
+        );
+        for junk in [
+            "{",
+            "[]",
+            r#"{"custom": 3}"#,
+            r#"{"custom":{"executable": 5}}"#,
+            r#"{"custom":{"executable": ""}}"#,
+            r#"{"custom":{"instructionFlag":"-m"}}"#,
+            r#"{"custom":{"instructionFlag":"--Message"}}"#,
+            r#"{"custom":{"instructionFlag":"--msg; rm"}}"#,
+        ] {
+            fs::write(&path, junk).unwrap();
+            let error = load_preferences(&path).unwrap_err();
+            assert!(error.contains(path.to_str().unwrap()), "{junk}: {error}");
+        }
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn launcher_execs_the_binary_with_quoted_path() {
+        let dir = scratch("launcher");
+        let launcher = install_launcher(&dir, Path::new("/opt/my tools/termsprawlctl")).unwrap();
+        assert_eq!(
+            fs::read_to_string(&launcher).unwrap(),
+            "#!/bin/sh\nexec '/opt/my tools/termsprawlctl' \"$@\"\n"
+        );
+        assert_eq!(
+            fs::metadata(&launcher).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // It really runs: exec /bin/echo with the arguments intact.
+        let launcher = install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        let out = std::process::Command::new(&launcher)
+            .args(["a b", "c"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b c\n");
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

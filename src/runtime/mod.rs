@@ -1,0 +1,61 @@
+//! The host-agnostic runtime (the spec's "Main-Process Runtime"): it binds the
+//! [`crate::server`] to an app through four small traits ([`Workspace`], [`CanvasOwner`],
+//! [`Browsers`], [`Terminals`]) and fulfils accepted operations against the app's live
+//! state: identity checks, the canvas bridge with acknowledgement deadlines, browser guest
+//! lookup and ownership, terminal access rules, agent launch preparation, artifact and
+//! context checks. It knows nothing about what implements the traits.
+//!
+//! Embedding it (`examples/embed.rs` is a complete, runnable app):
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
+//! use termsprawl_tools::runtime::{AgentToolRuntime, Host};
+//!
+//! fn embed(host: Host) -> Result<(), Box<dyn std::error::Error>> {
+//!     let runtime = AgentToolRuntime::new(Path::new("/var/lib/my-app"), host)?;
+//!     let endpoint = runtime.start(Path::new("/usr/local/bin/termsprawlctl"))?;
+//!     let agent = ToolIdentity { node_id: "agent1".into(), project_id: "demo".into() };
+//!     let status = IntegrationStatus {
+//!         state: IntegrationState::CliFallback, adapter: "external".into(), version: None, reason: None,
+//!     };
+//!     runtime.server().provision(&agent, status, true)?;
+//!     // Your canvas owner answers with runtime.canvas_reply(sender, true, reply);
+//!     // every terminal start goes through runtime.prepare(request) first.
+//!     println!("agents call {}", endpoint.url);
+//!     runtime.close();
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Threads: the runtime has none of its own. `execute` runs on the server's project
+//! worker, so the operations of one project run one at a time; it blocks on
+//! `recv_timeout` for canvas acknowledgements (10 s), guest readiness (3 s) and page
+//! operations (15 s, run on a short-lived thread).
+
+pub mod agents;
+pub mod artifact;
+pub mod canvas;
+pub mod context;
+mod execute;
+pub mod host;
+pub mod launch;
+pub mod owners;
+mod tool_runtime;
+pub mod url;
+
+pub use agents::{
+    find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
+    LaunchAdapter, AGENT_REGISTRY,
+};
+pub use artifact::check_artifact_path;
+pub use context::read_context;
+pub use host::{Browsers, CanvasOwner, Host, ProjectSnapshot, PtyRequest, Terminals, Workspace};
+pub use launch::{
+    install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
+    PreparedLaunch,
+};
+pub use tool_runtime::{
+    AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
+};
+pub use url::normalize_browser_url;

@@ -1,0 +1,477 @@
+//! [`AgentToolRuntime`]: creates the server with the runtime's callbacks, owns the
+//! runtime state (pending canvas requests, statuses, browser owners, active agents,
+//! stopping) and exposes the host-facing entry points.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::agents::{find_preset, probe_agent, AgentPreset, AgentProbe};
+use super::canvas::CanvasBridge;
+use super::host::{Host, PtyRequest};
+use super::launch::{
+    install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
+};
+use super::owners::BrowserOwners;
+use crate::protocol::{
+    CanvasToolReply, IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest,
+};
+use crate::server::{AgentToolServer, Endpoint, ServerCallbacks, ServerError};
+
+/// How long the host may take to report a browser guest ready (the spec's 60 × 50 ms).
+pub const GUEST_READY_TIMEOUT: Duration = Duration::from_secs(3);
+/// The error when a browser guest did not become ready in time or went away.
+pub const GUEST_NOT_READY: &str = "Browser target is not ready or was closed";
+/// How long a browser page operation may take.
+pub const BROWSER_OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What can go wrong creating, starting or preparing the runtime.
+#[derive(Debug)]
+pub enum RuntimeError {
+    /// The server refused (lock held, invalid node id, I/O).
+    Server(ServerError),
+    /// Writing the launcher or launch files failed.
+    Io(std::io::Error),
+    /// `preferences.json` is malformed (the message names the file).
+    Preferences(String),
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::Server(e) => write!(f, "{e}"),
+            RuntimeError::Io(e) => write!(f, "agent tools: {e}"),
+            RuntimeError::Preferences(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+impl From<ServerError> for RuntimeError {
+    fn from(error: ServerError) -> Self {
+        RuntimeError::Server(error)
+    }
+}
+
+impl From<std::io::Error> for RuntimeError {
+    fn from(error: std::io::Error) -> Self {
+        RuntimeError::Io(error)
+    }
+}
+
+/// The runtime state the server's callbacks need. The server holds it through
+/// `Arc<dyn ServerCallbacks>`; it reaches the server back through a `Weak`, so there is
+/// no reference cycle.
+pub(super) struct Core {
+    pub(super) host: Host,
+    pub(super) server: OnceLock<Weak<AgentToolServer>>,
+    pub(super) directory: PathBuf,
+    pub(super) bridge: CanvasBridge,
+    pub(super) statuses: Mutex<HashMap<String, IntegrationStatus>>,
+    pub(super) owners: Mutex<BrowserOwners>,
+    pub(super) active: Mutex<HashSet<String>>,
+    pub(super) stopping: AtomicBool,
+    probes: Mutex<HashMap<PathBuf, AgentProbe>>,
+    launcher: Mutex<Option<PathBuf>>,
+}
+
+/// Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
+/// stays consistent between statements.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The runtime: binds an [`AgentToolServer`] to a host app through the [`Host`] traits.
+pub struct AgentToolRuntime {
+    core: Arc<Core>,
+    server: Arc<AgentToolServer>,
+}
+
+impl AgentToolRuntime {
+    /// Creates the server under `<user_data_path>/agent-tools` with the runtime's callbacks
+    /// and loads `browser-owners.json`. Nothing listens until [`AgentToolRuntime::start`].
+    pub fn new(user_data_path: &Path, host: Host) -> Result<AgentToolRuntime, RuntimeError> {
+        let directory = user_data_path.join("agent-tools");
+        let core = Arc::new(Core {
+            host,
+            server: OnceLock::new(),
+            owners: Mutex::new(BrowserOwners::load(&directory.join("browser-owners.json"))),
+            directory,
+            bridge: CanvasBridge::default(),
+            statuses: Mutex::default(),
+            active: Mutex::default(),
+            stopping: AtomicBool::new(false),
+            probes: Mutex::default(),
+            launcher: Mutex::default(),
+        });
+        let server = AgentToolServer::new(user_data_path, core.clone())?;
+        let _ = core.server.set(Arc::downgrade(&server));
+        Ok(AgentToolRuntime { core, server })
+    }
+
+    /// The server (sessions, provisioning, endpoint).
+    pub fn server(&self) -> &Arc<AgentToolServer> {
+        &self.server
+    }
+
+    /// Starts the server and installs the launcher `<data>/agent-tools/termsprawlctl`,
+    /// which `exec`s `ctl_executable`.
+    pub fn start(&self, ctl_executable: &Path) -> Result<Endpoint, RuntimeError> {
+        let endpoint = self.server.start()?;
+        match install_launcher(self.server.directory(), ctl_executable) {
+            Ok(launcher) => *lock(&self.core.launcher) = Some(launcher),
+            Err(error) => {
+                self.server.close();
+                return Err(error.into());
+            }
+        }
+        Ok(endpoint)
+    }
+
+    /// The installed launcher, once started.
+    pub fn launcher(&self) -> Option<PathBuf> {
+        lock(&self.core.launcher).clone()
+    }
+
+    /// Stops: later revocations are ignored (the app is quitting, sessions stay), every
+    /// pending canvas request fails with `App stopped during request <id>`, the server
+    /// closes. Idempotent.
+    pub fn close(&self) {
+        self.core.stopping.store(true, Ordering::SeqCst);
+        self.core.bridge.fail_all();
+        self.server.close();
+    }
+
+    /// The canvas owner's reply to a request; see [`super::canvas::CanvasBridge::reply`].
+    pub fn canvas_reply(
+        &self,
+        sender_id: u64,
+        is_main_frame: bool,
+        reply: CanvasToolReply,
+    ) -> bool {
+        self.core.bridge.reply(sender_id, is_main_frame, reply)
+    }
+
+    /// Sends one canvas operation for `identity`'s project and waits for the owner.
+    pub fn canvas(
+        &self,
+        identity: &ToolIdentity,
+        operation: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, String> {
+        self.core.canvas(identity, operation, args)
+    }
+
+    /// The target id of a browser node's guest (a node as `canvas_list` returns it).
+    pub fn guest(&self, node: &Value) -> Result<String, String> {
+        self.core.guest(node)
+    }
+
+    /// Fulfils an accepted operation (the server calls this from the project's queue).
+    pub fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
+        self.core.execute(identity, request)
+    }
+
+    /// Whether `identity` may call: its project is open and local, and the node is an
+    /// active agent or still on that project's canvas.
+    pub fn valid(&self, identity: &ToolIdentity) -> bool {
+        self.core.valid(identity)
+    }
+
+    /// An agent's current integration status.
+    pub fn status(&self, node_id: &str) -> Option<IntegrationStatus> {
+        lock(&self.core.statuses).get(node_id).cloned()
+    }
+
+    /// The PTY integration point: call it with every terminal start request and run what
+    /// it returns. Agent commands get their session, launch files, command and
+    /// environment; everything else comes back unchanged.
+    pub fn prepare(&self, request: PtyRequest) -> Result<PtyRequest, RuntimeError> {
+        self.core.prepare(request)
+    }
+
+    /// Ends an agent's tool access (its node was closed or removed). No-op while stopping.
+    pub fn revoke(&self, node_id: &str) {
+        self.core.revoke(node_id)
+    }
+}
+
+impl Drop for AgentToolRuntime {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl ServerCallbacks for Core {
+    fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
+        Core::execute(self, identity, request)
+    }
+
+    fn valid(&self, identity: &ToolIdentity) -> bool {
+        Core::valid(self, identity)
+    }
+
+    fn browser_enabled(&self) -> bool {
+        self.host.workspace.browser_control_enabled()
+    }
+
+    fn on_status(&self, node_id: &str, status: &IntegrationStatus) {
+        lock(&self.statuses).insert(node_id.to_string(), status.clone());
+        self.host.workspace.status_changed(node_id, status);
+    }
+}
+
+impl Core {
+    pub(super) fn server(&self) -> Option<Arc<AgentToolServer>> {
+        self.server.get()?.upgrade()
+    }
+
+    pub(super) fn valid(&self, identity: &ToolIdentity) -> bool {
+        let Some(project) = self.host.workspace.project(&identity.project_id) else {
+            return false;
+        };
+        !project.remote
+            && (lock(&self.active).contains(&identity.node_id)
+                || project.node_ids.contains(&identity.node_id))
+    }
+
+    pub(super) fn canvas(
+        &self,
+        identity: &ToolIdentity,
+        operation: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, String> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err("The app is stopping; retry once it has restarted".into());
+        }
+        self.bridge.request(
+            self.host.canvas.as_ref(),
+            &identity.project_id,
+            operation,
+            args,
+        )
+    }
+
+    pub(super) fn guest(&self, node: &Value) -> Result<String, String> {
+        let node_id = node
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or(GUEST_NOT_READY)?;
+        let field = |key: &str| {
+            node.get("data")
+                .and_then(|d| d.get(key))
+                .or_else(|| node.get(key))
+        };
+        let tab_ids: Vec<&str> = field("tabs")
+            .and_then(Value::as_array)
+            .map(|tabs| {
+                tabs.iter()
+                    .filter_map(|t| t.as_str().or_else(|| t.get("id")?.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let active = field("activeTabId")
+            .and_then(Value::as_str)
+            .filter(|id| tab_ids.contains(id));
+        let tab_id = active.or(tab_ids.first().copied()).ok_or(GUEST_NOT_READY)?;
+        self.wait_for_guest(node_id, tab_id)
+    }
+
+    pub(super) fn wait_for_guest(&self, node_id: &str, tab_id: &str) -> Result<String, String> {
+        let (ready, target) = mpsc::channel();
+        self.host.browsers.watch_guest(node_id, tab_id, ready);
+        target
+            .recv_timeout(GUEST_READY_TIMEOUT)
+            .map_err(|_| GUEST_NOT_READY.to_string())
+    }
+
+    /// Runs a page operation on another thread so a stuck page cannot hold the project's
+    /// queue longer than [`BROWSER_OPERATION_TIMEOUT`].
+    pub(super) fn run_page_operation(
+        &self,
+        target: String,
+        operation: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, String> {
+        let browsers = self.host.browsers.clone();
+        let operation = operation.to_string();
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(browsers.run(&target, &operation, &args));
+        });
+        match result.recv_timeout(BROWSER_OPERATION_TIMEOUT) {
+            Ok(outcome) => outcome,
+            Err(RecvTimeoutError::Timeout) => {
+                Err("Browser operation timed out; inspect the page before retrying".into())
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Err("Browser operation failed; inspect the page before retrying".into())
+            }
+        }
+    }
+
+    pub(super) fn preferences(&self) -> Result<Preferences, String> {
+        load_preferences(&self.directory.join("preferences.json"))
+    }
+
+    /// Probes `command`, cached per resolved path.
+    pub(super) fn probe(&self, command: &str) -> Result<AgentProbe, String> {
+        let path_var = std::env::var_os("PATH");
+        let path = super::agents::resolve_executable(command, path_var.as_deref())
+            .ok_or_else(|| format!("{command} is not installed or not executable"))?;
+        if let Some(found) = lock(&self.probes).get(&path) {
+            return Ok(found.clone());
+        }
+        let found = probe_agent(path.to_str().unwrap_or(command))?;
+        lock(&self.probes).insert(path, found.clone());
+        Ok(found)
+    }
+
+    pub(super) fn revoke(&self, node_id: &str) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        lock(&self.active).remove(node_id);
+        if let Some(server) = self.server() {
+            server.revoke(node_id);
+        }
+        let previous = lock(&self.statuses).remove(node_id);
+        let status = IntegrationStatus {
+            state: IntegrationState::NeedsSetup,
+            adapter: previous.map_or_else(|| "external".to_string(), |s| s.adapter),
+            version: None,
+            reason: Some("Tool access was revoked; launch the agent again to reconnect".into()),
+        };
+        self.host.workspace.status_changed(node_id, &status);
+        // Best effort: a failed write leaves the in-memory map right for this run.
+        let _ = lock(&self.owners).release_all(node_id);
+    }
+
+    /// The agent a PTY command starts, if it is one: its registry entry and executable.
+    fn agent_of_command(
+        &self,
+        command: &str,
+    ) -> Result<Option<(&'static AgentPreset, String)>, RuntimeError> {
+        let Some(first) = command.split_whitespace().next() else {
+            return Ok(None);
+        };
+        let base = Path::new(first)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(first);
+        if let Some(preset) = super::agents::AGENT_REGISTRY
+            .iter()
+            .find(|p| p.command == Some(base))
+        {
+            return Ok(Some((preset, first.to_string())));
+        }
+        let preferences = self.preferences().map_err(RuntimeError::Preferences)?;
+        let Some(custom) = preferences.custom_executable else {
+            return Ok(None);
+        };
+        let custom_base = Path::new(&custom)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(&custom);
+        if first == custom || base == custom_base {
+            let preset = find_preset("custom").expect("custom is in the registry");
+            return Ok(Some((preset, custom)));
+        }
+        Ok(None)
+    }
+
+    pub(super) fn prepare(&self, mut request: PtyRequest) -> Result<PtyRequest, RuntimeError> {
+        let Some(project_id) = request.project_id.clone() else {
+            return Ok(request);
+        };
+        let Some(command) = request.command.clone().filter(|c| !c.trim().is_empty()) else {
+            return Ok(request);
+        };
+        match self.host.workspace.project(&project_id) {
+            Some(project) if !project.remote => {}
+            _ => return Ok(request),
+        }
+        let Some((preset, executable)) = self.agent_of_command(&command)? else {
+            return Ok(request);
+        };
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let login = words.contains(&"/login") || words.windows(2).any(|w| w == ["auth", "login"]);
+        if preset.kind == "claude" && login {
+            return Ok(request);
+        }
+        let Some(server) = self.server() else {
+            return Ok(request);
+        };
+        let identity = ToolIdentity {
+            node_id: request.node_id.clone(),
+            project_id: project_id.clone(),
+        };
+        lock(&self.active).insert(identity.node_id.clone());
+        let warm = self.host.terminals.is_warm(&identity.node_id);
+        let had_credentials = server.has_credentials(&identity.node_id);
+        let probe = match self.probe(&executable) {
+            Ok(probe) => probe,
+            Err(_) => {
+                let status = IntegrationStatus {
+                    state: IntegrationState::NeedsSetup,
+                    adapter: preset.kind.to_string(),
+                    version: None,
+                    reason: Some(format!(
+                        "Install {} ({executable} was not found), then launch it again",
+                        preset.title
+                    )),
+                };
+                server.provision(&identity, status, true)?;
+                return Ok(request);
+            }
+        };
+        let instruction_flag = match preset.kind {
+            "custom" => {
+                self.preferences()
+                    .map_err(RuntimeError::Preferences)?
+                    .custom_instruction_flag
+            }
+            _ => None,
+        };
+        let launcher = lock(&self.launcher)
+            .clone()
+            .unwrap_or_else(|| self.directory.join(super::launch::LAUNCHER_NAME));
+        let session_file = server.session_file(&identity.node_id)?;
+        let prepared = prepare_tool_launch(&LaunchInput {
+            launch_root: &self.directory.join("launch"),
+            node_id: &identity.node_id,
+            command: &command,
+            probe: &probe,
+            instruction_flag: instruction_flag.as_deref(),
+            session_file: &session_file,
+            launcher: &launcher,
+        })?;
+        server.provision(&identity, prepared.status.clone(), true)?;
+        if warm && !had_credentials {
+            let status = IntegrationStatus {
+                state: IntegrationState::NeedsSetup,
+                reason: Some("This agent started before tool integration; close it and launch it fresh to connect".into()),
+                ..prepared.status.clone()
+            };
+            server.set_status(&identity.node_id, status)?;
+        }
+        request.command = Some(prepared.command);
+        request.env.extend(prepared.env);
+        request
+            .env
+            .insert("TERMSPRAWL_NODE_ID".into(), identity.node_id.clone());
+        request
+            .env
+            .insert("TERMSPRAWL_PROJECT_ID".into(), project_id);
+        Ok(request)
+    }
+}

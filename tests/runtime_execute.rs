@@ -1,0 +1,374 @@
+//! `execute` branch by branch, against the fake host: the live-state checks, context,
+//! artifacts, agent launch and the terminal rules (including the own-terminal rule).
+
+mod fakes;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use fakes::{script, Rig, PROJECT};
+use serde_json::{json, Value};
+use termsprawl_tools::protocol::{ToolIdentity, ToolRequest};
+
+fn who(node: &str) -> ToolIdentity {
+    ToolIdentity {
+        node_id: node.into(),
+        project_id: PROJECT.into(),
+    }
+}
+
+fn run(rig: &Rig, node: &str, operation: &str, args: Value) -> Result<Value, String> {
+    let request = ToolRequest {
+        operation: operation.into(),
+        args: args.as_object().cloned().unwrap(),
+    };
+    rig.runtime.execute(&who(node), &request)
+}
+
+#[test]
+fn live_state_is_checked_first() {
+    let rig = Rig::new("exec-live", &["a"]);
+    let elsewhere = ToolIdentity {
+        node_id: "a".into(),
+        project_id: "nope".into(),
+    };
+    let request = ToolRequest {
+        operation: "canvas_list".into(),
+        args: Default::default(),
+    };
+    assert_eq!(
+        rig.runtime.execute(&elsewhere, &request),
+        Err("Local project not found".into())
+    );
+    assert_eq!(
+        run(&rig, "ghost", "canvas_list", json!({})),
+        Err("Agent node is no longer on this canvas".into())
+    );
+    assert!(
+        rig.runtime.valid(&who("a"))
+            && !rig.runtime.valid(&who("ghost"))
+            && !rig.runtime.valid(&elsewhere)
+    );
+    rig.workspace
+        .projects
+        .lock()
+        .unwrap()
+        .get_mut(PROJECT)
+        .unwrap()
+        .remote = true;
+    assert_eq!(
+        run(&rig, "a", "canvas_list", json!({})),
+        Err("Local project not found".into())
+    );
+    assert!(
+        !rig.runtime.valid(&who("a")),
+        "remote projects are never valid"
+    );
+    assert_eq!(
+        rig.canvas.sent_count("canvas_list"),
+        1,
+        "remote is refused before the canvas is asked"
+    );
+}
+
+#[test]
+fn context_read_needs_a_folder_and_reads_links() {
+    let rig = Rig::new("exec-context", &["a", "b"]);
+    let state = rig.project_dir.join(".termsprawl");
+    fs::create_dir_all(state.join("links")).unwrap();
+    fs::create_dir_all(state.join("transcripts")).unwrap();
+    fs::write(
+        state.join("links/a--b.json"),
+        json!({"version": 1, "a": "a", "b": "b"}).to_string(),
+    )
+    .unwrap();
+    fs::write(state.join("links/junk.json"), "{{{").unwrap();
+    let log = rig.dir.join("b.jsonl");
+    fs::write(
+        &log,
+        format!(
+            "{}\nnot json\n",
+            json!({"type": "assistant", "message": {"content": "hi from b"}})
+        ),
+    )
+    .unwrap();
+    fs::write(
+        state.join("transcripts/b.json"),
+        json!({"version": 1, "path": log}).to_string(),
+    )
+    .unwrap();
+    fs::write(state.join("transcripts/a.json"), "garbage").unwrap();
+    let value = run(&rig, "a", "context_read", json!({})).unwrap();
+    assert_eq!(value["reader"], "claude-jsonl");
+    assert!(
+        value["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("assistant: hi from b"),
+        "{value}"
+    );
+    let value = run(&rig, "b", "context_read", json!({})).unwrap();
+    assert!(
+        value["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no readable transcript"),
+        "{value}"
+    );
+    rig.workspace
+        .projects
+        .lock()
+        .unwrap()
+        .get_mut(PROJECT)
+        .unwrap()
+        .cwd = None;
+    assert!(run(&rig, "a", "context_read", json!({}))
+        .unwrap_err()
+        .contains("folder project"));
+}
+
+#[test]
+fn artifact_open_sends_the_real_path_and_refuses_escapes() {
+    let rig = Rig::new("exec-artifact", &["a"]);
+    let project = &rig.project_dir;
+    fs::create_dir_all(project.join("src")).unwrap();
+    fs::write(project.join("src/lib.rs"), "// x").unwrap();
+    fs::write(rig.dir.join("secret.txt"), "s").unwrap();
+    symlink(rig.dir.join("secret.txt"), project.join("leak.txt")).unwrap();
+    symlink(project.join("src/lib.rs"), project.join("alias.rs")).unwrap();
+    fs::write(project.join("song.mp3"), b"\0").unwrap();
+    fs::write(project.join("pic.png"), b"\0").unwrap();
+    let path = |p: &str| project.join(p).to_string_lossy().into_owned();
+    let opened = run(
+        &rig,
+        "a",
+        "artifact_open",
+        json!({"path": path("alias.rs"), "view": "diff"}),
+    )
+    .unwrap();
+    let real = project.join("src/lib.rs").canonicalize().unwrap();
+    assert_eq!(
+        opened["args"]["path"],
+        real.to_string_lossy().as_ref(),
+        "the owner gets the real path"
+    );
+    assert_eq!(opened["args"]["view"], "diff");
+    let dotdot = format!("{}/src/../../secret.txt", project.display());
+    for (args, needle) in [
+        (
+            json!({"path": path("leak.txt")}),
+            "inside the project folder",
+        ),
+        (json!({"path": dotdot}), "inside the project folder"),
+        (json!({"path": "src/lib.rs"}), "must be absolute"),
+        (json!({"path": path("song.mp3")}), "browser preview"),
+        (
+            json!({"path": path("pic.png"), "view": "diff"}),
+            "Images cannot be shown as a diff",
+        ),
+    ] {
+        let error = run(&rig, "a", "artifact_open", args.clone()).unwrap_err();
+        assert!(error.contains(needle), "{args}: {error}");
+    }
+    assert_eq!(
+        rig.canvas.sent_count("artifact_open"),
+        1,
+        "refused artifacts never reach the canvas"
+    );
+}
+
+#[test]
+fn agent_launch_requires_an_installed_agent_and_waits_for_its_terminal() {
+    let rig = Rig::new("exec-launch", &["a"]);
+    let error = run(&rig, "a", "agent_launch", json!({"agent": "custom"})).unwrap_err();
+    assert_eq!(error, "Install or configure this agent before launching it");
+    let cli = rig.dir.join("my-agent");
+    script(&cli, "echo 'usage: my-agent [prompt]'");
+    fs::write(
+        rig.data().join("preferences.json"),
+        json!({"custom": {"executable": cli}}).to_string(),
+    )
+    .unwrap();
+    let created = run(&rig, "a", "agent_launch", json!({"agent": "custom"})).unwrap();
+    let node_id = created["nodeId"].as_str().unwrap().to_string();
+    let sent = rig
+        .canvas
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .rfind(|r| r.operation == "agent_launch")
+        .cloned()
+        .unwrap();
+    assert_eq!(sent.args["command"], cli.to_string_lossy().as_ref());
+    // A malformed preferences file is reported by name.
+    fs::write(rig.data().join("preferences.json"), "{broken").unwrap();
+    let error = run(&rig, "a", "agent_launch", json!({"agent": "custom"})).unwrap_err();
+    assert!(error.contains("preferences.json"), "{error}");
+    assert!(node_id.starts_with("term"));
+}
+
+#[test]
+fn new_terminals_must_become_ready() {
+    let rig = Rig::new("exec-ready", &["a"]);
+    let opened = run(&rig, "a", "terminal_open", json!({"title": "x"})).unwrap();
+    assert!(opened["nodeId"].as_str().unwrap().starts_with("term"));
+    *rig.terminals.never_ready.lock().unwrap() = true;
+    let error = run(&rig, "a", "terminal_open", json!({})).unwrap_err();
+    assert!(
+        error.starts_with("Node term")
+            && error.ends_with(
+                "was created but its terminal did not become ready. Inspect it before retrying."
+            ),
+        "{error}"
+    );
+}
+
+#[test]
+fn terminal_rules() {
+    let rig = Rig::new("exec-terminal", &["a", "b"]);
+    rig.canvas
+        .add(json!({"id": "sh", "type": "terminal", "data": {"title": "Shell"}}));
+    rig.canvas
+        .add(json!({"id": "dead", "type": "terminal", "data": {}}));
+    rig.canvas
+        .add(json!({"id": "note", "type": "sticky", "data": {"text": "x"}}));
+    for id in ["a", "b", "sh"] {
+        rig.terminals.start(id);
+    }
+    rig.terminals
+        .screens
+        .lock()
+        .unwrap()
+        .insert("sh".into(), "0123456789".into());
+    rig.terminals
+        .scrollbacks
+        .lock()
+        .unwrap()
+        .insert("a".into(), "my own output".into());
+
+    for id in ["note", "missing"] {
+        assert_eq!(
+            run(&rig, "a", "terminal_read", json!({"nodeId": id})),
+            Err("Local terminal not found in this project".into())
+        );
+    }
+    // Reading: capture first, else scrollback, else unavailable; maxChars clamped.
+    assert_eq!(
+        run(
+            &rig,
+            "a",
+            "terminal_read",
+            json!({"nodeId": "sh", "maxChars": 4})
+        )
+        .unwrap(),
+        json!({"nodeId": "sh", "output": "6789"})
+    );
+    assert_eq!(
+        run(
+            &rig,
+            "a",
+            "terminal_read",
+            json!({"nodeId": "sh", "maxChars": 0})
+        )
+        .unwrap()["output"],
+        "9"
+    );
+    assert_eq!(
+        run(&rig, "a", "terminal_read", json!({"nodeId": "sh"})).unwrap()["output"],
+        "0123456789"
+    );
+    assert_eq!(
+        run(&rig, "a", "terminal_read", json!({"nodeId": "a"})).unwrap()["output"],
+        "my own output"
+    );
+    assert_eq!(
+        run(&rig, "a", "terminal_read", json!({"nodeId": "dead"})),
+        Err("Terminal output is unavailable".into())
+    );
+
+    // The own-terminal rule.
+    let own = "Use a separate shell terminal instead of writing into or closing your own agent";
+    for (operation, args) in [
+        ("terminal_submit", json!({"nodeId": "a", "command": "ls"})),
+        ("terminal_input", json!({"nodeId": "a", "text": "x"})),
+        ("terminal_interrupt", json!({"nodeId": "a"})),
+        ("terminal_close", json!({"nodeId": "a"})),
+    ] {
+        assert_eq!(
+            run(&rig, "a", operation, args),
+            Err(own.into()),
+            "{operation}"
+        );
+    }
+    assert_eq!(
+        run(&rig, "a", "terminal_external", json!({"nodeId": "a"})).unwrap()["attached"],
+        true
+    );
+
+    // Writes need a live session; submit only into a plain shell.
+    assert_eq!(
+        run(
+            &rig,
+            "a",
+            "terminal_input",
+            json!({"nodeId": "dead", "text": "x"})
+        ),
+        Err("Terminal is not attached".into())
+    );
+    assert_eq!(
+        run(&rig, "a", "terminal_external", json!({"nodeId": "dead"})),
+        Err("Terminal is not attached".into())
+    );
+    let error = run(
+        &rig,
+        "a",
+        "terminal_submit",
+        json!({"nodeId": "b", "command": "rm -rf /"}),
+    )
+    .unwrap_err();
+    assert!(error.contains("plain shell"), "{error}");
+    run(
+        &rig,
+        "a",
+        "terminal_input",
+        json!({"nodeId": "b", "text": "y"}),
+    )
+    .unwrap();
+    run(
+        &rig,
+        "a",
+        "terminal_submit",
+        json!({"nodeId": "sh", "command": "echo hi"}),
+    )
+    .unwrap();
+    run(&rig, "a", "terminal_interrupt", json!({"nodeId": "sh"})).unwrap();
+    assert_eq!(
+        *rig.terminals.written.lock().unwrap(),
+        vec![
+            ("b".into(), "y".into()),
+            ("sh".into(), "echo hi\r".into()),
+            ("sh".into(), "\u{3}".into())
+        ]
+    );
+    // Closing goes through the canvas owner.
+    assert_eq!(
+        run(&rig, "a", "terminal_close", json!({"nodeId": "sh"})).unwrap()["closed"],
+        true
+    );
+    assert_eq!(rig.canvas.sent_count("terminal_close"), 1);
+    assert_eq!(
+        run(&rig, "a", "terminal_read", json!({"nodeId": "sh"})),
+        Err("Local terminal not found in this project".into())
+    );
+}
+
+#[test]
+fn other_operations_go_to_the_owner() {
+    let rig = Rig::new("exec-other", &["a"]);
+    let value = run(&rig, "a", "sticky_open", json!({"text": "hello"})).unwrap();
+    assert_eq!(
+        value,
+        json!({"applied": "sticky_open", "args": {"text": "hello"}})
+    );
+}
