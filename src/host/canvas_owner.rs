@@ -31,7 +31,7 @@ use super::canvas::{Canvas, Node, NodeKind};
 use super::terminals::HostTerminals;
 use super::workspace::HostWorkspace;
 use super::HostError;
-use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolResult};
+use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
 use crate::runtime::canvas::unix_millis;
 use crate::runtime::{AgentToolRuntime, CanvasOwner, PtyRequest, Workspace as _};
 
@@ -232,7 +232,8 @@ impl OwnerState {
     /// At host start: keeps the sessions of terminal nodes still on a canvas and ends the
     /// rest; re-provisions agents whose session survived (their token is reused, or they
     /// get needs-setup if they predate their credentials); starts a fresh shell for every
-    /// plain shell node without a session. Agent nodes without a session are not
+    /// plain shell node without a session; resumes the persisted session of agents that run
+    /// elsewhere (`--agent` nodes: `agentId`, no command). Agent nodes without a session are not
     /// relaunched (that would start a paid agent unasked): they stay on the canvas until
     /// closed. Returns what was done, one line each, for the log.
     pub fn restore_terminals(&mut self) -> Vec<String> {
@@ -283,8 +284,13 @@ impl OwnerState {
                     "agent node {} has no running session; close it and launch the agent again",
                     node.id
                 )),
-                // An agent that runs elsewhere (`serve --agent`): no process of its own.
-                (false, None, true) => {}
+                // An agent that runs elsewhere (`serve --agent`): no process of its own;
+                // its persisted session (token and status) is taken up again.
+                (false, None, true) => {
+                    if let Some(line) = resume_session(&runtime, &project_id, &node.id) {
+                        log.push(line);
+                    }
+                }
             }
         }
         log
@@ -373,6 +379,26 @@ impl OwnerState {
         self.publish(project_id);
         result
     }
+}
+
+/// Provisions agent `node_id` again from its persisted session file, when that names the
+/// same node and project (the token is reused). Returns a line for the log.
+fn resume_session(runtime: &AgentToolRuntime, project_id: &str, node_id: &str) -> Option<String> {
+    let server = runtime.server();
+    let file = server.session_file(node_id).ok()?;
+    let saved = crate::server::read_json(&file).ok()??;
+    let saved: ToolSession = serde_json::from_value(saved).ok()?;
+    if saved.node_id != node_id || saved.project_id != project_id {
+        return None;
+    }
+    let identity = ToolIdentity {
+        node_id: node_id.to_string(),
+        project_id: project_id.to_string(),
+    };
+    Some(match server.provision(&identity, saved.status, true) {
+        Ok(_) => format!("resumed the session of agent {node_id}"),
+        Err(error) => format!("could not resume agent {node_id}: {error}"),
+    })
 }
 
 /// Starts `node`'s session in `folder`: its `data.command` (an agent) or a shell, with the
