@@ -296,19 +296,26 @@ impl OwnerState {
         log
     }
 
-    /// Applies one request (or refuses it when it arrived too late) and replies.
-    fn handle(&mut self, request: CanvasToolRequest) {
+    /// Applies one request with its side effects, or refuses it (nothing applied) when it
+    /// arrived after its `expiresAt`.
+    pub fn answer(&mut self, request: &CanvasToolRequest) -> ToolResult {
         let result = if unix_millis() > request.expires_at {
             Err(EXPIRED.to_string())
         } else {
-            self.apply(&request)
+            self.apply(request)
         };
+        match result {
+            Ok(value) => ToolResult::Ok(value),
+            Err(error) => ToolResult::Err(error),
+        }
+    }
+
+    /// Answers one request through the runtime's reply path.
+    fn handle(&mut self, request: CanvasToolRequest) {
+        let result = self.answer(&request);
         let reply = CanvasToolReply {
             request_id: request.request_id,
-            result: match result {
-                Ok(value) => ToolResult::Ok(value),
-                Err(error) => ToolResult::Err(error),
-            },
+            result,
         };
         if let Some(runtime) = self.runtime() {
             runtime.canvas_reply(CANVAS_SENDER_ID, true, reply);
@@ -436,4 +443,79 @@ fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
         }
     }
     list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::terminals::TerminalsMode;
+    use serde_json::Map;
+
+    fn request(
+        project_id: &str,
+        operation: &str,
+        args: Value,
+        expires_at: u64,
+    ) -> CanvasToolRequest {
+        CanvasToolRequest {
+            request_id: "r1".into(),
+            project_id: project_id.into(),
+            expires_at,
+            operation: operation.into(),
+            args: args.as_object().cloned().unwrap_or_else(Map::new),
+        }
+    }
+
+    #[test]
+    fn expired_requests_are_refused_and_change_nothing() {
+        let root = std::env::temp_dir().join(format!("canvas-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("project")).unwrap();
+        let workspace = Arc::new(HostWorkspace::new(false));
+        let terminals =
+            Arc::new(HostTerminals::new(TerminalsMode::Pty, &root.join("data")).unwrap());
+        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals).unwrap();
+        let id = canvas
+            .add_project(&root.join("project"), Some("p1"))
+            .unwrap();
+        assert_eq!(canvas.target(&id), Some(CANVAS_SENDER_ID));
+        assert_eq!(canvas.target("other"), None);
+        let file = root.join("project/.termsprawl/project.json");
+        let before = std::fs::read(&file).unwrap();
+
+        let late = request(
+            &id,
+            "sticky_open",
+            json!({"text": "late"}),
+            unix_millis() - 1,
+        );
+        let answer = canvas.with(move |state| state.answer(&late)).unwrap();
+        assert_eq!(answer, ToolResult::Err(EXPIRED.into()));
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+
+        let timely = request(
+            &id,
+            "sticky_open",
+            json!({"text": "on time"}),
+            unix_millis() + 9_000,
+        );
+        let answer = canvas.with(move |state| state.answer(&timely)).unwrap();
+        let ToolResult::Ok(created) = answer else {
+            panic!("{answer:?}")
+        };
+        let node_id = created["nodeId"].as_str().unwrap().to_string();
+        assert!(workspace.project(&id).unwrap().node_ids.contains(&node_id));
+        assert_ne!(std::fs::read(&file).unwrap(), before);
+
+        // A project the owner does not have is refused; a second add of one it has, too.
+        let stray = request("nope", "canvas_list", json!({}), unix_millis() + 9_000);
+        let answer = canvas.with(move |state| state.answer(&stray)).unwrap();
+        assert!(matches!(answer, ToolResult::Err(_)));
+        assert!(canvas
+            .add_project(&root.join("project"), Some("p1"))
+            .is_err());
+        canvas.stop();
+        assert!(matches!(canvas.with(|_| ()), Err(HostError::Stopped)));
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
