@@ -37,6 +37,16 @@
 //! behind it. (A client that reads a little now and then keeps resetting that timer:
 //! bounding a whole answer would need a watchdog thread, which we do not have.)
 //!
+//! ## Connections without a call in flight
+//! tiny_http reads request headers with no timeout and keeps a thread and two
+//! descriptors per open connection, with no upper bound. A reaper thread therefore looks
+//! at our connections every [`REAP_EVERY`]: one with no call in flight that has been
+//! quiet (no complete request since it connected or since its last answer) for
+//! [`REQUEST_DEADLINE`] is ended, which cuts header slowloris, a TLS or HTTP/2 preface
+//! and idle keep-alive alike; and when more than [`QUIET_CONNECTIONS_MAX`] are quiet,
+//! the longest-quiet ones beyond that are ended, so threads and descriptors fall back
+//! within one period after a flood of idle connections.
+//!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
 //! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
@@ -67,6 +77,10 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(15);
 pub const HANDLER_IDLE: Duration = Duration::from_secs(5);
 /// Above this declared length tiny_http's drop would allocate too much (module docs).
 pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
+/// How often the reaper looks at our connections (module docs).
+pub const REAP_EVERY: Duration = Duration::from_millis(250);
+/// At most this many connections without a call in flight are kept open.
+pub const QUIET_CONNECTIONS_MAX: usize = 256;
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
 
@@ -76,6 +90,7 @@ pub struct Http {
     /// A second handle on the listening socket, to stop it listening at once.
     listener: TcpListener,
     accept: JoinHandle<()>,
+    reaper: JoinHandle<()>,
     stopping: Arc<AtomicBool>,
     handlers: Handlers,
     local: SocketAddr,
@@ -93,16 +108,25 @@ impl Http {
             .map_err(io::Error::other)?;
         let stopping = Arc::new(AtomicBool::new(false));
         let handlers = Handlers::default();
+        let in_order = InOrder::default();
         let accept = {
             let (server, stopping, handlers) = (server.clone(), stopping.clone(), handlers.clone());
+            let in_order = in_order.clone();
             thread::Builder::new()
                 .name("agent-tools-accept".into())
-                .spawn(move || accept_loop(&server, &owner, &stopping, &handlers, local))?
+                .spawn(move || accept_loop(&server, &owner, &stopping, &handlers, &in_order, local))?
+        };
+        let reaper = {
+            let stopping = stopping.clone();
+            thread::Builder::new()
+                .name("agent-tools-reaper".into())
+                .spawn(move || reap_loop(&in_order, &stopping, local))?
         };
         Ok(Http {
             server,
             listener: handle,
             accept,
+            reaper,
             stopping,
             handlers,
             local,
@@ -121,6 +145,7 @@ impl Http {
         sockets::stop_listening(&self.listener);
         self.server.unblock();
         let _ = self.accept.join();
+        let _ = self.reaper.join();
         sockets::end_connections(self.local);
         self.handlers.release_idle();
         // Dropping the last reference lets tiny_http's own accept thread end.
@@ -139,9 +164,9 @@ fn accept_loop(
     owner: &Weak<AgentToolServer>,
     stopping: &AtomicBool,
     handlers: &Handlers,
+    in_order: &InOrder,
     local: SocketAddr,
 ) {
-    let in_order = InOrder::default();
     while !stopping.load(Ordering::SeqCst) {
         // An error is either our `unblock` or tiny_http's accept thread giving up; in
         // both cases requests already queued are still delivered until `stopping`.
@@ -154,7 +179,7 @@ fn accept_loop(
             verdict,
             arrived,
         };
-        dispatch(&owner, &in_order, handlers, call, local);
+        dispatch(&owner, in_order, handlers, call, local);
     }
     // Requests that arrived before we stopped get an answer, not tiny_http's drop.
     let Some(owner) = owner.upgrade() else { return };
@@ -165,7 +190,7 @@ fn accept_loop(
             verdict,
             arrived: Instant::now(),
         };
-        dispatch(&owner, &in_order, handlers, call, local);
+        dispatch(&owner, in_order, handlers, call, local);
     }
 }
 
@@ -210,6 +235,8 @@ struct Call {
 #[derive(Clone, Default)]
 struct InOrder {
     waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
+    /// When each connection's last call was answered (for the reaper).
+    answered: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
 }
 
 impl InOrder {
@@ -247,8 +274,43 @@ impl InOrder {
         let next = waiting.get_mut(&peer)?.pop_front();
         if next.is_none() {
             waiting.remove(&peer);
+            lock_or_recover(&self.answered).insert(peer, Instant::now());
         }
         next
+    }
+
+    fn in_flight(&self, peer: &SocketAddr) -> bool {
+        lock_or_recover(&self.waiting).contains_key(peer)
+    }
+}
+
+/// The reaper (module docs): ends connections quiet for [`REQUEST_DEADLINE`], and the
+/// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`].
+fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
+    // When the reaper first saw each connection (an estimate of when it connected).
+    let mut seen: HashMap<SocketAddr, Instant> = HashMap::new();
+    while !stopping.load(Ordering::SeqCst) {
+        thread::sleep(REAP_EVERY);
+        let now = Instant::now();
+        let open = sockets::connections(local);
+        seen.retain(|peer, _| open.contains_key(peer));
+        lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
+        let mut quiet: Vec<(Instant, Connection)> = Vec::new();
+        for (peer, connection) in &open {
+            let first_seen = *seen.entry(*peer).or_insert(now);
+            if in_order.in_flight(peer) {
+                continue;
+            }
+            let answered = lock_or_recover(&in_order.answered).get(peer).copied();
+            quiet.push((answered.unwrap_or(first_seen).max(first_seen), *connection));
+        }
+        quiet.sort_by_key(|(since, _)| *since);
+        let over_cap = quiet.len().saturating_sub(QUIET_CONNECTIONS_MAX);
+        for (n, (since, connection)) in quiet.into_iter().enumerate() {
+            if n < over_cap || now.saturating_duration_since(since) >= REQUEST_DEADLINE {
+                connection.end();
+            }
+        }
     }
 }
 

@@ -90,6 +90,13 @@ pub fn end_connections(local: SocketAddr) {
     }
 }
 
+/// Our open connections by peer address (tiny_http holds two descriptors for each).
+pub fn connections(local: SocketAddr) -> std::collections::HashMap<SocketAddr, Connection> {
+    connected_fds(local)
+        .filter_map(|fd| Some((with_socket(fd, |s| s.peer_addr().ok())?, Connection(fd))))
+        .collect()
+}
+
 /// Descriptors of connected sockets whose local address is `local`.
 fn connected_fds(local: SocketAddr) -> impl Iterator<Item = RawFd> {
     fs::read_dir("/proc/self/fd")
