@@ -10,6 +10,7 @@
 //! 1. `Origin` present, method not POST, path not exactly `/call`, or a protocol
 //!    upgrade -> 403 `Unsupported request`;
 //! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
+//!    both `Transfer-Encoding` and `Content-Length` -> 400 (smuggling), connection closed;
 //! 3. bearer token unknown -> 401 `Unknown or revoked session` (constant time, see
 //!    `session`);
 //! 4. declared body over 128 KiB -> 400 `Request too large`;
@@ -114,7 +115,9 @@ impl Http {
             let in_order = in_order.clone();
             thread::Builder::new()
                 .name("agent-tools-accept".into())
-                .spawn(move || accept_loop(&server, &owner, &stopping, &handlers, &in_order, local))?
+                .spawn(move || {
+                    accept_loop(&server, &owner, &stopping, &handlers, &in_order, local)
+                })?
         };
         let reaper = {
             let stopping = stopping.clone();
@@ -338,6 +341,12 @@ fn check_headers(owner: &AgentToolServer, request: &Request, port: u16) -> Verdi
     });
     if !host_ok {
         return Verdict::Refuse(403, "Unsupported request");
+    }
+    // Both framings at once is the request-smuggling shape: refuse it, and (the body
+    // being on the socket) the connection closes after the answer (RFC 9112 6.3).
+    if header(request, "Transfer-Encoding").is_some() && header(request, "Content-Length").is_some()
+    {
+        return Verdict::Refuse(400, "Unsupported request");
     }
     let token = header(request, "Authorization").and_then(|value| {
         let (scheme, token) = value.split_once(' ')?;
