@@ -7,7 +7,7 @@
 //! its declared body; writing a response blocks while the client does not read. Any of
 //! these on the accept thread would let one client stall every other. So the accept
 //! thread only looks at headers, in the spec's order:
-//! 1. `Origin` present, method not POST, path not exactly `/call`, or a protocol
+//! 1. `Origin` or `Sec-Fetch-Site` present, method not POST, path not exactly `/call`, or a protocol
 //!    upgrade -> 403 `Unsupported request`;
 //! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
 //!    both `Transfer-Encoding` and `Content-Length` -> 400 (smuggling), connection closed;
@@ -328,7 +328,10 @@ fn header<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
 fn check_headers(owner: &AgentToolServer, request: &Request, port: u16) -> Verdict {
     let upgrade =
         header(request, "Connection").is_some_and(|v| v.to_ascii_lowercase().contains("upgrade"));
+    // `Sec-Fetch-Site` is sent only by browsers, and no browser page is a client of
+    // ours: refused like `Origin`, as defence in depth for a browser that omits Origin.
     if header(request, "Origin").is_some()
+        || header(request, "Sec-Fetch-Site").is_some()
         || *request.method() != Method::Post
         || request.url() != "/call"
         || upgrade
