@@ -152,8 +152,9 @@ pub struct CanvasToolReply {
     pub result: ToolResult,
 }
 
-/// A provisioned session: an identity, its bearer token and its status.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A provisioned session: an identity, its bearer token and its status. `Debug` shows
+/// the token as `<redacted>`, so no panic or log line can carry it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSession {
     /// The agent node.
@@ -164,6 +165,17 @@ pub struct ToolSession {
     pub token: String,
     /// The integration status.
     pub status: IntegrationStatus,
+}
+
+impl std::fmt::Debug for ToolSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSession")
+            .field("node_id", &self.node_id)
+            .field("project_id", &self.project_id)
+            .field("token", &"<redacted>")
+            .field("status", &self.status)
+            .finish()
+    }
 }
 
 impl ToolSession {
