@@ -33,7 +33,7 @@ use crate::protocol::{
     ToolIdentity, ToolRequest, ToolResult, ToolSession, AGENT_TOOLS,
 };
 
-pub use files::{private_dir, private_json, private_write, read_json};
+pub use files::{private_dir, private_json, private_write, read_json, read_private_json};
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -294,7 +294,8 @@ impl AgentToolServer {
 
     /// The token persisted for `identity`, if its file may be reused.
     fn persisted(&self, file: &Path, identity: &ToolIdentity) -> Option<String> {
-        let saved: ToolSession = serde_json::from_value(read_json(file).ok()??).ok()?;
+        // Only a file this user wrote privately: never a planted one (see the function).
+        let saved: ToolSession = serde_json::from_value(read_private_json(file).ok()??).ok()?;
         let matches = saved.node_id == identity.node_id && saved.project_id == identity.project_id;
         (matches && session::decode_token(&saved.token).is_some()).then_some(saved.token)
     }
@@ -319,7 +320,7 @@ impl AgentToolServer {
         let Ok(file) = self.session_file(node_id) else {
             return false;
         };
-        let saved = read_json(&file).ok().flatten();
+        let saved = read_private_json(&file).ok().flatten();
         let saved = saved.and_then(|v| serde_json::from_value::<ToolSession>(v).ok());
         saved.is_some_and(|s| s.node_id == node_id && session::decode_token(&s.token).is_some())
     }
