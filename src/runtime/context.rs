@@ -138,10 +138,7 @@ fn transcript_path(pointer: &Path) -> Option<String> {
 }
 
 fn read_small_json(path: &Path) -> Option<Value> {
-    let file = File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let file = open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(MAX_SMALL_FILE + 1).read_to_end(&mut bytes).ok()?;
     if bytes.len() as u64 > MAX_SMALL_FILE {
@@ -176,12 +173,21 @@ pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
     turns
 }
 
+/// Opens `path` only if it is a regular file. `O_NONBLOCK`: opening a FIFO planted at
+/// an untrusted path must not wait for a writer (that would hold the project's queue).
+fn open_regular(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
 fn read_tail(path: &Path) -> Option<String> {
-    let mut file = File::open(path).ok()?;
+    let mut file = open_regular(path)?;
     let meta = file.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
     let start = meta.len().saturating_sub(MAX_TRANSCRIPT_TAIL);
     file.seek(SeekFrom::Start(start)).ok()?;
     let mut bytes = Vec::new();
