@@ -387,3 +387,32 @@ fn header_slowloris_is_cut_at_15_s_while_good_clients_succeed() {
     assert!(calls.load(Ordering::Relaxed) >= 16);
     serve.stop();
 }
+
+/// tiny_http 0.12 answers a request line with `HTTP/2.0` or `HTTP/3.0` with a 505 that
+/// waits for the writer held by the very request it has not yet dropped: the connection
+/// thread deadlocks, and its thread and two descriptors leak for the life of the
+/// process (neither the reaper nor the client closing frees them). Enough of them reach
+/// the descriptor limit, and tiny_http's accept loop ends on its first `accept` error:
+/// the server stops accepting for good. The fix belongs in tiny_http (drop the request
+/// before writing the 505); this test passes once that is patched.
+#[test]
+#[ignore = "known failure until tiny_http is patched: HTTP/2.0 request lines leak a thread each"]
+fn http2_request_lines_do_not_leak_threads() {
+    let (_dirs, serve, token) = serve("http2-leak");
+    let (port, pid) = (serve.port, serve.pid());
+    let before = counts(pid);
+    for version in ["HTTP/2.0", "HTTP/3.0"] {
+        for _ in 0..25 {
+            let request = format!("GET /call {version}\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+            let (reply, _, _) = exchange(port, request.as_bytes(), Duration::from_millis(200));
+            assert!(statuses(&reply).iter().all(|s| *s >= 400));
+        }
+    }
+    let settled = serve_harness::poll("the threads to end", Duration::from_secs(25), || {
+        let now = counts(pid);
+        (now.0 <= before.0 + 8 && now.1 <= before.1 + 8).then_some(now)
+    });
+    eprintln!("figure: 50 HTTP/2.0|3.0 request lines: threads/fds {before:?} -> {settled:?}");
+    assert_eq!(good_call(port, &token), 200);
+    serve.stop();
+}
