@@ -4,9 +4,10 @@
 //! - [`workspace`]: folder projects and the browser setting ([`HostWorkspace`]).
 //! - [`canvas_owner`]: the thread that owns the canvases ([`HeadlessCanvas`]).
 //! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
-//! - [`browsers`]: browser guests.
+//! - [`browsers`]: browser guests on the [`browser`] engine.
 //! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.
 
+pub mod browser;
 pub mod browsers;
 pub mod canvas;
 pub mod canvas_owner;
