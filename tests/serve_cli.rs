@@ -121,9 +121,12 @@ fn a_second_serve_on_a_live_data_directory_is_refused() {
     assert!(!status.success());
     assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("already using"), "{stderr}");
-    // The first one is unaffected.
+    // The first one is unaffected; SIGINT stops it as cleanly as SIGTERM.
+    assert!(dirs.agent_tools().join("endpoint.json").exists());
     first.ok(&dirs, "me", "session_info", json!({}));
-    assert!(first.stop().success());
+    assert!(first.stop_with(libc::SIGINT).success());
+    assert!(!dirs.agent_tools().join("endpoint.json").exists());
+    assert!(!dirs.agent_tools().join("server.lock").exists());
 }
 
 #[test]
