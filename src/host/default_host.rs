@@ -31,7 +31,10 @@ use super::terminals::{HostTerminals, TerminalsMode};
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
-use crate::runtime::{AgentToolRuntime, Host, Workspace as _};
+use crate::runtime::launch::LAUNCHER_NAME;
+use crate::runtime::{
+    prepare_tool_launch, AgentProbe, AgentToolRuntime, Host, LaunchInput, Workspace as _,
+};
 use crate::server::Endpoint;
 
 /// How to set up the default host.
@@ -159,6 +162,32 @@ impl DefaultHost {
         let file = server
             .session_file(&identity.node_id)
             .map_err(|e| HostError::Runtime(e.into()))?;
+        // Its guides (the `guidesDirectory` session_info names) and system prompt; the
+        // command is not used, the agent runs elsewhere.
+        let probe = AgentProbe {
+            path: PathBuf::new(),
+            name: kind_name(&agent.adapter),
+            help: String::new(),
+            version: None,
+        };
+        let launcher = runtime
+            .launcher()
+            .unwrap_or_else(|| server.directory().join(LAUNCHER_NAME));
+        prepare_tool_launch(&LaunchInput {
+            launch_root: &server.directory().join("launch"),
+            node_id: &identity.node_id,
+            command: "",
+            probe: &probe,
+            instruction_flag: None,
+            session_file: &file,
+            launcher: &launcher,
+        })
+        .map_err(|e| {
+            HostError::Other(format!(
+                "cannot write the guides of agent {}: {e}",
+                identity.node_id
+            ))
+        })?;
         Ok((identity.node_id, file))
     }
 
@@ -193,6 +222,11 @@ impl DefaultHost {
         self.terminals.shutdown(kill_terminals);
         self.browsers.shutdown();
     }
+}
+
+/// The name an external agent's launch files are prepared for (no CLI rule applies).
+fn kind_name(adapter: &Option<String>) -> String {
+    format!("external-{}", adapter.as_deref().unwrap_or("cli"))
 }
 
 impl Drop for DefaultHost {
