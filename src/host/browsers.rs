@@ -130,25 +130,6 @@ impl ChromiumBrowsers {
             .count()
     }
 
-    /// Closes the pages of a node that left the canvas.
-    pub fn forget_node(&self, node_id: &str) {
-        let pages: Vec<PageId> = {
-            let mut tabs = lock(&self.tabs);
-            let keys: Vec<TabKey> = tabs.keys().filter(|(n, _)| n == node_id).cloned().collect();
-            keys.into_iter()
-                .filter_map(|key| match tabs.remove(&key)?.page {
-                    PageSlot::Open(page) => Some(page),
-                    _ => None,
-                })
-                .collect()
-        };
-        for page in pages {
-            let _ = self
-                .engine
-                .close_page(&page, Instant::now() + PAGE_OPERATION_TIMEOUT);
-        }
-    }
-
     /// Ends Chromium (its process group) and removes its profile.
     pub fn shutdown(&self) {
         self.engine.shutdown();
@@ -230,5 +211,41 @@ impl Browsers for ChromiumBrowsers {
                 Instant::now() + PAGE_OPERATION_TIMEOUT,
             )
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_tabs_are_gone_at_once_and_the_executable_comes_from_preferences() {
+        let data = std::env::temp_dir().join(format!("host-browsers-{}", std::process::id()));
+        let agent_tools = data.join("agent-tools");
+        std::fs::create_dir_all(&agent_tools).unwrap();
+        let missing = data.join("no-such-chromium");
+        std::fs::write(
+            agent_tools.join("preferences.json"),
+            serde_json::json!({"browser": {"executable": missing}}).to_string(),
+        )
+        .unwrap();
+        let browsers = ChromiumBrowsers::new(&data);
+        assert!(browsers.unavailable().unwrap().contains("No browser found"));
+        let (ready, page) = mpsc::channel();
+        browsers.watch_guest("b1", "t1", ready);
+        assert!(
+            page.recv_timeout(Duration::from_secs(1)).is_err(),
+            "no such tab"
+        );
+        // A known tab whose page cannot open: its watcher hears nothing, then disconnects.
+        browsers.register("b1", "t1", "https://example.com");
+        let (ready, page) = mpsc::channel();
+        browsers.watch_guest("b1", "t1", ready);
+        assert_eq!(
+            page.recv_timeout(Duration::from_secs(5)),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        );
+        browsers.shutdown();
+        let _ = std::fs::remove_dir_all(&data);
     }
 }
