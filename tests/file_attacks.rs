@@ -262,20 +262,27 @@ fn killed_provisioning_never_tears_files_or_loses_tokens() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (line_tx, line_rx) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = line_tx.send(line);
+            }
         });
-        let until =
-            Instant::now() + Duration::from_micros(3_000 + next_random(&mut random) % 30_000);
+        // Start the random delay once the child has provisioned something, so a loaded
+        // machine (slow process start) still kills children mid-provisioning.
+        let mut lines_seen = Vec::new();
+        if let Ok(first) = line_rx.recv_timeout(Duration::from_secs(20)) {
+            lines_seen.push(first);
+        }
+        let until = Instant::now() + Duration::from_micros(next_random(&mut random) % 30_000);
         while Instant::now() < until {
             std::hint::spin_loop();
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        for line in reader.join().unwrap() {
+        reader.join().unwrap();
+        lines_seen.extend(line_rx.try_iter());
+        for line in lines_seen {
             // A line cut by the kill has no token yet: not reported.
             if let Some((node, token)) = line.split_once(' ').filter(|(_, t)| t.len() == 64) {
                 reported.insert(node.to_string(), token.to_string());
