@@ -28,6 +28,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::protocol::is_valid_node_id;
 use crate::server::{private_dir, private_write};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).
@@ -620,17 +621,9 @@ impl TmuxServer {
     }
 }
 
-/// Node ids are `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`: safe as tmux session names (no `.`,
-/// `:` or pattern characters) and as file names.
+/// Node ids follow [`is_valid_node_id`], so they are safe as tmux session names.
 fn check_node(node: &str) -> Result<(), TmuxError> {
-    let bytes = node.as_bytes();
-    let valid = !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if valid {
+    if is_valid_node_id(node) {
         Ok(())
     } else {
         Err(TmuxError::InvalidNodeId(node.to_string()))

@@ -14,6 +14,6 @@ pub use catalogue::{
 pub use guides::{guide, TOOL_GUIDES};
 pub use validate::{validate_tool_request, ValidationError};
 pub use wire::{
-    CanvasToolReply, CanvasToolRequest, IntegrationState, IntegrationStatus, ToolIdentity,
-    ToolRequest, ToolResult, ToolSession,
+    is_valid_node_id, CanvasToolReply, CanvasToolRequest, IntegrationState, IntegrationStatus,
+    ToolIdentity, ToolRequest, ToolResult, ToolSession,
 };

@@ -188,6 +188,18 @@ impl ToolSession {
     }
 }
 
+/// Whether `id` matches the spec's node-id rule `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`: safe
+/// in file names and tmux session names (no `/`, `.`, `:` or pattern characters).
+pub fn is_valid_node_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 128
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

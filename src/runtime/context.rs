@@ -14,6 +14,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::protocol::is_valid_node_id;
+
 /// The only transcript reader there is.
 pub const READER: &str = "claude-jsonl";
 /// `context_read` returns at most the last this many characters.
@@ -71,17 +73,6 @@ fn answer(text: String, reason: Option<&str>) -> Value {
     json!({ "text": text, "reader": READER, "reason": reason })
 }
 
-/// Whether `id` is a node id safe to put in a file name.
-pub fn is_safe_node_id(id: &str) -> bool {
-    let bytes = id.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
-}
-
 /// Peers linked to `node_id`, sorted, each once.
 fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(links_dir) else {
@@ -108,7 +99,7 @@ fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
         ) else {
             continue;
         };
-        if a == b || !is_safe_node_id(a) || !is_safe_node_id(b) {
+        if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
             continue;
         }
         let peer = if a == node_id {
