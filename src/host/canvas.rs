@@ -966,10 +966,7 @@ fn read_node(entry: &Value) -> Result<Node, String> {
 
 /// `bytes` random bytes as lowercase hex.
 fn random_hex(bytes: usize) -> Result<String, String> {
-    let mut buffer = vec![0u8; bytes];
-    getrandom::getrandom(&mut buffer)
-        .map_err(|e| format!("The system random source failed ({e}); try again"))?;
-    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
+    crate::server::random_hex(bytes).map_err(|e| format!("{e}; try again"))
 }
 
 fn text_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, CanvasError> {

@@ -117,14 +117,12 @@ impl CanvasBridge {
 
 /// 128 random bits as hex.
 pub fn random_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::getrandom(&mut bytes).is_err() {
+    crate::server::random_hex(16).unwrap_or_else(|_| {
         // No OS randomness: fall back to time and a counter, still unique in-process.
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return format!("{:016x}{n:016x}", unix_millis());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+        format!("{:016x}{n:016x}", unix_millis())
+    })
 }
 
 /// Milliseconds since the Unix epoch.

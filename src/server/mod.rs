@@ -188,7 +188,7 @@ fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn random_hex(bytes: usize) -> Result<String, ServerError> {
+pub(crate) fn random_hex(bytes: usize) -> Result<String, ServerError> {
     let mut buf = vec![0u8; bytes];
     getrandom::getrandom(&mut buf)
         .map_err(|e| ServerError::io("get random bytes", io::Error::other(e.to_string())))?;

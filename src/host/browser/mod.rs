@@ -994,11 +994,10 @@ fn string_field(value: &Value, key: &str) -> Result<String, EngineError> {
         .ok_or_else(|| EngineError::Protocol(format!("reply without {key}")))
 }
 
+/// 8 random bytes as hex, for a profile directory name.
 fn random_hex() -> Result<String, EngineError> {
-    let mut bytes = [0u8; 8];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::server::random_hex(8)
+        .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))
 }
 
 #[cfg(test)]
