@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
@@ -67,12 +67,8 @@ pub struct HeadlessCanvas {
     runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each guarded value is replaced whole; a panic elsewhere cannot leave it half-set.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+// Each guarded value is replaced whole; a panic elsewhere cannot leave it half-set.
+use crate::server::lock_or_recover as lock;
 
 impl HeadlessCanvas {
     /// Starts the owner thread (with no projects yet).

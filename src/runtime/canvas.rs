@@ -109,9 +109,7 @@ impl CanvasBridge {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
         // A panic while holding this lock cannot leave the map inconsistent.
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::server::lock_or_recover(&self.pending)
     }
 }
 

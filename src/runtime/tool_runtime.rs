@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -82,13 +82,9 @@ pub(super) struct Core {
     launcher: Mutex<Option<PathBuf>>,
 }
 
-/// Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
-/// stays consistent between statements.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+// Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
+// stays consistent between statements.
+pub(super) use crate::server::lock_or_recover as lock;
 
 /// The runtime: binds an [`AgentToolServer`] to a host app through the [`Host`] traits.
 pub struct AgentToolRuntime {

@@ -184,7 +184,7 @@ pub struct AgentToolServer {
 
 /// Locks `mutex` even if a thread panicked while holding it: every critical section
 /// here leaves its data consistent, so the data is still good.
-fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
