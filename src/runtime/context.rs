@@ -66,7 +66,10 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
             Some("Linked agents have no readable transcript yet"),
         );
     }
-    answer(last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS), None)
+    answer(
+        last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS).to_string(),
+        None,
+    )
 }
 
 fn answer(text: String, reason: Option<&str>) -> Value {
@@ -225,12 +228,14 @@ fn first_chars(text: &str, max: usize) -> &str {
 }
 
 /// The last `max` characters of `text`.
-pub fn last_chars(text: &str, max: usize) -> String {
-    let count = text.chars().count();
-    if count <= max {
-        return text.to_string();
+pub fn last_chars(text: &str, max: usize) -> &str {
+    if max == 0 {
+        return "";
     }
-    text.chars().skip(count - max).collect()
+    match text.char_indices().rev().nth(max - 1) {
+        Some((start, _)) => &text[start..],
+        None => text,
+    }
 }
 
 #[cfg(test)]
