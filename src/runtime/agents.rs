@@ -83,6 +83,12 @@ pub struct AgentProbe {
 pub fn probe_agent(command: &str) -> Result<AgentProbe, String> {
     let path = resolve_executable(command, std::env::var_os("PATH").as_deref())
         .ok_or_else(|| format!("{command} is not installed or not executable"))?;
+    Ok(probe_executable(path))
+}
+
+/// Runs `--help` and `--version` on `path`, an executable already found by
+/// [`resolve_executable`] (as [`probe_agent`] does after its lookup).
+pub(super) fn probe_executable(path: PathBuf) -> AgentProbe {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -92,12 +98,12 @@ pub fn probe_agent(command: &str) -> Result<AgentProbe, String> {
         let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
         Some(line.chars().take(200).collect())
     });
-    Ok(AgentProbe {
+    AgentProbe {
         path,
         name,
         help,
         version,
-    })
+    }
 }
 
 /// `command` on `path_var` (or itself when absolute), if it is an executable regular file.

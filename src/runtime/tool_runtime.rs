@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::agents::{find_preset, probe_agent, AgentPreset, AgentProbe};
+use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::canvas::CanvasBridge;
 use super::host::{Host, PtyRequest};
 use super::launch::{
@@ -327,7 +327,7 @@ impl Core {
         if let Some(found) = lock(&self.probes).get(&path) {
             return Ok(found.clone());
         }
-        let found = probe_agent(path.to_str().unwrap_or(command))?;
+        let found = probe_executable(path.clone());
         lock(&self.probes).insert(path, found.clone());
         Ok(found)
     }
