@@ -61,12 +61,10 @@ pub enum ToolResult {
 }
 
 impl ToolResult {
-    /// The result as its wire JSON.
+    /// The result as its wire JSON (the same encoding as its `Serialize`).
     pub fn to_json(&self) -> Value {
-        match self {
-            ToolResult::Ok(value) => serde_json::json!({ "ok": true, "value": value }),
-            ToolResult::Err(error) => serde_json::json!({ "ok": false, "error": error }),
-        }
+        // Serializing a `Value` or a `str` into a `Value` cannot fail.
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
     /// Reads a wire result; `None` when `raw` is not one.
