@@ -13,7 +13,7 @@ use super::context::{last_chars, read_context};
 use super::host::ProjectSnapshot;
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
-use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest};
+use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF};
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -247,7 +247,7 @@ impl Core {
                 let target = self.guest(node)?;
                 // The user may have turned browser control off while this call waited.
                 if !self.host.workspace.browser_control_enabled() {
-                    return Err("Enable agent browser control".into());
+                    return Err(BROWSER_CONTROL_OFF.into());
                 }
                 self.run_page_operation(target, operation, args)
             }

@@ -399,7 +399,7 @@ impl AgentToolServer {
         // 5. Browser operations need browser control.
         let browser = is_browser_operation(&request.operation);
         if browser && !self.callbacks.browser_enabled() {
-            return ToolResult::Err("Enable agent browser control in Settings first".into());
+            return ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into());
         }
         // 6 to 8. Queue behind the project; recheck when the turn comes; execute.
         let Some(server) = self.me.upgrade() else {
