@@ -529,8 +529,11 @@ impl TmuxServer {
                 }
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
                 Ok(None) | Err(_) => {
-                    // Still running: reap it whenever the window closes.
-                    thread::spawn(move || child.wait());
+                    // Still running: reap it whenever the window closes. Without a thread
+                    // for that it stays a zombie until we exit; the launch itself worked.
+                    let _ = thread::Builder::new()
+                        .name("external-terminal-reaper".into())
+                        .spawn(move || child.wait());
                     break;
                 }
             }
@@ -776,17 +779,26 @@ struct Finished {
 fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finished>> {
     let (tx, rx) = mpsc::channel();
     let mut readers = 0;
+    let mut spawned = Ok(());
     if let Some(out) = child.stdout.take() {
         readers += 1;
         let tx = tx.clone();
-        thread::spawn(move || tx.send((true, read_capped(out, MAX_STDOUT))));
+        spawned = spawn_reader(move || tx.send((true, read_capped(out, MAX_STDOUT))));
     }
     if let Some(err) = child.stderr.take() {
         readers += 1;
         let tx = tx.clone();
-        thread::spawn(move || tx.send((false, read_capped(err, MAX_STDERR))));
+        spawned = spawned.and(spawn_reader(move || {
+            tx.send((false, read_capped(err, MAX_STDERR)))
+        }));
     }
     drop(tx);
+    if let Err(e) = spawned {
+        // Without its readers the child could block on a full pipe: stop it now.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
     let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -815,6 +827,14 @@ fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finishe
         stdout,
         stderr,
     }))
+}
+
+/// Starts a pipe reader; `Err` (instead of std's panic) when no thread can be made.
+fn spawn_reader<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> io::Result<()> {
+    thread::Builder::new()
+        .name("tmux-pipe".into())
+        .spawn(read)
+        .map(drop)
 }
 
 /// Reads `source` to its end, keeping the first `cap` bytes.

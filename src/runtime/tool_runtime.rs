@@ -292,6 +292,12 @@ impl Core {
 
     /// Runs a page operation on another thread so a stuck page cannot hold the project's
     /// queue longer than [`BROWSER_OPERATION_TIMEOUT`].
+    ///
+    /// A timed-out operation is not cancelled (a host's `run` cannot be interrupted): it
+    /// keeps running on its thread and may still change the page. The queue moves on, so
+    /// the project's next operation, on this page or another, may overlap it; hence the
+    /// timeout tells the agent to inspect the page before retrying. Its late result is
+    /// dropped. If no thread can be started, nothing ran and the call fails at once.
     pub(super) fn run_page_operation(
         &self,
         target: String,
@@ -301,9 +307,14 @@ impl Core {
         let browsers = self.host.browsers.clone();
         let operation = operation.to_string();
         let (done, result) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(browsers.run(&target, &operation, &args));
-        });
+        std::thread::Builder::new()
+            .name("page-operation".into())
+            .spawn(move || {
+                let _ = done.send(browsers.run(&target, &operation, &args));
+            })
+            .map_err(|e| {
+                format!("Could not start the browser operation ({e}); nothing was run, try again")
+            })?;
         match result.recv_timeout(BROWSER_OPERATION_TIMEOUT) {
             Ok(outcome) => outcome,
             Err(RecvTimeoutError::Timeout) => {
@@ -327,7 +338,7 @@ impl Core {
         if let Some(found) = lock(&self.probes).get(&path) {
             return Ok(found.clone());
         }
-        let found = probe_executable(path.clone());
+        let found = probe_executable(path.clone())?;
         lock(&self.probes).insert(path, found.clone());
         Ok(found)
     }
