@@ -32,7 +32,7 @@ use super::terminals::HostTerminals;
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
-use crate::runtime::canvas::unix_millis;
+use crate::runtime::unix_millis;
 use crate::runtime::{AgentToolRuntime, CanvasOwner, PtyRequest, Workspace as _};
 
 /// The sender id the owner answers with (there is one canvas view per project).

@@ -124,7 +124,8 @@ impl CanvasBridge {
     }
 
     /// How many requests wait for a reply.
-    pub fn pending_count(&self) -> usize {
+    #[cfg(test)]
+    fn pending_count(&self) -> usize {
         self.lock().pending.len()
     }
 

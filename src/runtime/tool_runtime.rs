@@ -147,7 +147,9 @@ impl AgentToolRuntime {
         self.server.close();
     }
 
-    /// The canvas owner's reply to a request; see [`super::canvas::CanvasBridge::reply`].
+    /// Hands the canvas owner's reply to the request waiting for it; returns whether it was
+    /// taken. A reply not from the main frame, from another sender than the request went
+    /// to, or for an unknown (finished, timed out) request id is ignored.
     pub fn canvas_reply(
         &self,
         sender_id: u64,

@@ -2,7 +2,7 @@
 //! HTTP accept thread and the per-project worker threads.
 //!
 //! [`AgentToolServer`] is the spec's "In-Process Server". Its parts, one module each:
-//! - [`files`]: private directories and atomic private files.
+//! - `files`: private directories and atomic private files.
 //! - `session`: the session store and bearer-token lookup (constant-time compare).
 //! - `lock`: `server.lock`, one server per data directory.
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
@@ -12,7 +12,7 @@
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
 //! one of the server's locks is held, so they may call back into the server.
 
-pub mod files;
+mod files;
 mod http;
 mod lock;
 mod queue;
