@@ -165,6 +165,18 @@ mod tests {
         main_frame: bool,
     }
 
+    impl Owner {
+        /// An owner of project `p` (target 7) that answers every request from the main frame.
+        fn answering(bridge: &Arc<CanvasBridge>) -> Owner {
+            Owner {
+                bridge: bridge.clone(),
+                sent: Mutex::default(),
+                answer_as: 7,
+                main_frame: true,
+            }
+        }
+    }
+
     impl CanvasOwner for Owner {
         fn target(&self, project_id: &str) -> Option<u64> {
             (project_id == "p").then_some(7)
@@ -187,12 +199,7 @@ mod tests {
     #[test]
     fn answers_reach_the_waiter_with_id_and_expiry() {
         let bridge = Arc::new(CanvasBridge::default());
-        let owner = Owner {
-            bridge: bridge.clone(),
-            sent: Mutex::default(),
-            answer_as: 7,
-            main_frame: true,
-        };
+        let owner = Owner::answering(&bridge);
         let before = unix_millis();
         let value = bridge
             .request(&owner, "p", "canvas_list", Map::new())
@@ -252,12 +259,7 @@ mod tests {
     #[test]
     fn a_request_after_fail_all_fails_at_once() {
         let bridge = Arc::new(CanvasBridge::default());
-        let owner = Owner {
-            bridge: bridge.clone(),
-            sent: Mutex::default(),
-            answer_as: 7,
-            main_frame: true,
-        };
+        let owner = Owner::answering(&bridge);
         bridge.fail_all();
         let error = bridge
             .request(&owner, "p", "canvas_list", Map::new())
