@@ -573,9 +573,7 @@ impl TmuxServer {
 
     fn lock_opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         // The map holds plain data; a panic elsewhere can't leave it inconsistent.
-        self.opened
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::server::lock_or_recover(&self.opened)
     }
 
     /// Runs `tmux -u -S socket -f config ARGS` and returns its stdout.
