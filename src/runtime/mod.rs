@@ -58,7 +58,7 @@ pub use context::read_context;
 pub use host::{Browsers, CanvasOwner, Host, ProjectSnapshot, PtyRequest, Terminals, Workspace};
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
-    PreparedLaunch,
+    PreparedLaunch, LAUNCHER_NAME,
 };
 pub use tool_runtime::{
     AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
