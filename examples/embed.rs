@@ -75,7 +75,7 @@ fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolR
         json!({"id": SHELL, "type": "terminal", "data": {"title": "Shell"}}),
     ];
     for request in requests {
-        let result = if request.expires_at < termsprawl_tools::runtime::canvas::unix_millis() {
+        let result = if request.expires_at < termsprawl_tools::runtime::unix_millis() {
             ToolResult::Err("Request expired; nothing was applied".into())
         } else if request.operation == "canvas_list" {
             ToolResult::Ok(Value::Array(nodes.clone()))

@@ -57,7 +57,7 @@ fn canvas_list_and_mutations_are_acknowledged() {
     );
     assert!(sent.iter().all(|r| r.request_id.len() == 32));
     assert_ne!(sent[0].request_id, sent[1].request_id);
-    let now = termsprawl_tools::runtime::canvas::unix_millis();
+    let now = termsprawl_tools::runtime::unix_millis();
     assert!(
         last.expires_at > now + 8_000 && last.expires_at <= now + 9_000,
         "expiresAt is now + 9 s"

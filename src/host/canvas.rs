@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+pub use crate::protocol::is_valid_node_id;
 use crate::server::{private_dir, private_json, read_json};
 
 /// The folder inside a project that holds its canvas and links.
@@ -197,17 +198,6 @@ pub struct Node {
     /// Keys this host does not know, kept as they were read.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
-}
-
-/// Whether `id` matches `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$` (the spec's node-id rule).
-pub fn is_valid_node_id(id: &str) -> bool {
-    let bytes = id.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
 }
 
 /// Why a canvas could not be loaded, saved or changed.
@@ -976,10 +966,7 @@ fn read_node(entry: &Value) -> Result<Node, String> {
 
 /// `bytes` random bytes as lowercase hex.
 fn random_hex(bytes: usize) -> Result<String, String> {
-    let mut buffer = vec![0u8; bytes];
-    getrandom::getrandom(&mut buffer)
-        .map_err(|e| format!("The system random source failed ({e}); try again"))?;
-    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
+    crate::server::random_hex(bytes).map_err(|e| format!("{e}; try again"))
 }
 
 fn text_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, CanvasError> {

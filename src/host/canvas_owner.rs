@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
@@ -36,7 +36,7 @@ use super::terminals::HostTerminals;
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
-use crate::runtime::canvas::unix_millis;
+use crate::runtime::unix_millis;
 use crate::runtime::{AgentToolRuntime, CanvasOwner, PtyRequest, Workspace as _};
 
 /// The sender id the owner answers with (there is one canvas view per project).
@@ -72,12 +72,8 @@ pub struct HeadlessCanvas {
     runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each guarded value is replaced whole; a panic elsewhere cannot leave it half-set.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+// Each guarded value is replaced whole; a panic elsewhere cannot leave it half-set.
+use crate::server::lock_or_recover as lock;
 
 impl HeadlessCanvas {
     /// Starts the owner thread (with no projects yet).

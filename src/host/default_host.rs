@@ -31,7 +31,7 @@ use super::terminals::{HostTerminals, TerminalsMode};
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
-use crate::runtime::launch::LAUNCHER_NAME;
+use crate::runtime::LAUNCHER_NAME;
 use crate::runtime::{
     prepare_tool_launch, AgentProbe, AgentToolRuntime, Host, LaunchInput, Workspace as _,
 };

@@ -101,12 +101,20 @@ pub fn pipe() -> io::Result<(File, File)> {
     Ok(ends)
 }
 
+/// A close-on-exec duplicate of `fd` numbered `min` or above (`F_DUPFD_CLOEXEC`).
+fn dup_above(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor the borrow keeps open; no memory is passed.
+    let new = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) })?;
+    // SAFETY: fcntl returned a fresh descriptor that only we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
 /// `poll(2)` on `fds`; `timeout_ms` < 0 waits forever. Returns how many fds are ready.
 pub fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
+    let count = fds.len() as libc::nfds_t;
     // SAFETY: the pointer and length describe the caller's valid, exclusive slice.
-    let ready =
-        check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) })?;
-    Ok(ready as usize)
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), count, timeout_ms) };
+    Ok(check(ready)? as usize)
 }
 
 /// Sends `signal` to process `pid` (`pid` > 0 only: never a group, never "everyone").
@@ -121,7 +129,11 @@ pub fn send_signal(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
 
 /// Reaps child `pid` if it has exited: `Ok(Some(raw wait status))`, `Ok(None)` while it
 /// runs. With `block`, waits for it to exit.
+/// `pid` must be > 0: waitpid(0 or -1) would reap some other child of this process.
 pub fn wait_child(pid: libc::pid_t, block: bool) -> io::Result<Option<libc::c_int>> {
+    if pid <= 0 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
     let flags = if block { 0 } else { libc::WNOHANG };
     let mut status: libc::c_int = 0;
     loop {
@@ -180,16 +192,20 @@ pub fn spawn(
         .map(|e| e.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let (mut report_read, report_write) = pipe().map_err(SpawnFailure::Fork)?;
+    let (mut report_read, first_write) = pipe().map_err(SpawnFailure::Fork)?;
+    // With the host's stdio closed the pipe can land on fd 0–2, where the child's dup2
+    // of the slave would overwrite it: keep the write end at 10 or above.
+    let report_write = dup_above(first_write.as_fd(), 10).map_err(SpawnFailure::Fork)?;
+    drop(first_write);
     let (slave_fd, report_fd) = (slave.as_raw_fd(), report_write.as_raw_fd());
     let all_signals = signal_set(true);
     let no_signals = signal_set(false);
     let mut old_mask = MaybeUninit::<libc::sigset_t>::uninit();
     // Block every signal across fork so no handler of ours ever runs in the child; the
     // child resets dispositions before unblocking.
+    let old_mask_ptr = old_mask.as_mut_ptr();
     // SAFETY: both pointers refer to valid sigset_t storage; old_mask is written here.
-    let failed =
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all_signals, old_mask.as_mut_ptr()) };
+    let failed = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all_signals, old_mask_ptr) };
     if failed != 0 {
         return Err(SpawnFailure::Fork(io::Error::from_raw_os_error(failed)));
     }
@@ -417,5 +433,24 @@ mod tests {
         assert!(send_signal(0, 0).is_err());
         assert!(send_signal(-1, 0).is_err());
         assert!(send_signal(std::process::id() as libc::pid_t, 0).is_ok());
+    }
+
+    #[test]
+    fn wait_child_refuses_any_child_and_groups() {
+        // Without the guard, these would reap whichever child of the test binary exits.
+        for pid in [0, -1, -2] {
+            let error = wait_child(pid, false).unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{pid}");
+        }
+    }
+
+    #[test]
+    fn dup_above_moves_a_descriptor_up_and_keeps_it_close_on_exec() {
+        let (read_end, _write_end) = pipe().unwrap();
+        let moved = dup_above(read_end.as_fd(), 10).unwrap();
+        assert!(moved.as_raw_fd() >= 10);
+        // SAFETY: F_GETFD on a descriptor `moved` keeps open; no memory is passed.
+        let flags = unsafe { libc::fcntl(moved.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
     }
 }

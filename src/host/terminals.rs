@@ -278,9 +278,7 @@ impl HostTerminals {
 
     fn lock_opened(&self) -> MutexGuard<'_, HashSet<String>> {
         // Plain data: a panic elsewhere cannot leave it half-written.
-        self.opened
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::server::lock_or_recover(&self.opened)
     }
 }
 

@@ -28,6 +28,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::protocol::is_valid_node_id;
+use crate::runtime::agents::resolve_executable;
+use crate::runtime::context::last_chars;
 use crate::server::{private_dir, private_write};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).
@@ -171,14 +174,14 @@ pub struct TmuxServer {
 impl TmuxServer {
     /// Whether a `tmux` executable is on PATH.
     pub fn available() -> bool {
-        find_program("tmux", std::env::var_os("PATH").as_deref()).is_some()
+        resolve_executable("tmux", std::env::var_os("PATH").as_deref()).is_some()
     }
 
     /// Prepares the server of `socket_dir` (normally `<data>/agent-tools/tmux`): creates the
     /// directory 0700 and writes our config. The server itself starts with the first
     /// [`open`](Self::open); an already running one (from an earlier host) is reused.
     pub fn new(socket_dir: &Path) -> Result<Self, TmuxError> {
-        let tmux = find_program("tmux", std::env::var_os("PATH").as_deref())
+        let tmux = resolve_executable("tmux", std::env::var_os("PATH").as_deref())
             .ok_or(TmuxError::NotInstalled)?;
         private_dir(socket_dir).map_err(|source| TmuxError::Io {
             what: format!("creating {}", socket_dir.display()),
@@ -467,7 +470,7 @@ impl TmuxServer {
                         "externalTerminal.command in preferences.json is empty; set it to an argv such as [\"xterm\", \"-e\", \"{attach}\"]".to_string(),
                     ));
                 };
-                if find_program(program, path.as_deref()).is_none() {
+                if resolve_executable(program, path.as_deref()).is_none() {
                     return Err(TmuxError::External(format!(
                         "the external terminal {program:?} from externalTerminal.command in preferences.json was not found; install it or change the preference"
                     )));
@@ -485,7 +488,7 @@ impl TmuxServer {
                 }
                 let Some(program) = DEFAULT_TERMINALS
                     .iter()
-                    .find(|name| find_program(name, path.as_deref()).is_some())
+                    .find(|name| resolve_executable(name, path.as_deref()).is_some())
                 else {
                     return Err(TmuxError::External(format!(
                         "no terminal program found on PATH (looked for {}); install one or set externalTerminal.command in preferences.json",
@@ -497,7 +500,7 @@ impl TmuxServer {
         };
         // Resolve through the same PATH the checks used.
         let program =
-            find_program(&argv[0], path.as_deref()).unwrap_or_else(|| argv[0].clone().into());
+            resolve_executable(&argv[0], path.as_deref()).unwrap_or_else(|| argv[0].clone().into());
         let mut child = Command::new(&program)
             .args(&argv[1..])
             .env_remove("TMUX")
@@ -526,8 +529,11 @@ impl TmuxServer {
                 }
                 Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
                 Ok(None) | Err(_) => {
-                    // Still running: reap it whenever the window closes.
-                    thread::spawn(move || child.wait());
+                    // Still running: reap it whenever the window closes. Without a thread
+                    // for that it stays a zombie until we exit; the launch itself worked.
+                    let _ = thread::Builder::new()
+                        .name("external-terminal-reaper".into())
+                        .spawn(move || child.wait());
                     break;
                 }
             }
@@ -567,9 +573,7 @@ impl TmuxServer {
 
     fn lock_opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         // The map holds plain data; a panic elsewhere can't leave it inconsistent.
-        self.opened
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::server::lock_or_recover(&self.opened)
     }
 
     /// Runs `tmux -u -S socket -f config ARGS` and returns its stdout.
@@ -620,17 +624,9 @@ impl TmuxServer {
     }
 }
 
-/// Node ids are `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`: safe as tmux session names (no `.`,
-/// `:` or pattern characters) and as file names.
+/// Node ids follow [`is_valid_node_id`], so they are safe as tmux session names.
 fn check_node(node: &str) -> Result<(), TmuxError> {
-    let bytes = node.as_bytes();
-    let valid = !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if valid {
+    if is_valid_node_id(node) {
         Ok(())
     } else {
         Err(TmuxError::InvalidNodeId(node.to_string()))
@@ -728,17 +724,6 @@ fn tidy_capture(raw: &str) -> String {
     lines[..used].join("\n")
 }
 
-/// The last `max` characters of `text`.
-fn last_chars(text: &str, max: usize) -> &str {
-    if max == 0 {
-        return "";
-    }
-    match text.char_indices().rev().nth(max - 1) {
-        Some((start, _)) => &text[start..],
-        None => text,
-    }
-}
-
 /// The argv of a configured external terminal (see [`TmuxServer::external_in`]).
 fn external_argv(configured: &[String], attach: &[String]) -> Vec<String> {
     if !configured.iter().any(|a| a.contains(ATTACH_PLACEHOLDER)) {
@@ -779,26 +764,6 @@ fn shell_quote(arg: &str) -> String {
     format!("'{}'", arg.replace('\'', r"'\''"))
 }
 
-/// The executable `name` (a path if it has a `/`, else looked up on `path`).
-fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-    let executable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.is_empty() {
-        return None;
-    }
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        return executable(&p).then_some(p);
-    }
-    std::env::split_paths(path?)
-        .filter(|dir| !dir.as_os_str().is_empty())
-        .map(|dir| dir.join(name))
-        .find(|p| executable(p))
-}
-
 /// A child that exited, with what it wrote.
 struct Finished {
     status: ExitStatus,
@@ -812,17 +777,26 @@ struct Finished {
 fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finished>> {
     let (tx, rx) = mpsc::channel();
     let mut readers = 0;
+    let mut spawned = Ok(());
     if let Some(out) = child.stdout.take() {
         readers += 1;
         let tx = tx.clone();
-        thread::spawn(move || tx.send((true, read_capped(out, MAX_STDOUT))));
+        spawned = spawn_reader(move || tx.send((true, read_capped(out, MAX_STDOUT))));
     }
     if let Some(err) = child.stderr.take() {
         readers += 1;
         let tx = tx.clone();
-        thread::spawn(move || tx.send((false, read_capped(err, MAX_STDERR))));
+        spawned = spawned.and(spawn_reader(move || {
+            tx.send((false, read_capped(err, MAX_STDERR)))
+        }));
     }
     drop(tx);
+    if let Err(e) = spawned {
+        // Without its readers the child could block on a full pipe: stop it now.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
     let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -851,6 +825,14 @@ fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finishe
         stdout,
         stderr,
     }))
+}
+
+/// Starts a pipe reader; `Err` (instead of std's panic) when no thread can be made.
+fn spawn_reader<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> io::Result<()> {
+    thread::Builder::new()
+        .name("tmux-pipe".into())
+        .spawn(read)
+        .map(drop)
 }
 
 /// Reads `source` to its end, keeping the first `cap` bytes.
@@ -972,11 +954,11 @@ mod tests {
 
     #[test]
     fn programs_are_found_on_the_given_path_only() {
-        assert!(find_program("sh", Some(OsStr::new("/bin:/usr/bin"))).is_some());
-        assert!(find_program("sh", Some(OsStr::new(""))).is_none());
-        assert!(find_program("sh", None).is_none());
-        assert!(find_program("/bin/sh", None).is_some());
-        assert!(find_program("", Some(OsStr::new("/bin"))).is_none());
+        assert!(resolve_executable("sh", Some(OsStr::new("/bin:/usr/bin"))).is_some());
+        assert!(resolve_executable("sh", Some(OsStr::new(""))).is_none());
+        assert!(resolve_executable("sh", None).is_none());
+        assert!(resolve_executable("/bin/sh", None).is_some());
+        assert!(resolve_executable("", Some(OsStr::new("/bin"))).is_none());
     }
 
     #[test]

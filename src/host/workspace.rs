@@ -54,9 +54,7 @@ impl HostWorkspace {
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, (PathBuf, Vec<String>)>> {
         // Plain data: a panic elsewhere cannot leave it half-written.
-        self.projects
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::server::lock_or_recover(&self.projects)
     }
 }
 

@@ -393,6 +393,9 @@ pub fn is_browser_operation(name: &str) -> bool {
     name.starts_with("browser_")
 }
 
+/// The error of a browser operation while the user has agent browser control turned off.
+pub const BROWSER_CONTROL_OFF: &str = "Enable agent browser control in Settings first";
+
 impl ArgKind {
     /// The JSON Schema of a value of this kind, stating every limit the validator enforces.
     pub fn schema(self) -> Value {

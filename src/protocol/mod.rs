@@ -9,11 +9,11 @@ mod wire;
 
 pub use catalogue::{
     catalogue_json, find_tool, is_browser_operation, ArgKind, ArgSpec, ToolHints, ToolSpec,
-    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS, NO_NUL_PATTERN,
+    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, BROWSER_CONTROL_OFF, GUIDE_TOPICS, NO_NUL_PATTERN,
 };
 pub use guides::{guide, TOOL_GUIDES};
 pub use validate::{validate_tool_request, ValidationError};
 pub use wire::{
-    CanvasToolReply, CanvasToolRequest, IntegrationState, IntegrationStatus, ToolIdentity,
-    ToolRequest, ToolResult, ToolSession,
+    is_valid_node_id, CanvasToolReply, CanvasToolRequest, IntegrationState, IntegrationStatus,
+    ToolIdentity, ToolRequest, ToolResult, ToolSession,
 };

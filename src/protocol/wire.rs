@@ -61,12 +61,10 @@ pub enum ToolResult {
 }
 
 impl ToolResult {
-    /// The result as its wire JSON.
+    /// The result as its wire JSON (the same encoding as its `Serialize`).
     pub fn to_json(&self) -> Value {
-        match self {
-            ToolResult::Ok(value) => serde_json::json!({ "ok": true, "value": value }),
-            ToolResult::Err(error) => serde_json::json!({ "ok": false, "error": error }),
-        }
+        // Serializing a `Value` or a `str` into a `Value` cannot fail.
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
     /// Reads a wire result; `None` when `raw` is not one.
@@ -186,6 +184,18 @@ impl ToolSession {
             project_id: self.project_id.clone(),
         }
     }
+}
+
+/// Whether `id` matches the spec's node-id rule `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`: safe
+/// in file names and tmux session names (no `/`, `.`, `:` or pattern characters).
+pub fn is_valid_node_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 128
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
 }
 
 #[cfg(test)]

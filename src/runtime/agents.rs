@@ -83,12 +83,19 @@ pub struct AgentProbe {
 pub fn probe_agent(command: &str) -> Result<AgentProbe, String> {
     let path = resolve_executable(command, std::env::var_os("PATH").as_deref())
         .ok_or_else(|| format!("{command} is not installed or not executable"))?;
+    probe_executable(path)
+}
+
+/// Runs `--help` and `--version` on `path`, an executable already found by
+/// [`resolve_executable`] (as [`probe_agent`] does after its lookup).
+/// Fails only when no thread could be started to read its output.
+pub(super) fn probe_executable(path: PathBuf) -> Result<AgentProbe, String> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let help = run_capped(&path, "--help").unwrap_or_default();
-    let version = run_capped(&path, "--version").and_then(|text| {
+    let help = run_capped(&path, "--help")?.unwrap_or_default();
+    let version = run_capped(&path, "--version")?.and_then(|text| {
         let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
         Some(line.chars().take(200).collect())
     });
@@ -120,30 +127,48 @@ fn is_executable_file(path: &Path) -> bool {
 }
 
 /// Runs `path arg` and returns up to the cap of its stdout, or `None` if it could not run
-/// or did not finish in time (it is then killed).
-fn run_capped(path: &Path, arg: &str) -> Option<String> {
-    let mut child = Command::new(path)
+/// or did not finish in time (it is then killed). `Err` when no reader thread could be
+/// started (the child is then killed too).
+fn run_capped(path: &Path, arg: &str) -> Result<Option<String>, String> {
+    let spawned = Command::new(path)
         .arg(arg)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .env("NO_COLOR", "1")
-        .spawn()
-        .ok()?;
-    let mut stdout = child.stdout.take()?;
+        .spawn();
+    let Ok(mut child) = spawned else {
+        return Ok(None);
+    };
+    let Some(mut stdout) = child.stdout.take() else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Ok(None);
+    };
     let (done, output) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = (&mut stdout)
-            .take(PROBE_OUTPUT_CAP as u64)
-            .read_to_end(&mut bytes);
-        let _ = done.send(bytes);
-    });
-    let bytes = output.recv_timeout(PROBE_TIMEOUT).ok();
+    let reader = std::thread::Builder::new()
+        .name("agent-probe".into())
+        .spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = (&mut stdout)
+                .take(PROBE_OUTPUT_CAP as u64)
+                .read_to_end(&mut bytes);
+            let _ = done.send(bytes);
+        });
+    let bytes = match reader {
+        Ok(_) => output.recv_timeout(PROBE_TIMEOUT).ok(),
+        Err(_) => None,
+    };
     // Whether it finished, filled the cap or hung: it has said all we will read.
     let _ = child.kill();
     let _ = child.wait();
-    bytes.map(|b| String::from_utf8_lossy(&b).into_owned())
+    if let Err(e) = reader {
+        return Err(format!(
+            "Could not start a thread to probe {} ({e}); try again",
+            path.display()
+        ));
+    }
+    Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
 /// How an agent CLI is wired to the tools.

@@ -28,10 +28,23 @@ struct Pending {
     finish: mpsc::Sender<ToolResult>,
 }
 
+/// The bridge's state, under one lock so a request cannot slip in after [`CanvasBridge::fail_all`].
+#[derive(Default)]
+struct BridgeState {
+    /// Requests waiting for the owner's reply, by request id.
+    pending: HashMap<String, Pending>,
+    /// Set by `fail_all`: the app is stopping and no request may wait any more.
+    closed: bool,
+}
+
 /// Requests waiting for the owner's reply, by request id.
 #[derive(Default)]
 pub struct CanvasBridge {
-    pending: Mutex<HashMap<String, Pending>>,
+    state: Mutex<BridgeState>,
+}
+
+fn stopped_error(request_id: &str) -> String {
+    format!("App stopped during request {request_id}")
 }
 
 impl CanvasBridge {
@@ -46,13 +59,19 @@ impl CanvasBridge {
         let target = owner.target(project_id).ok_or(CANVAS_CLOSED_ERROR)?;
         let request_id = random_id();
         let (finish, result) = mpsc::channel();
-        self.lock().insert(
-            request_id.clone(),
-            Pending {
-                sender_id: target,
-                finish,
-            },
-        );
+        {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(stopped_error(&request_id));
+            }
+            state.pending.insert(
+                request_id.clone(),
+                Pending {
+                    sender_id: target,
+                    finish,
+                },
+            );
+        }
         let request = CanvasToolRequest {
             request_id: request_id.clone(),
             project_id: project_id.to_string(),
@@ -61,11 +80,11 @@ impl CanvasBridge {
             args,
         };
         if let Err(error) = owner.send(target, request) {
-            self.lock().remove(&request_id);
+            self.lock().pending.remove(&request_id);
             return Err(error);
         }
         let outcome = result.recv_timeout(CANVAS_ACK_TIMEOUT);
-        self.lock().remove(&request_id);
+        self.lock().pending.remove(&request_id);
         match outcome {
             Ok(ToolResult::Ok(value)) => Ok(value),
             Ok(ToolResult::Err(error)) => Err(error),
@@ -82,7 +101,7 @@ impl CanvasBridge {
         if !is_main_frame {
             return false;
         }
-        let mut pending = self.lock();
+        let pending = &mut self.lock().pending;
         match pending.get(&reply.request_id) {
             Some(waiting) if waiting.sender_id == sender_id => {
                 let waiting = pending.remove(&reply.request_id).expect("just found");
@@ -93,38 +112,37 @@ impl CanvasBridge {
         }
     }
 
-    /// Fails every waiting request with `App stopped during request <id>`.
+    /// Fails every waiting request with `App stopped during request <id>` and closes the
+    /// bridge: a request made from now on fails the same way at once instead of waiting
+    /// for an acknowledgement that will never come.
     pub fn fail_all(&self) {
-        for (id, waiting) in self.lock().drain() {
-            let _ = waiting
-                .finish
-                .send(ToolResult::Err(format!("App stopped during request {id}")));
+        let mut state = self.lock();
+        state.closed = true;
+        for (id, waiting) in state.pending.drain() {
+            let _ = waiting.finish.send(ToolResult::Err(stopped_error(&id)));
         }
     }
 
     /// How many requests wait for a reply.
-    pub fn pending_count(&self) -> usize {
-        self.lock().len()
+    #[cfg(test)]
+    fn pending_count(&self) -> usize {
+        self.lock().pending.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
         // A panic while holding this lock cannot leave the map inconsistent.
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::server::lock_or_recover(&self.state)
     }
 }
 
 /// 128 random bits as hex.
 pub fn random_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::getrandom(&mut bytes).is_err() {
+    crate::server::random_hex(16).unwrap_or_else(|_| {
         // No OS randomness: fall back to time and a counter, still unique in-process.
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return format!("{:016x}{n:016x}", unix_millis());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+        format!("{:016x}{n:016x}", unix_millis())
+    })
 }
 
 /// Milliseconds since the Unix epoch.
@@ -145,6 +163,18 @@ mod tests {
         sent: Mutex<Vec<CanvasToolRequest>>,
         answer_as: u64,
         main_frame: bool,
+    }
+
+    impl Owner {
+        /// An owner of project `p` (target 7) that answers every request from the main frame.
+        fn answering(bridge: &Arc<CanvasBridge>) -> Owner {
+            Owner {
+                bridge: bridge.clone(),
+                sent: Mutex::default(),
+                answer_as: 7,
+                main_frame: true,
+            }
+        }
     }
 
     impl CanvasOwner for Owner {
@@ -169,12 +199,7 @@ mod tests {
     #[test]
     fn answers_reach_the_waiter_with_id_and_expiry() {
         let bridge = Arc::new(CanvasBridge::default());
-        let owner = Owner {
-            bridge: bridge.clone(),
-            sent: Mutex::default(),
-            answer_as: 7,
-            main_frame: true,
-        };
+        let owner = Owner::answering(&bridge);
         let before = unix_millis();
         let value = bridge
             .request(&owner, "p", "canvas_list", Map::new())
@@ -196,7 +221,7 @@ mod tests {
     fn ignores_unknown_ids_wrong_senders_and_subframes() {
         let bridge = CanvasBridge::default();
         let (finish, result) = mpsc::channel();
-        bridge.lock().insert(
+        bridge.lock().pending.insert(
             "r1".into(),
             Pending {
                 sender_id: 7,
@@ -218,7 +243,7 @@ mod tests {
             "a second reply is unknown"
         );
         let (finish, result) = mpsc::channel();
-        bridge.lock().insert(
+        bridge.lock().pending.insert(
             "r3".into(),
             Pending {
                 sender_id: 7,
@@ -230,5 +255,18 @@ mod tests {
             result.try_recv().unwrap(),
             ToolResult::Err("App stopped during request r3".into())
         );
+    }
+    #[test]
+    fn a_request_after_fail_all_fails_at_once() {
+        let bridge = Arc::new(CanvasBridge::default());
+        let owner = Owner::answering(&bridge);
+        bridge.fail_all();
+        let error = bridge
+            .request(&owner, "p", "canvas_list", Map::new())
+            .unwrap_err();
+        // Without the closed flag the owner would be sent it and answer (Ok).
+        assert!(error.starts_with("App stopped during request "), "{error}");
+        assert!(owner.sent.lock().unwrap().is_empty(), "nothing is sent");
+        assert_eq!(bridge.pending_count(), 0);
     }
 }

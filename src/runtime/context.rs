@@ -14,6 +14,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::protocol::is_valid_node_id;
+
 /// The only transcript reader there is.
 pub const READER: &str = "claude-jsonl";
 /// `context_read` returns at most the last this many characters.
@@ -64,22 +66,14 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
             Some("Linked agents have no readable transcript yet"),
         );
     }
-    answer(last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS), None)
+    answer(
+        last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS).to_string(),
+        None,
+    )
 }
 
 fn answer(text: String, reason: Option<&str>) -> Value {
     json!({ "text": text, "reader": READER, "reason": reason })
-}
-
-/// Whether `id` is a node id safe to put in a file name.
-pub fn is_safe_node_id(id: &str) -> bool {
-    let bytes = id.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
 }
 
 /// Peers linked to `node_id`, sorted, each once.
@@ -108,7 +102,7 @@ fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
         ) else {
             continue;
         };
-        if a == b || !is_safe_node_id(a) || !is_safe_node_id(b) {
+        if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
             continue;
         }
         let peer = if a == node_id {
@@ -234,12 +228,14 @@ fn first_chars(text: &str, max: usize) -> &str {
 }
 
 /// The last `max` characters of `text`.
-pub fn last_chars(text: &str, max: usize) -> String {
-    let count = text.chars().count();
-    if count <= max {
-        return text.to_string();
+pub fn last_chars(text: &str, max: usize) -> &str {
+    if max == 0 {
+        return "";
     }
-    text.chars().skip(count - max).collect()
+    match text.char_indices().rev().nth(max - 1) {
+        Some((start, _)) => &text[start..],
+        None => text,
+    }
 }
 
 #[cfg(test)]

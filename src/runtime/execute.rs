@@ -13,7 +13,7 @@ use super::context::{last_chars, read_context};
 use super::host::ProjectSnapshot;
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
-use crate::protocol::{ToolIdentity, ToolRequest};
+use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF};
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,13 +74,15 @@ impl Core {
             .filter(|p| !p.remote)
             .ok_or("Local project not found")?;
         let list = self.canvas(identity, "canvas_list", Map::new())?;
-        let nodes = nodes_of(&list);
-        if find_node(nodes, &identity.node_id).is_none() {
+        if find_node(nodes_of(&list), &identity.node_id).is_none() {
             return Err("Agent node is no longer on this canvas".into());
         }
         let operation = request.operation.as_str();
+        if operation == "canvas_list" {
+            return Ok(list);
+        }
+        let nodes = nodes_of(&list);
         match operation {
-            "canvas_list" => Ok(list.clone()),
             "context_read" => {
                 let cwd = project
                     .cwd
@@ -96,7 +98,7 @@ impl Core {
             }
             "browser_list" => Ok(self.browser_list(nodes)),
             "browser_open" => self.browser_open(identity, request),
-            op if op.starts_with("browser_") => self.browser_operation(identity, nodes, request),
+            op if is_browser_operation(op) => self.browser_operation(identity, nodes, request),
             op if op.starts_with("terminal_") => self.terminal_operation(identity, nodes, request),
             _ => self.canvas(identity, operation, request.args.clone()),
         }
@@ -245,7 +247,7 @@ impl Core {
                 let target = self.guest(node)?;
                 // The user may have turned browser control off while this call waited.
                 if !self.host.workspace.browser_control_enabled() {
-                    return Err("Enable agent browser control".into());
+                    return Err(BROWSER_CONTROL_OFF.into());
                 }
                 self.run_page_operation(target, operation, args)
             }

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::agents::{select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
-use super::context::is_safe_node_id;
-use crate::protocol::{guide, IntegrationState, IntegrationStatus, TOOL_GUIDES};
+use crate::protocol::{guide, is_valid_node_id, IntegrationState, IntegrationStatus, TOOL_GUIDES};
 use crate::server::{private_dir, private_json, private_write};
 
 /// The launcher's file name inside `<data>/agent-tools/`.
@@ -137,7 +136,7 @@ const FIRST_PROMPT: &str = "You are connected to Termsprawl tools. Read these in
 /// guide), `skills/termsprawl-<topic>/SKILL.md` for every guide, and `mcp.json` for
 /// Claude; and returns the command, environment and status for the chosen adapter.
 pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
-    if !is_safe_node_id(input.node_id) {
+    if !is_valid_node_id(input.node_id) {
         return Err(io::Error::other("Invalid agent node ID"));
     }
     let text = |p: &Path| {

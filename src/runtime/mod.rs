@@ -33,29 +33,34 @@
 //! `recv_timeout` for canvas acknowledgements (10 s), guest readiness (3 s) and page
 //! operations (15 s, run on a short-lived thread).
 
-pub mod agents;
-pub mod artifact;
-pub mod canvas;
+pub(crate) mod agents;
+mod artifact;
+mod canvas;
+// Public as a path for the fuzz crate's transcript target (fuzz/check_transcript.rs),
+// which checks the reader's internals (`read_claude_jsonl`, `last_chars`, its limits).
 pub mod context;
 mod execute;
-pub mod host;
-pub mod launch;
-pub mod owners;
+mod host;
+mod launch;
+mod owners;
 mod tool_runtime;
-pub mod url;
+mod url;
 
 pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
-    LaunchAdapter, AGENT_REGISTRY,
+    LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
 pub use artifact::check_artifact_path;
+pub use canvas::{
+    unix_millis, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR,
+};
 pub use context::read_context;
 pub use host::{Browsers, CanvasOwner, Host, ProjectSnapshot, PtyRequest, Terminals, Workspace};
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
-    PreparedLaunch,
+    PreparedLaunch, LAUNCHER_NAME,
 };
 pub use tool_runtime::{
     AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
 };
-pub use url::normalize_browser_url;
+pub use url::{normalize_browser_url, URL_NOT_ALLOWED};

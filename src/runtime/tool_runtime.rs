@@ -7,12 +7,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::agents::{find_preset, probe_agent, AgentPreset, AgentProbe};
+use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::canvas::CanvasBridge;
 use super::host::{Host, PtyRequest};
 use super::launch::{
@@ -82,13 +82,9 @@ pub(super) struct Core {
     launcher: Mutex<Option<PathBuf>>,
 }
 
-/// Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
-/// stays consistent between statements.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+// Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
+// stays consistent between statements.
+pub(super) use crate::server::lock_or_recover as lock;
 
 /// The runtime: binds an [`AgentToolServer`] to a host app through the [`Host`] traits.
 pub struct AgentToolRuntime {
@@ -151,7 +147,9 @@ impl AgentToolRuntime {
         self.server.close();
     }
 
-    /// The canvas owner's reply to a request; see [`super::canvas::CanvasBridge::reply`].
+    /// Hands the canvas owner's reply to the request waiting for it; returns whether it was
+    /// taken. A reply not from the main frame, from another sender than the request went
+    /// to, or for an unknown (finished, timed out) request id is ignored.
     pub fn canvas_reply(
         &self,
         sender_id: u64,
@@ -296,6 +294,12 @@ impl Core {
 
     /// Runs a page operation on another thread so a stuck page cannot hold the project's
     /// queue longer than [`BROWSER_OPERATION_TIMEOUT`].
+    ///
+    /// A timed-out operation is not cancelled (a host's `run` cannot be interrupted): it
+    /// keeps running on its thread and may still change the page. The queue moves on, so
+    /// the project's next operation, on this page or another, may overlap it; hence the
+    /// timeout tells the agent to inspect the page before retrying. Its late result is
+    /// dropped. If no thread can be started, nothing ran and the call fails at once.
     pub(super) fn run_page_operation(
         &self,
         target: String,
@@ -305,9 +309,14 @@ impl Core {
         let browsers = self.host.browsers.clone();
         let operation = operation.to_string();
         let (done, result) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(browsers.run(&target, &operation, &args));
-        });
+        std::thread::Builder::new()
+            .name("page-operation".into())
+            .spawn(move || {
+                let _ = done.send(browsers.run(&target, &operation, &args));
+            })
+            .map_err(|e| {
+                format!("Could not start the browser operation ({e}); nothing was run, try again")
+            })?;
         match result.recv_timeout(BROWSER_OPERATION_TIMEOUT) {
             Ok(outcome) => outcome,
             Err(RecvTimeoutError::Timeout) => {
@@ -331,7 +340,7 @@ impl Core {
         if let Some(found) = lock(&self.probes).get(&path) {
             return Ok(found.clone());
         }
-        let found = probe_agent(path.to_str().unwrap_or(command))?;
+        let found = probe_executable(path.clone())?;
         lock(&self.probes).insert(path, found.clone());
         Ok(found)
     }

@@ -2,7 +2,7 @@
 //! HTTP accept thread and the per-project worker threads.
 //!
 //! [`AgentToolServer`] is the spec's "In-Process Server". Its parts, one module each:
-//! - [`files`]: private directories and atomic private files.
+//! - `files`: private directories and atomic private files.
 //! - `session`: the session store and bearer-token lookup (constant-time compare).
 //! - `lock`: `server.lock`, one server per data directory.
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
@@ -12,7 +12,7 @@
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
 //! one of the server's locks is held, so they may call back into the server.
 
-pub mod files;
+mod files;
 mod http;
 mod lock;
 mod queue;
@@ -184,11 +184,11 @@ pub struct AgentToolServer {
 
 /// Locks `mutex` even if a thread panicked while holding it: every critical section
 /// here leaves its data consistent, so the data is still good.
-fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn random_hex(bytes: usize) -> Result<String, ServerError> {
+pub(crate) fn random_hex(bytes: usize) -> Result<String, ServerError> {
     let mut buf = vec![0u8; bytes];
     getrandom::getrandom(&mut buf)
         .map_err(|e| ServerError::io("get random bytes", io::Error::other(e.to_string())))?;
@@ -399,7 +399,7 @@ impl AgentToolServer {
         // 5. Browser operations need browser control.
         let browser = is_browser_operation(&request.operation);
         if browser && !self.callbacks.browser_enabled() {
-            return ToolResult::Err("Enable agent browser control in Settings first".into());
+            return ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into());
         }
         // 6 to 8. Queue behind the project; recheck when the turn comes; execute.
         let Some(server) = self.me.upgrade() else {

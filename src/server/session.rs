@@ -29,13 +29,7 @@ pub const TOKEN_BYTES: usize = 32;
 
 /// True when `id` matches `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`.
 pub fn valid_node_id(id: &str) -> bool {
-    let bytes = id.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+    crate::protocol::is_valid_node_id(id)
 }
 
 /// Decodes a token of exactly 64 lowercase hex characters.

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
@@ -61,11 +61,7 @@ pub struct Connection {
 
 /// Recovers a guard from a poisoned mutex: our maps stay consistent across a panic
 /// because every critical section is a single insert or remove.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::server::lock_or_recover as lock;
 
 impl Connection {
     /// Starts the reader thread on `replies` and returns the connection.

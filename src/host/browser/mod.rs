@@ -36,7 +36,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -200,11 +200,7 @@ fn cut(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::server::lock_or_recover as lock;
 
 /// What the engine knows about one page.
 struct PageState {
@@ -994,11 +990,10 @@ fn string_field(value: &Value, key: &str) -> Result<String, EngineError> {
         .ok_or_else(|| EngineError::Protocol(format!("reply without {key}")))
 }
 
+/// 8 random bytes as hex, for a profile directory name.
 fn random_hex() -> Result<String, EngineError> {
-    let mut bytes = [0u8; 8];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::server::random_hex(8)
+        .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))
 }
 
 #[cfg(test)]
