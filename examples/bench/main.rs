@@ -248,6 +248,20 @@ const SESSION_COUNTS: &[usize] = &[1, 100, 10_000];
 const PROJECT_COUNTS: &[usize] = &[1, 8, 64];
 const TRICKLE_BODY: usize = 100_000;
 
+/// How the figures are taken, printed with every report.
+const METHOD: &str = "Method: every server is its own process; CPU is utime+stime of all its \
+threads from `/proc/<pid>/stat` over the measured window divided by the requests answered in \
+it; RSS is `VmRSS`/`VmHWM` and threads `Threads` from `/proc/<pid>/status`; start → ready is \
+spawn → first stdout line (the ready line). Each client thread owns one keep-alive connection \
+and sends pre-built bytes, timing each request with `Instant`. Ours and the baseline stay up \
+side by side and each workload runs on ours, then on the baseline (median of `--repeat` runs). \
+The trickler declares 100,000 body bytes and sends one a second from the start of the window. \
+Sessions: the server loads no session files at start and `serve --agent` ×10,000 would put \
+10,000 nodes on the canvas, so the session curve uses `lib-server`, which calls \
+`AgentToolServer::provision` N times (real session files) before `start`. Projects: `serve` \
+has one project, so the project curve uses `lib-server` with 64 sessions spread over P \
+projects. Body sizes pad a `session_info` request with JSON whitespace.\n\n";
+
 /// Everything measured on one server process of the main comparison.
 struct ProcessReport {
     ready: Duration,
@@ -597,6 +611,8 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             }
         ));
 
+        md.push_str(METHOD);
+
         let mut main = Table::new(&[
             "workload",
             "conns",
@@ -658,6 +674,16 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
                 "RSS after settling",
                 mib(ours.settled.rss_kib),
                 mib(base.settled.rss_kib),
+            ),
+            (
+                "RssAnon idle (no code pages)",
+                mib(ours.idle.anon_kib),
+                mib(base.idle.anon_kib),
+            ),
+            (
+                "RssAnon after settling",
+                mib(ours.settled.anon_kib),
+                mib(base.settled.anon_kib),
             ),
         ] {
             process.row(vec![

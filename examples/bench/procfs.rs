@@ -12,6 +12,8 @@ pub struct ProcSample {
     pub rss_kib: u64,
     /// VmHWM (peak resident set) in KiB.
     pub hwm_kib: u64,
+    /// RssAnon (resident anonymous memory: heap, stacks, arenas; no code pages) in KiB.
+    pub anon_kib: u64,
     /// Threads.
     pub threads: u64,
 }
@@ -39,6 +41,7 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
         cpu_us: (utime + stime) * 1_000_000 / ticks,
         rss_kib: field("VmRSS:"),
         hwm_kib: field("VmHWM:"),
+        anon_kib: field("RssAnon:"),
         threads: field("Threads:"),
     })
 }
