@@ -196,16 +196,16 @@ fn run_bench(options: Options) -> Result<(), String> {
     outcome
 }
 
-/// Builds the `termsprawl-tools` binary beside this example (`target/release/`).
+/// Builds the package's binaries (`termsprawl-tools`, `termsprawlctl`) into `target/release/`.
 fn build_serve(me: &Path) -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--bin", "termsprawl-tools"])
+        .args(["build", "--release", "--quiet", "--bins"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .map_err(|e| format!("run cargo build: {e}"))?;
     if !status.success() {
-        return Err("cargo build --release --bin termsprawl-tools failed".into());
+        return Err("cargo build --release --bins failed".into());
     }
     let release = me
         .parent()
@@ -250,7 +250,7 @@ const TRICKLE_BODY: usize = 100_000;
 
 /// How the figures are taken, printed with every report.
 const METHOD: &str = "Method: every server is its own process; CPU is utime+stime of all its \
-threads from `/proc/<pid>/stat` over the measured window divided by the requests answered in \
+threads plus cutime+cstime of children it waited for (`tmux` clients) from `/proc/<pid>/stat` over the measured window divided by the requests answered in \
 it; RSS is `VmRSS`/`VmHWM` and threads `Threads` from `/proc/<pid>/status`; start → ready is \
 spawn → first stdout line (the ready line). Each client thread owns one keep-alive connection \
 and sends pre-built bytes, timing each request with `Instant`. Ours and the baseline stay up \
@@ -272,6 +272,12 @@ struct ProcessReport {
     settle_time: Duration,
     loads: Vec<LoadResult>,
     bodies: Vec<LoadResult>,
+}
+
+/// The trickle comparison on one process.
+struct TrickleRun {
+    without: LoadResult,
+    with: LoadResult,
 }
 
 struct GrowthRow {
@@ -505,10 +511,40 @@ impl Bench {
         Ok([ours, base])
     }
 
-    fn trickle_run(&mut self, kind: Kind) -> Result<LoadResult, String> {
+    /// On one fresh process: 16 connections for the trickle window without, then with
+    /// the trickler (the baseline's stuck `recv` thread makes "with" the last run).
+    fn trickle_run(&mut self, kind: Kind) -> Result<TrickleRun, String> {
         let server = self.spawn(kind)?;
-        let result = self.load(&server, "session_info", 16, 0, true)?;
+        let without = self.load_for(&server, "session_info", 16, self.options.trickle)?;
+        let with = self.load(&server, "session_info", 16, 0, true)?;
         server.stop();
+        Ok(TrickleRun { without, with })
+    }
+
+    /// `session_info`-style load for `duration` instead of `--duration`.
+    fn load_for(
+        &self,
+        server: &Server,
+        operation: &str,
+        connections: usize,
+        duration: Duration,
+    ) -> Result<LoadResult, String> {
+        let token = server.session(0)?.token;
+        let body = target::body(operation, 0);
+        let result = load::run(LoadSpec {
+            addr: server.addr,
+            requests: vec![target::request(server.addr, &token, &body); connections],
+            warmup: self.options.warmup,
+            duration,
+            server_pid: server.pid,
+            expect: 200,
+            trickle: None,
+        })
+        .map_err(|e| format!("load on {}: {e}", server.addr))?;
+        self.log_run(
+            &format!("{operation} x{connections} without trickler"),
+            &result,
+        );
         Ok(result)
     }
 
@@ -575,8 +611,8 @@ impl Bench {
         &self,
         ours: &ProcessReport,
         base: &ProcessReport,
-        ours_trickle: &LoadResult,
-        base_trickle: &LoadResult,
+        ours_trickle: &TrickleRun,
+        base_trickle: &TrickleRun,
         sessions: &[GrowthRow],
         projects: &[GrowthRow],
         validator: &[validator::ValidatorTime],
@@ -722,7 +758,8 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
         md.push_str("\n## Process\n\n");
         md.push_str(&process.markdown());
 
-        let without = (&ours.loads[1], &base.loads[1]);
+        let without = (&ours_trickle.without, &base_trickle.without);
+        let (ours_trickle, base_trickle) = (&ours_trickle.with, &base_trickle.with);
         let mut trickle = Table::new(&[
             "16 conns + 1 trickler (100 kB at 1 B/s)",
             "ours",
@@ -953,7 +990,11 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
         md.push_str(&table.markdown());
 
         md.push_str("\n## Targets (issue 9)\n\n");
-        md.push_str(&self.targets(ours, base, ours_trickle, sessions).markdown());
+        md.push_str(
+            &self
+                .targets(ours, base, (ours_trickle, without.0), sessions)
+                .markdown(),
+        );
 
         md.push_str("\nPlots: ");
         md.push_str(
@@ -982,7 +1023,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
         &self,
         ours: &ProcessReport,
         base: &ProcessReport,
-        trickle: &LoadResult,
+        trickle: (&LoadResult, &LoadResult),
         sessions: &[GrowthRow],
     ) -> Table {
         let mut table = Table::new(&["target", "measured", "verdict"]);
@@ -1041,7 +1082,8 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             ),
             r <= 2.0,
         );
-        let r = trickle.quantile_ms(0.99) / ours.loads[1].quantile_ms(0.99);
+        let (trickle, without) = trickle;
+        let r = trickle.quantile_ms(0.99) / without.quantile_ms(0.99);
         check(
             "trickler: others' p99 ≤ 1.2× without",
             format!("{r:.2}×"),

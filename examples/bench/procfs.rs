@@ -6,7 +6,8 @@ use std::fs;
 /// A snapshot of one process's counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcSample {
-    /// utime + stime of all its threads, in microseconds.
+    /// utime + stime of all its threads, plus cutime + cstime of the children it waited
+    /// for (e.g. `tmux` clients the host runs), in microseconds.
     pub cpu_us: u64,
     /// VmRSS in KiB.
     pub rss_kib: u64,
@@ -25,8 +26,9 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     let after = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after.split_whitespace().collect();
     // Field 3 of this tail is state, so utime (field 14 of stat) is index 11, stime 12.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let ticks_of = |i: usize| -> Option<u64> { fields.get(i)?.parse().ok() };
+    let own = ticks_of(11)? + ticks_of(12)?;
+    let children = ticks_of(13)? + ticks_of(14)?;
     let ticks = clock_ticks_per_second();
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> u64 {
@@ -38,7 +40,7 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
             .unwrap_or(0)
     };
     Some(ProcSample {
-        cpu_us: (utime + stime) * 1_000_000 / ticks,
+        cpu_us: (own + children) * 1_000_000 / ticks,
         rss_kib: field("VmRSS:"),
         hwm_kib: field("VmHWM:"),
         anon_kib: field("RssAnon:"),
