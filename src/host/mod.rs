@@ -1,6 +1,7 @@
 //! The embedded default host used by `termsprawl-tools serve`: a headless canvas owner,
 //! real terminals and a browser engine, behind the runtime's traits.
 
+pub mod browser;
 pub mod canvas;
 pub mod options;
 pub(crate) mod pty;

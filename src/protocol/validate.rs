@@ -162,3 +162,161 @@ fn shorten(key: &str) -> String {
         short
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The message `raw` is rejected with.
+    fn rejection(raw: Value) -> String {
+        validate_tool_request(&raw)
+            .expect_err("request should be rejected")
+            .to_string()
+    }
+
+    #[test]
+    fn not_a_request_message() {
+        let message = "Expected an operation and args object";
+        assert_eq!(ValidationError::NotARequest.to_string(), message);
+        assert_eq!(rejection(json!("session_info")), message);
+        assert_eq!(rejection(json!(["session_info", {}])), message);
+        assert_eq!(rejection(Value::Null), message);
+        assert_eq!(
+            rejection(json!({"operation": "session_info", "args": {}, "projectId": "p"})),
+            message
+        );
+    }
+
+    #[test]
+    fn unknown_operation_message() {
+        let message = "Unknown operation; call session_info for the operations you may call";
+        assert_eq!(ValidationError::UnknownOperation.to_string(), message);
+        assert_eq!(rejection(json!({"operation": "nope", "args": {}})), message);
+        assert_eq!(rejection(json!({"operation": 7, "args": {}})), message);
+        assert_eq!(rejection(json!({"args": {}})), message);
+        assert_eq!(
+            rejection(json!({"operation": "Session_info", "args": {}})),
+            message
+        );
+    }
+
+    #[test]
+    fn args_not_object_message() {
+        let message = "Expected args object";
+        assert_eq!(ValidationError::ArgsNotObject.to_string(), message);
+        assert_eq!(rejection(json!({"operation": "session_info"})), message);
+        assert_eq!(
+            rejection(json!({"operation": "session_info", "args": []})),
+            message
+        );
+        assert_eq!(
+            rejection(json!({"operation": "session_info", "args": null})),
+            message
+        );
+        assert_eq!(
+            rejection(json!({"operation": "session_info", "args": "{}"})),
+            message
+        );
+    }
+
+    #[test]
+    fn missing_argument_message() {
+        assert_eq!(
+            ValidationError::MissingArgument("nodeId").to_string(),
+            "Missing argument: nodeId"
+        );
+        assert_eq!(
+            rejection(json!({"operation": "canvas_move", "args": {"nodeId": "n", "x": 1}})),
+            "Missing argument: y"
+        );
+    }
+
+    #[test]
+    fn unknown_argument_message_and_shortening() {
+        assert_eq!(
+            ValidationError::UnknownArgument("projectId".into()).to_string(),
+            "Unknown argument: projectId"
+        );
+        assert_eq!(
+            rejection(
+                json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}})
+            ),
+            "Unknown argument: projectId"
+        );
+        let long_key = "k".repeat(65);
+        assert_eq!(
+            rejection(json!({"operation": "session_info", "args": {long_key: 1}})),
+            format!("Unknown argument: {}…", "k".repeat(64))
+        );
+        let key_at_limit = "é".repeat(64);
+        assert_eq!(
+            rejection(json!({"operation": "session_info", "args": {key_at_limit.clone(): 1}})),
+            format!("Unknown argument: {key_at_limit}")
+        );
+    }
+
+    #[test]
+    fn invalid_messages_name_the_argument_and_the_rule() {
+        assert_eq!(
+            ValidationError::Invalid {
+                arg: "x",
+                rule: "must be finite".into()
+            }
+            .to_string(),
+            "Invalid x: must be finite"
+        );
+        assert_eq!(
+            rejection(
+                json!({"operation": "terminal_read", "args": {"nodeId": "t", "maxChars": 1_000_001}})
+            ),
+            "Invalid maxChars: must be a number between -1000000 and 1000000"
+        );
+        assert_eq!(
+            rejection(
+                json!({"operation": "canvas_move", "args": {"nodeId": "n", "x": "1", "y": 0}})
+            ),
+            "Invalid x: must be a number between -1000000 and 1000000"
+        );
+        assert_eq!(
+            rejection(json!({"operation": "sticky_open", "args": {"text": "a\u{0}"}})),
+            "Invalid text: must be a string of at most 64000 characters without NUL"
+        );
+        assert_eq!(
+            rejection(json!({"operation": "terminal_close", "args": {"nodeId": 5}})),
+            "Invalid nodeId: must be a string of at most 64000 characters without NUL"
+        );
+        assert_eq!(
+            rejection(json!({"operation": "canvas_select", "args": {"nodeIds": []}})),
+            "Invalid nodeIds: must be an array of 1 to 100 strings of at most 255 characters without NUL"
+        );
+        assert_eq!(
+            rejection(json!({"operation": "guide_read", "args": {"topic": "Overview"}})),
+            "Invalid topic: must be one of overview, browser, terminal, canvas, context, artifacts"
+        );
+        assert_eq!(
+            rejection(json!({"operation": "artifact_open", "args": {"path": "/p", "view": 1}})),
+            "Invalid view: must be one of editor, diff"
+        );
+    }
+
+    #[test]
+    fn first_failing_value_in_catalogue_order_is_reported() {
+        // Both x and y are invalid; x comes first in the catalogue.
+        assert_eq!(
+            rejection(
+                json!({"operation": "canvas_move", "args": {"y": 2e6, "x": 2e6, "nodeId": "n"}})
+            ),
+            "Invalid x: must be a number between -1000000 and 1000000"
+        );
+    }
+
+    #[test]
+    fn accepted_request_is_returned_unchanged() {
+        let args = json!({"nodeId": "t", "maxChars": 12.5});
+        let request =
+            validate_tool_request(&json!({"operation": "terminal_read", "args": args})).unwrap();
+        assert_eq!(request.operation, "terminal_read");
+        assert_eq!(Value::Object(request.args), args);
+    }
+}

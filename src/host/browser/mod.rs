@@ -1,0 +1,1183 @@
+//! A headless Chromium behind the `browser_*` operations, driven over the DevTools pipe.
+//!
+//! [`BrowserEngine`] starts one Chromium lazily, on the first [`BrowserEngine::open_page`],
+//! with `--remote-debugging-pipe` (the transport is in `cdp.rs`) and a fresh profile under
+//! the configured directory. Each page is a target created with `Target.createTarget` and
+//! attached in flat mode. Every operation takes a deadline and never waits past it.
+//!
+//! Readiness: [`BrowserEngine::subscribe`] hands out a channel that receives
+//! [`PageEvent::Ready`] once a page is attached and its first load has finished, and
+//! [`PageEvent::Gone`] when it is closed, crashes or dies with the engine; a waiter checks
+//! [`BrowserEngine::is_ready`] and then waits with `recv_timeout`.
+//!
+//! Navigation policy, inside the engine (the runtime's URL check covers only the URLs
+//! agents pass in; a page can navigate itself):
+//! - `Fetch.enable` intercepts every document request of a page (top level and frames,
+//!   including each redirect hop); anything but http/https is failed as aborted, so the
+//!   page stays where it was.
+//! - Schemes Chromium loads without a network request (`data:`, `chrome:` ...) are not seen
+//!   by `Fetch`; a main frame that commits such a URL anyway is sent to `about:blank`.
+//! - Downloads are denied, pages opened by pages (popups) are closed, JavaScript dialogs
+//!   are dismissed (they would block the page) and file choosers are intercepted.
+//!
+//! Our page scripts run in an isolated world with `returnByValue`, so page scripts cannot
+//! replace the DOM functions they use, and only JSON data comes back to this process.
+//!
+//! If Chromium dies, the next operation restarts it and reports that the old pages are
+//! gone ([`EngineError::EngineStopped`]). [`BrowserEngine::shutdown`] kills the process
+//! group, reaps the browser and removes the profile.
+
+mod cdp;
+mod policy;
+mod process;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::server::private_dir;
+use cdp::{CdpError, Connection, Event, EventHook};
+use process::ChromiumProcess;
+
+pub use policy::document_url_allowed;
+pub use process::EXECUTABLE_NAMES;
+
+/// Width of every page's viewport, in CSS pixels (screenshots have this width).
+pub const VIEWPORT_WIDTH: u32 = 1280;
+/// Height of every page's viewport, in CSS pixels (screenshots have this height).
+pub const VIEWPORT_HEIGHT: u32 = 720;
+/// `inspect` returns at most this many characters of the page's text.
+pub const MAX_TEXT_CHARS: usize = 24_000;
+/// `inspect` returns at most this many controls.
+pub const MAX_CONTROLS: usize = 100;
+/// Each control's text is cut to this many characters.
+pub const CONTROL_TEXT_CHARS: usize = 120;
+
+const COMMON_JS: &str = include_str!("js/common.js");
+const INSPECT_JS: &str = include_str!("js/inspect.js");
+const LOCATE_JS: &str = include_str!("js/locate.js");
+const TYPE_JS: &str = include_str!("js/type.js");
+
+/// Where Chromium comes from and where its profiles live.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The browser binary (`preferences.json` `browser.executable`); `None` searches PATH
+    /// for [`EXECUTABLE_NAMES`].
+    pub executable: Option<PathBuf>,
+    /// Parent of the per-launch profiles (`<data>/agent-tools/browser`), created 0700.
+    pub profile_dir: PathBuf,
+}
+
+/// A page: Chromium's target id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PageId(pub String);
+
+impl PageId {
+    /// The target id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What happened to a page, as sent to [`BrowserEngine::subscribe`] channels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageEvent {
+    /// Attached and its first load finished: operations may use it.
+    Ready(PageId),
+    /// Closed, crashed, or lost with the engine.
+    Gone(PageId),
+}
+
+/// The result of [`BrowserEngine::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inspection {
+    /// `location.href`.
+    pub url: String,
+    /// `document.title`.
+    pub title: String,
+    /// The first [`MAX_TEXT_CHARS`] characters of the body's `innerText`.
+    pub text: String,
+    /// Up to [`MAX_CONTROLS`] visible a/button/input/textarea/select/[role=button].
+    pub controls: Vec<Control>,
+}
+
+/// One visible control of a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Control {
+    /// Lower-case tag name.
+    pub tag: String,
+    /// Its visible text, value or label, cut to [`CONTROL_TEXT_CHARS`] characters.
+    pub text: String,
+    /// A CSS selector that matched exactly this element when inspected.
+    pub selector: String,
+    /// `link`, `textarea`, `select`, the input or button type, or the role.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// Why a browser operation failed. `Display` gives a message for an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// No Chromium binary was found.
+    NotInstalled,
+    /// Chromium could not be started (the detail says why).
+    Launch(String),
+    /// Chromium exited; it has been (or will be) restarted and its pages are gone.
+    EngineStopped,
+    /// [`BrowserEngine::shutdown`] was called.
+    ShutDown,
+    /// No such page (closed, or never opened here).
+    PageNotFound,
+    /// The URL is not http, https or about:blank.
+    UrlNotAllowed(String),
+    /// Chromium reported a navigation error such as `net::ERR_NAME_NOT_RESOLVED`.
+    Navigation(String),
+    /// The operation's deadline passed.
+    Timeout,
+    /// The page refused the operation (selector, element or input problems).
+    Page(String),
+    /// Chromium rejected a command or sent something unexpected.
+    Protocol(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::NotInstalled => write!(
+                f,
+                "No browser found: looked for {} on PATH. Install Chromium (Debian/Ubuntu: \
+                 apt install chromium) or set browser.executable in preferences.json",
+                EXECUTABLE_NAMES.join(", ")
+            ),
+            EngineError::Launch(detail) => write!(f, "Chromium could not be started: {detail}"),
+            EngineError::EngineStopped => f.write_str(
+                "The browser engine stopped and was restarted; its pages are gone. \
+                 Open the page again with browser_open",
+            ),
+            EngineError::ShutDown => f.write_str("The browser engine has been shut down"),
+            EngineError::PageNotFound => f.write_str(
+                "Browser page not found or already closed; open it again with browser_open",
+            ),
+            EngineError::UrlNotAllowed(url) => {
+                write!(f, "Browser URL is not allowed: {}", cut(url, 200))
+            }
+            EngineError::Navigation(detail) => write!(f, "Navigation failed: {detail}"),
+            EngineError::Timeout => {
+                f.write_str("Browser operation timed out; inspect the page before retrying")
+            }
+            EngineError::Page(message) => f.write_str(message),
+            EngineError::Protocol(detail) => write!(f, "Browser command failed: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<CdpError> for EngineError {
+    fn from(error: CdpError) -> Self {
+        match error {
+            CdpError::Closed => EngineError::EngineStopped,
+            CdpError::Timeout => EngineError::Timeout,
+            CdpError::Protocol(message) => EngineError::Protocol(message),
+        }
+    }
+}
+
+fn cut(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What the engine knows about one page.
+struct PageState {
+    session: String,
+    generation: u64,
+    ready: bool,
+    /// [`PageEvent::Gone`] has been sent (the engine died) though the state is kept, so
+    /// the next operation can say the page was lost with the engine.
+    gone_sent: bool,
+    /// The last document URL the policy refused for this page, if any.
+    blocked: Option<String>,
+}
+
+/// State shared with the reader thread's event hook. The hook takes only these locks
+/// (never the engine lock), and nobody holds them while waiting for Chromium.
+#[derive(Default)]
+struct Shared {
+    pages: Mutex<HashMap<PageId, PageState>>,
+    listeners: Mutex<Vec<Sender<PageEvent>>>,
+}
+
+impl Shared {
+    fn emit(&self, event: PageEvent) {
+        lock(&self.listeners).retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    fn remove(&self, page: &PageId) {
+        let removed = lock(&self.pages).remove(page);
+        if removed.is_some_and(|state| !state.gone_sent) {
+            self.emit(PageEvent::Gone(page.clone()));
+        }
+    }
+
+    /// The engine of `generation` died: its pages are no longer ready, and listeners
+    /// hear so now rather than at the next operation.
+    fn announce_lost(&self, generation: u64) {
+        let mut lost = Vec::new();
+        for (page, state) in lock(&self.pages).iter_mut() {
+            if state.generation == generation && !state.gone_sent {
+                state.ready = false;
+                state.gone_sent = true;
+                lost.push(page.clone());
+            }
+        }
+        for page in lost {
+            self.emit(PageEvent::Gone(page));
+        }
+    }
+
+    fn page_of_session(&self, session: &str) -> Option<PageId> {
+        lock(&self.pages)
+            .iter()
+            .find(|(_, state)| state.session == session)
+            .map(|(id, _)| id.clone())
+    }
+
+    fn record_blocked(&self, session: &str, url: &str) {
+        let mut pages = lock(&self.pages);
+        if let Some(state) = pages.values_mut().find(|s| s.session == session) {
+            state.blocked = Some(url.to_string());
+        }
+    }
+
+    fn take_blocked(&self, page: &PageId) -> Option<String> {
+        lock(&self.pages)
+            .get_mut(page)
+            .and_then(|s| s.blocked.take())
+    }
+}
+
+/// A launched Chromium and its connection.
+struct Running {
+    connection: Arc<Connection>,
+    process: ChromiumProcess,
+    profile: PathBuf,
+    generation: u64,
+}
+
+impl Running {
+    fn alive(&mut self) -> bool {
+        self.connection.is_alive() && !self.process.exited()
+    }
+}
+
+/// One headless Chromium shared by all pages of a host. `Send + Sync`; operations on
+/// different pages may run on different threads at the same time.
+pub struct BrowserEngine {
+    config: EngineConfig,
+    shared: Arc<Shared>,
+    running: Mutex<Option<Running>>,
+    generations: AtomicU64,
+    shut_down: AtomicBool,
+}
+
+impl BrowserEngine {
+    /// An engine that has not started Chromium yet; the first `open_page` starts it.
+    pub fn new(config: EngineConfig) -> Self {
+        BrowserEngine {
+            config,
+            shared: Arc::new(Shared::default()),
+            running: Mutex::new(None),
+            generations: AtomicU64::new(0),
+            shut_down: AtomicBool::new(false),
+        }
+    }
+
+    /// The binary the engine would start, or [`EngineError::NotInstalled`]; lets a host
+    /// refuse `browser_open` before it creates anything.
+    pub fn find_executable(&self) -> Result<PathBuf, EngineError> {
+        process::find_executable(self.config.executable.as_deref()).ok_or(EngineError::NotInstalled)
+    }
+
+    /// A channel that receives every later [`PageEvent`].
+    pub fn subscribe(&self) -> Receiver<PageEvent> {
+        let (tx, rx) = mpsc::channel();
+        lock(&self.shared.listeners).push(tx);
+        rx
+    }
+
+    /// True when the page is attached and its first load has finished.
+    pub fn is_ready(&self, page: &PageId) -> bool {
+        lock(&self.shared.pages)
+            .get(page)
+            .is_some_and(|state| state.ready)
+    }
+
+    /// The pages that are currently open.
+    pub fn pages(&self) -> Vec<PageId> {
+        lock(&self.shared.pages).keys().cloned().collect()
+    }
+
+    /// The browser process id while Chromium runs (also its process group id).
+    pub fn browser_pid(&self) -> Option<u32> {
+        lock(&self.running).as_ref().map(|r| r.process.pid())
+    }
+
+    /// Opens a page on `url` (http, https or about:blank): creates and attaches a target,
+    /// applies the navigation policy and the viewport, loads `url` and waits until that
+    /// first load has finished. A load that ends in a network error still opens the page
+    /// (showing Chromium's error page, as a tab would); a refused URL, a failed engine or
+    /// a passed deadline fail and leave no page behind. Starts (or restarts) Chromium if
+    /// needed. Sends [`PageEvent::Ready`].
+    pub fn open_page(&self, url: &str, deadline: Instant) -> Result<PageId, EngineError> {
+        if !document_url_allowed(url) {
+            return Err(EngineError::UrlNotAllowed(url.to_string()));
+        }
+        let (connection, generation) = self.connection(deadline)?;
+        let opened = connection
+            .call(
+                "Target.createTarget",
+                json!({ "url": "about:blank", "newWindow": true }),
+                None,
+                deadline,
+            )
+            .map_err(EngineError::from)
+            .and_then(|created| string_field(&created, "targetId"))
+            .map(PageId)
+            .and_then(|page| {
+                let attached = self.attach(&connection, &page, generation, url, deadline);
+                if attached.is_err() {
+                    connection.send("Target.closeTarget", json!({ "targetId": page.0 }), None);
+                    self.shared.remove(&page);
+                }
+                attached.map(|()| page)
+            });
+        let page = self.unless_stopped(opened)?;
+        let ready = match lock(&self.shared.pages).get_mut(&page) {
+            Some(state) => {
+                state.ready = true;
+                true
+            }
+            None => false,
+        };
+        if !ready {
+            // Closed (by itself or a crash) while loading.
+            return Err(EngineError::PageNotFound);
+        }
+        self.shared.emit(PageEvent::Ready(page.clone()));
+        Ok(page)
+    }
+
+    fn attach(
+        &self,
+        connection: &Connection,
+        page: &PageId,
+        generation: u64,
+        url: &str,
+        deadline: Instant,
+    ) -> Result<(), EngineError> {
+        let attached = connection.call(
+            "Target.attachToTarget",
+            json!({ "targetId": page.0, "flatten": true }),
+            None,
+            deadline,
+        )?;
+        let session = string_field(&attached, "sessionId")?;
+        lock(&self.shared.pages).insert(
+            page.clone(),
+            PageState {
+                session: session.clone(),
+                generation,
+                ready: false,
+                gone_sent: false,
+                blocked: None,
+            },
+        );
+        let setup = [
+            ("Page.enable", json!({})),
+            ("Page.setLifecycleEventsEnabled", json!({ "enabled": true })),
+            (
+                "Fetch.enable",
+                json!({ "patterns": [{ "urlPattern": "*", "resourceType": "Document", "requestStage": "Request" }] }),
+            ),
+            (
+                "Page.setInterceptFileChooserDialog",
+                json!({ "enabled": true }),
+            ),
+            (
+                "Emulation.setDeviceMetricsOverride",
+                json!({ "width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": false }),
+            ),
+        ];
+        for (method, params) in setup {
+            connection.call(method, params, Some(&session), deadline)?;
+        }
+        if url == "about:blank" {
+            return Ok(());
+        }
+        match self.load(connection, page, &session, url, deadline) {
+            // Like a browser tab, the page stays and shows Chromium's error page.
+            Ok(_) | Err(EngineError::Navigation(_)) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Navigates `page` to `url` (http, https or about:blank), waits for the load event or
+    /// an error, and returns the final URL (after redirects).
+    pub fn navigate(
+        &self,
+        page: &PageId,
+        url: &str,
+        deadline: Instant,
+    ) -> Result<String, EngineError> {
+        if !document_url_allowed(url) {
+            return Err(EngineError::UrlNotAllowed(url.to_string()));
+        }
+        self.on_page(page, deadline, |connection, session| {
+            self.load(connection, page, session, url, deadline)
+        })
+    }
+
+    fn load(
+        &self,
+        connection: &Connection,
+        page: &PageId,
+        session: &str,
+        url: &str,
+        deadline: Instant,
+    ) -> Result<String, EngineError> {
+        self.shared.take_blocked(page);
+        // Subscribe before navigating: the load event can arrive before the reply.
+        let events = connection.subscribe(session);
+        let reply = connection.call(
+            "Page.navigate",
+            json!({ "url": url }),
+            Some(session),
+            deadline,
+        )?;
+        if let Some(error) = reply.get("errorText").and_then(Value::as_str) {
+            return Err(match self.shared.take_blocked(page) {
+                Some(blocked) => EngineError::UrlNotAllowed(blocked),
+                None => EngineError::Navigation(error.to_string()),
+            });
+        }
+        if reply.get("isDownload").and_then(Value::as_bool) == Some(true) {
+            return Err(EngineError::Navigation(
+                "the URL is a download, and downloads are denied".to_string(),
+            ));
+        }
+        // A same-document navigation (a fragment change) has no loader and no load event.
+        if let Some(loader) = reply.get("loaderId").and_then(Value::as_str) {
+            wait_for_load(connection, &events, page, loader, deadline)?;
+        }
+        drop(events);
+        if let Some(blocked) = self.shared.take_blocked(page) {
+            return Err(EngineError::UrlNotAllowed(blocked));
+        }
+        let info = connection.call(
+            "Target.getTargetInfo",
+            json!({ "targetId": page.0 }),
+            None,
+            deadline,
+        )?;
+        info.pointer("/targetInfo/url")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| EngineError::Protocol("target info without a URL".to_string()))
+    }
+
+    /// The page's URL, title, first [`MAX_TEXT_CHARS`] characters of text and its visible
+    /// controls, each with a selector that matches exactly that element.
+    pub fn inspect(&self, page: &PageId, deadline: Instant) -> Result<Inspection, EngineError> {
+        let limits = json!({
+            "maxControls": MAX_CONTROLS,
+            "controlText": CONTROL_TEXT_CHARS,
+            // JavaScript counts UTF-16 units; two per character always suffice. The exact
+            // cut is made here, in characters.
+            "textUnits": MAX_TEXT_CHARS * 2,
+        });
+        let value = self.on_page(page, deadline, |connection, session| {
+            evaluate(connection, page, session, INSPECT_JS, &limits, deadline)
+        })?;
+        let mut inspection: Inspection = serde_json::from_value(value)
+            .map_err(|e| EngineError::Protocol(format!("unexpected inspect result: {e}")))?;
+        inspection.text = cut(&inspection.text, MAX_TEXT_CHARS);
+        inspection.controls.truncate(MAX_CONTROLS);
+        Ok(inspection)
+    }
+
+    /// Clicks the one visible element matching `selector`: scrolls it into view and
+    /// dispatches a real left-button press and release at its centre.
+    pub fn click(
+        &self,
+        page: &PageId,
+        selector: &str,
+        deadline: Instant,
+    ) -> Result<(), EngineError> {
+        self.on_page(page, deadline, |connection, session| {
+            let args = json!({ "selector": selector });
+            let point = evaluate(connection, page, session, LOCATE_JS, &args, deadline)?;
+            let (Some(x), Some(y)) = (point["x"].as_f64(), point["y"].as_f64()) else {
+                return Err(EngineError::Protocol("no click position".to_string()));
+            };
+            click_at(connection, session, x, y, deadline)
+        })
+    }
+
+    /// Replaces the value of the one visible, enabled, writable input or textarea matching
+    /// `selector` with `text` (native value setter), then fires `input` and `change`.
+    pub fn type_text(
+        &self,
+        page: &PageId,
+        selector: &str,
+        text: &str,
+        deadline: Instant,
+    ) -> Result<(), EngineError> {
+        let args = json!({ "selector": selector, "text": text });
+        self.on_page(page, deadline, |connection, session| {
+            evaluate(connection, page, session, TYPE_JS, &args, deadline).map(drop)
+        })
+    }
+
+    /// A PNG of the viewport ([`VIEWPORT_WIDTH`] x [`VIEWPORT_HEIGHT`]), base64-encoded.
+    pub fn screenshot(&self, page: &PageId, deadline: Instant) -> Result<String, EngineError> {
+        self.on_page(page, deadline, |connection, session| {
+            let shot = connection.call(
+                "Page.captureScreenshot",
+                json!({ "format": "png", "captureBeyondViewport": false }),
+                Some(session),
+                deadline,
+            )?;
+            string_field(&shot, "data")
+        })
+    }
+
+    /// Closes the page's target and sends [`PageEvent::Gone`].
+    pub fn close_page(&self, page: &PageId, deadline: Instant) -> Result<(), EngineError> {
+        self.on_page(page, deadline, |connection, session| {
+            self.shared.remove(page);
+            connection.forget_session(session);
+            connection
+                .call(
+                    "Target.closeTarget",
+                    json!({ "targetId": page.0 }),
+                    None,
+                    deadline,
+                )
+                .map(drop)
+                .map_err(EngineError::from)
+        })
+    }
+
+    /// Runs one of the page operations by its protocol name on already validated `args`:
+    /// `browser_navigate {url}` -> `{url}`, `browser_inspect` -> [`Inspection`],
+    /// `browser_click {selector}` and `browser_type {selector, text}` -> `{selector}`,
+    /// `browser_screenshot` -> `{image}` (base64 PNG).
+    pub fn run_operation(
+        &self,
+        page: &PageId,
+        operation: &str,
+        args: &Map<String, Value>,
+        deadline: Instant,
+    ) -> Result<Value, EngineError> {
+        let text = |key: &str| {
+            args.get(key)
+                .and_then(Value::as_str)
+                .ok_or_else(|| EngineError::Page(format!("Missing argument: {key}")))
+        };
+        match operation {
+            "browser_navigate" => {
+                Ok(json!({ "url": self.navigate(page, text("url")?, deadline)? }))
+            }
+            "browser_inspect" => serde_json::to_value(self.inspect(page, deadline)?)
+                .map_err(|e| EngineError::Protocol(e.to_string())),
+            "browser_click" => {
+                let selector = text("selector")?;
+                self.click(page, selector, deadline)?;
+                Ok(json!({ "selector": selector }))
+            }
+            "browser_type" => {
+                let selector = text("selector")?;
+                self.type_text(page, selector, text("text")?, deadline)?;
+                Ok(json!({ "selector": selector }))
+            }
+            "browser_screenshot" => Ok(json!({ "image": self.screenshot(page, deadline)? })),
+            other => Err(EngineError::Page(format!(
+                "Unknown browser operation: {other}"
+            ))),
+        }
+    }
+
+    /// Kills Chromium's process group, reaps it and removes its profile. Idempotent; every
+    /// later operation fails with [`EngineError::ShutDown`].
+    pub fn shutdown(&self) {
+        self.shut_down.store(true, Ordering::SeqCst);
+        let mut running = lock(&self.running);
+        if let Some(old) = running.take() {
+            self.tear_down(old);
+        }
+    }
+
+    /// Runs `op` with the page's connection and session. If Chromium died during it, the
+    /// dead engine is torn down at once (its pages reported gone).
+    fn on_page<T>(
+        &self,
+        page: &PageId,
+        deadline: Instant,
+        op: impl FnOnce(&Connection, &str) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let (connection, session) = self.page(page, deadline)?;
+        self.unless_stopped(op(&connection, &session))
+    }
+
+    fn unless_stopped<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
+        if let Err(EngineError::EngineStopped) = result {
+            let mut running = lock(&self.running);
+            if running.as_mut().is_some_and(|current| !current.alive()) {
+                if let Some(dead) = running.take() {
+                    self.tear_down(dead);
+                }
+            }
+        }
+        result
+    }
+
+    /// The live connection, starting or restarting Chromium if needed.
+    fn connection(&self, deadline: Instant) -> Result<(Arc<Connection>, u64), EngineError> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Err(EngineError::ShutDown);
+        }
+        let mut running = lock(&self.running);
+        if let Some(current) = running.as_mut() {
+            if current.alive() {
+                return Ok((Arc::clone(&current.connection), current.generation));
+            }
+        }
+        if let Some(dead) = running.take() {
+            self.tear_down(dead);
+        }
+        let fresh = self.launch(deadline)?;
+        let handle = (Arc::clone(&fresh.connection), fresh.generation);
+        *running = Some(fresh);
+        Ok(handle)
+    }
+
+    /// The connection and session of `page`. If Chromium died, restarts it (so the next
+    /// `open_page` is quick) and reports that the page is gone.
+    fn page(
+        &self,
+        page: &PageId,
+        deadline: Instant,
+    ) -> Result<(Arc<Connection>, String), EngineError> {
+        if self.shut_down.load(Ordering::SeqCst) {
+            return Err(EngineError::ShutDown);
+        }
+        let mut running = lock(&self.running);
+        let Some(current) = running.as_mut() else {
+            return Err(EngineError::PageNotFound);
+        };
+        let generation = current.generation;
+        let state = lock(&self.shared.pages)
+            .get(page)
+            .map(|s| (s.session.clone(), s.generation));
+        if current.alive() {
+            return match state {
+                Some((session, g)) if g == generation => {
+                    Ok((Arc::clone(&current.connection), session))
+                }
+                _ => Err(EngineError::PageNotFound),
+            };
+        }
+        if let Some(dead) = running.take() {
+            self.tear_down(dead);
+        }
+        *running = Some(self.launch(deadline)?);
+        Err(match state {
+            Some(_) => EngineError::EngineStopped,
+            None => EngineError::PageNotFound,
+        })
+    }
+
+    fn launch(&self, deadline: Instant) -> Result<Running, EngineError> {
+        let executable = self.find_executable()?;
+        let generation = self.generations.fetch_add(1, Ordering::SeqCst) + 1;
+        let profile = self
+            .config
+            .profile_dir
+            .join(format!("profile-{}", random_hex()?));
+        private_dir(&self.config.profile_dir)
+            .map(|()| process::remove_stale_profiles(&self.config.profile_dir))
+            .and_then(|()| private_dir(&profile))
+            .map_err(|e| {
+                EngineError::Launch(format!("cannot create {}: {e}", profile.display()))
+            })?;
+        let spawned = process::spawn(&executable, &profile).map_err(|e| {
+            drop(std::fs::remove_dir_all(&profile));
+            EngineError::Launch(format!("{}: {e}", executable.display()))
+        })?;
+        let mut process = spawned.process;
+        let shared = Arc::clone(&self.shared);
+        let connection = match Connection::start(
+            spawned.commands,
+            spawned.replies,
+            policy_hook(Arc::clone(&self.shared)),
+            Box::new(move || shared.announce_lost(generation)),
+        ) {
+            Ok(connection) => connection,
+            Err(e) => {
+                process.kill_and_reap();
+                drop(std::fs::remove_dir_all(&profile));
+                return Err(EngineError::Launch(format!("reader thread: {e}")));
+            }
+        };
+        let running = Running {
+            connection,
+            process,
+            profile,
+            generation,
+        };
+        let setup = [
+            ("Browser.getVersion", json!({})),
+            ("Browser.setDownloadBehavior", json!({ "behavior": "deny" })),
+            ("Target.setDiscoverTargets", json!({ "discover": true })),
+        ];
+        for (method, params) in setup {
+            if let Err(error) = running.connection.call(method, params, None, deadline) {
+                let detail = match error {
+                    CdpError::Closed => {
+                        "it exited before answering on the DevTools pipe".to_string()
+                    }
+                    CdpError::Timeout => {
+                        "it did not answer on the DevTools pipe in time".to_string()
+                    }
+                    CdpError::Protocol(message) => format!("{method}: {message}"),
+                };
+                // Give its last words a moment to arrive; it has exited or is hung.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let said = running.process.stderr_tail();
+                self.tear_down(running);
+                let said = if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it said: {said})")
+                };
+                return Err(EngineError::Launch(format!(
+                    "{}: {detail}{said}",
+                    executable.display()
+                )));
+            }
+        }
+        Ok(running)
+    }
+
+    fn tear_down(&self, mut old: Running) {
+        old.process.kill_and_reap();
+        drop(std::fs::remove_dir_all(&old.profile));
+        let lost: Vec<PageId> = lock(&self.shared.pages)
+            .iter()
+            .filter(|(_, s)| s.generation == old.generation)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for page in lost {
+            self.shared.remove(&page);
+        }
+    }
+}
+
+impl Drop for BrowserEngine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The navigation policy and the housekeeping that must not wait for a caller. Runs on
+/// the reader thread; it only sends (never waits for replies).
+fn policy_hook(shared: Arc<Shared>) -> EventHook {
+    Box::new(move |connection: &Connection, event: &Event| {
+        let session = event.session.as_deref();
+        let params = &event.params;
+        match event.method.as_str() {
+            "Fetch.requestPaused" => {
+                let id = params["requestId"].clone();
+                let url = params["request"]["url"].as_str().unwrap_or("");
+                if document_url_allowed(url) {
+                    connection.send("Fetch.continueRequest", json!({ "requestId": id }), session);
+                } else {
+                    if let Some(session) = session {
+                        shared.record_blocked(session, url);
+                    }
+                    // Aborted (not an error page) leaves the page where it was.
+                    connection.send(
+                        "Fetch.failRequest",
+                        json!({ "requestId": id, "errorReason": "Aborted" }),
+                        session,
+                    );
+                }
+            }
+            "Page.frameNavigated" => {
+                let frame = &params["frame"];
+                let url = frame["url"].as_str().unwrap_or("");
+                let main_frame = frame.get("parentId").is_none();
+                if main_frame && !document_url_allowed(url) && !policy::is_error_page(url) {
+                    if let Some(session) = session {
+                        shared.record_blocked(session, url);
+                    }
+                    connection.send("Page.navigate", json!({ "url": "about:blank" }), session);
+                }
+            }
+            "Page.javascriptDialogOpening" => {
+                // An open dialog blocks the page's scripts and our evaluations.
+                let accept = params["type"].as_str() == Some("beforeunload");
+                connection.send(
+                    "Page.handleJavaScriptDialog",
+                    json!({ "accept": accept }),
+                    session,
+                );
+            }
+            "Target.targetCreated" => {
+                let info = &params["targetInfo"];
+                if info["type"].as_str() == Some("page") && info.get("openerId").is_some() {
+                    // A popup: the agent drives only the pages it opened.
+                    connection.send(
+                        "Target.closeTarget",
+                        json!({ "targetId": info["targetId"] }),
+                        None,
+                    );
+                }
+            }
+            "Target.targetCrashed" => {
+                if let Some(target) = params["targetId"].as_str() {
+                    connection.send("Target.closeTarget", json!({ "targetId": target }), None);
+                    shared.remove(&PageId(target.to_string()));
+                }
+            }
+            "Target.targetDestroyed" => {
+                if let Some(target) = params["targetId"].as_str() {
+                    shared.remove(&PageId(target.to_string()));
+                }
+            }
+            "Target.detachedFromTarget" => {
+                if let Some(page) = params["sessionId"]
+                    .as_str()
+                    .and_then(|s| shared.page_of_session(s))
+                {
+                    shared.remove(&page);
+                }
+            }
+            _ => {}
+        }
+    })
+}
+
+/// Waits for the main frame's `load` lifecycle event of `loader`.
+fn wait_for_load(
+    connection: &Connection,
+    events: &Receiver<Event>,
+    page: &PageId,
+    loader: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let event = match events.recv_timeout(wait) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => return Err(EngineError::Timeout),
+            // The session's subscriptions end with the engine or when the page is closed.
+            Err(RecvTimeoutError::Disconnected) if connection.is_alive() => {
+                return Err(EngineError::PageNotFound)
+            }
+            Err(RecvTimeoutError::Disconnected) => return Err(EngineError::EngineStopped),
+        };
+        let params = &event.params;
+        if event.method == "Page.lifecycleEvent"
+            && params["name"] == "load"
+            && params["loaderId"] == loader
+            && params["frameId"] == page.0.as_str()
+        {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs one of our scripts on `args` in a fresh isolated world of the page's main frame
+/// (whose frame id is the target id) and returns its JSON value. A script reports a
+/// refusal as `{error}`, which becomes [`EngineError::Page`].
+fn evaluate(
+    connection: &Connection,
+    page: &PageId,
+    session: &str,
+    script: &str,
+    args: &Value,
+    deadline: Instant,
+) -> Result<Value, EngineError> {
+    let world = connection.call(
+        "Page.createIsolatedWorld",
+        json!({ "frameId": page.0, "worldName": "termsprawl-tools", "grantUniveralAccess": false }),
+        Some(session),
+        deadline,
+    )?;
+    let context = world
+        .get("executionContextId")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| EngineError::Protocol("no isolated world".to_string()))?;
+    // `args` is serde_json output, which is a valid JavaScript expression.
+    let expression = format!("(() => {{\n{COMMON_JS}\nreturn ({script})({args});\n}})()");
+    let reply = connection.call(
+        "Runtime.evaluate",
+        json!({ "expression": expression, "contextId": context, "returnByValue": true, "awaitPromise": false }),
+        Some(session),
+        deadline,
+    )?;
+    if let Some(details) = reply.get("exceptionDetails") {
+        let text = details
+            .pointer("/exception/description")
+            .or_else(|| details.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("exception");
+        return Err(EngineError::Protocol(format!(
+            "page script failed: {}",
+            cut(text, 300)
+        )));
+    }
+    let value = reply
+        .pointer("/result/value")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Some(message) = value.get("error").and_then(Value::as_str) {
+        return Err(EngineError::Page(message.to_string()));
+    }
+    Ok(value)
+}
+
+/// A real left click: move, press and release at (x, y) in viewport coordinates.
+fn click_at(
+    connection: &Connection,
+    session: &str,
+    x: f64,
+    y: f64,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let mouse = [
+        json!({ "type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0 }),
+        json!({ "type": "mousePressed", "x": x, "y": y, "button": "left", "buttons": 1, "clickCount": 1 }),
+        json!({ "type": "mouseReleased", "x": x, "y": y, "button": "left", "buttons": 0, "clickCount": 1 }),
+    ];
+    for event in mouse {
+        connection.call("Input.dispatchMouseEvent", event, Some(session), deadline)?;
+    }
+    Ok(())
+}
+
+fn string_field(value: &Value, key: &str) -> Result<String, EngineError> {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| EngineError::Protocol(format!("reply without {key}")))
+}
+
+fn random_hex() -> Result<String, EngineError> {
+    let mut bytes = [0u8; 8];
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cdp::fake;
+    use super::*;
+    use std::io::Write;
+    use std::time::Duration;
+
+    /// Feeds `event` to the policy hook and returns the command it sent.
+    fn policy_reply(shared: &Arc<Shared>, event: Value) -> Value {
+        let (_connection, mut sent, mut chromium) =
+            fake::connection(policy_hook(Arc::clone(shared)));
+        let mut bytes = event.to_string().into_bytes();
+        bytes.push(0);
+        chromium.write_all(&bytes).unwrap();
+        fake::read_command(&mut sent)
+    }
+
+    fn shared_with_page() -> Arc<Shared> {
+        let shared = Arc::new(Shared::default());
+        lock(&shared.pages).insert(
+            PageId("T1".into()),
+            PageState {
+                session: "S1".into(),
+                generation: 1,
+                ready: true,
+                gone_sent: false,
+                blocked: None,
+            },
+        );
+        shared
+    }
+
+    #[test]
+    fn document_requests_outside_the_policy_are_aborted() {
+        let shared = shared_with_page();
+        let paused = |url: &str| {
+            json!({ "method": "Fetch.requestPaused", "sessionId": "S1",
+                    "params": { "requestId": "R1", "request": { "url": url } } })
+        };
+        let sent = policy_reply(&shared, paused("https://example.com/"));
+        assert_eq!(sent["method"], "Fetch.continueRequest");
+        assert_eq!(sent["params"], json!({ "requestId": "R1" }));
+        assert_eq!(sent["sessionId"], "S1");
+
+        let sent = policy_reply(&shared, paused("file:///etc/passwd"));
+        assert_eq!(sent["method"], "Fetch.failRequest");
+        assert_eq!(
+            sent["params"],
+            json!({ "requestId": "R1", "errorReason": "Aborted" })
+        );
+        assert_eq!(
+            shared.take_blocked(&PageId("T1".into())).as_deref(),
+            Some("file:///etc/passwd")
+        );
+    }
+
+    #[test]
+    fn a_committed_refused_document_is_replaced_by_blank() {
+        let shared = shared_with_page();
+        let navigated = json!({ "method": "Page.frameNavigated", "sessionId": "S1",
+                                "params": { "frame": { "id": "T1", "url": "data:text/html,x" } } });
+        let sent = policy_reply(&shared, navigated);
+        assert_eq!(sent["method"], "Page.navigate");
+        assert_eq!(sent["params"], json!({ "url": "about:blank" }));
+        assert_eq!(sent["sessionId"], "S1");
+        assert!(shared.take_blocked(&PageId("T1".into())).is_some());
+    }
+
+    #[test]
+    fn dialogs_are_dismissed_and_popups_closed() {
+        let shared = shared_with_page();
+        let dialog = json!({ "method": "Page.javascriptDialogOpening", "sessionId": "S1",
+                             "params": { "type": "confirm", "message": "?" } });
+        let sent = policy_reply(&shared, dialog);
+        assert_eq!(sent["method"], "Page.handleJavaScriptDialog");
+        assert_eq!(sent["params"], json!({ "accept": false }));
+
+        let popup = json!({ "method": "Target.targetCreated",
+                            "params": { "targetInfo": { "targetId": "P2", "type": "page", "openerId": "T1" } } });
+        let sent = policy_reply(&shared, popup);
+        assert_eq!(sent["method"], "Target.closeTarget");
+        assert_eq!(sent["params"], json!({ "targetId": "P2" }));
+    }
+
+    #[test]
+    fn a_destroyed_target_is_reported_gone() {
+        let shared = shared_with_page();
+        let (tx, rx) = mpsc::channel();
+        lock(&shared.listeners).push(tx);
+        let destroyed =
+            json!({ "method": "Target.targetDestroyed", "params": { "targetId": "T1" } });
+        let (_connection, _sent, mut chromium) = fake::connection(policy_hook(Arc::clone(&shared)));
+        chromium
+            .write_all(format!("{destroyed}\0").as_bytes())
+            .unwrap();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(5)),
+            Ok(PageEvent::Gone(PageId("T1".into())))
+        );
+    }
+
+    #[test]
+    fn messages_say_what_to_do() {
+        assert!(EngineError::NotInstalled
+            .to_string()
+            .contains("apt install chromium"));
+        assert!(EngineError::EngineStopped
+            .to_string()
+            .contains("browser_open"));
+        assert!(EngineError::Timeout
+            .to_string()
+            .starts_with("Browser operation timed out"));
+        assert!(EngineError::UrlNotAllowed("file:///x".into())
+            .to_string()
+            .starts_with("Browser URL is not allowed"));
+    }
+
+    #[test]
+    fn missing_browser_is_reported_before_anything_starts() {
+        let dir = std::env::temp_dir().join(format!("tst-browser-missing-{}", std::process::id()));
+        let engine = BrowserEngine::new(EngineConfig {
+            executable: Some(PathBuf::from("/nonexistent/chromium")),
+            profile_dir: dir.clone(),
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(
+            engine.open_page("about:blank", deadline),
+            Err(EngineError::NotInstalled)
+        );
+        assert_eq!(engine.browser_pid(), None);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_binary_that_is_not_chromium_fails_with_its_own_words() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tst-browser-fake-{}", std::process::id()));
+        drop(std::fs::remove_dir_all(&dir));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("fake-chromium");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho 'no DevTools pipe here' >&2\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let profiles = dir.join("profiles");
+        let engine = BrowserEngine::new(EngineConfig {
+            executable: Some(fake),
+            profile_dir: profiles.clone(),
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let Err(EngineError::Launch(message)) = engine.open_page("about:blank", deadline) else {
+            panic!("expected a launch error");
+        };
+        assert!(message.contains("exited before answering"), "{message}");
+        assert!(message.contains("no DevTools pipe here"), "{message}");
+        assert_eq!(std::fs::read_dir(&profiles).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn refused_urls_never_reach_chromium() {
+        let engine = BrowserEngine::new(EngineConfig {
+            executable: Some(PathBuf::from("/nonexistent/chromium")),
+            profile_dir: std::env::temp_dir().join("tst-browser-unused"),
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for url in [
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            "data:text/html,x",
+        ] {
+            assert_eq!(
+                engine.open_page(url, deadline),
+                Err(EngineError::UrlNotAllowed(url.to_string()))
+            );
+        }
+    }
+}
