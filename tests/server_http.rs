@@ -343,6 +343,12 @@ fn bodies_over_128_kib_are_refused() {
         (reply.status, reply.error()),
         (400, "Request too large".into())
     );
+    // An absurd length without a token: 401, and the server lives on.
+    let head = format!(
+        "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 99999999999999\r\n\r\n",
+        t.port
+    );
+    assert_eq!(raw(t.port, head.as_bytes()).unwrap().status, 401);
     // Without a token the answer is 401: auth is checked before the length.
     let head = format!(
         "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 999999\r\n\r\n",

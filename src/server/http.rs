@@ -24,23 +24,33 @@
 //! handler shuts the connection's read side, so tiny_http's drop sees end-of-file
 //! instead of waiting for the rest; that connection then closes after the answer.
 //! tiny_http's drop also allocates the unread remainder of a declared length in one
-//! buffer, so for a declared length over [`DROP_SAFE_BYTES`] the handler writes the 400
-//! itself, ends the connection and never drops the `Request` (it is leaked: one
-//! blocked tiny_http thread, as an idle connection costs anyway).
+//! buffer (a length of 10^14 aborts the process), so for a declared length over
+//! [`DROP_SAFE_BYTES`] the handler writes its answer itself, ends the connection and
+//! never drops the `Request`. That leaks one blocked tiny_http thread and the
+//! connection's two descriptors per such request: no worse than a client holding a
+//! connection open, which tiny_http cannot bound either. (A request tiny_http queues
+//! after `close()` has drained the queue is dropped by tiny_http itself.)
+//!
+//! A client that does not read its answers holds one handler (and no one else) until
+//! it reads or closes; a single write that makes no progress for 15 s (`SO_SNDTIMEO`)
+//! fails, and the handler then ends that connection and drops the calls waiting
+//! behind it. (A client that reads a little now and then keeps resetting that timer:
+//! bounding a whole answer would need a watchdog thread, which we do not have.)
 //!
 //! ## Threads
-//! Handlers are reused while busy and exit after [`HANDLER_IDLE`] without work. Each
-//! holds one request, and tiny_http delivers a connection's next request only after the
-//! previous one is answered, so live handlers never outnumber open connections.
-//! tiny_http itself keeps one thread per open connection and reads headers without a
-//! timeout; that cost is tiny_http's and does not block the accept thread.
+//! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
+//! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
+//! pipelined requests ahead of their answers), so live handlers never outnumber open
+//! connections. tiny_http itself keeps one thread per open connection and reads
+//! headers without a timeout; that cost is tiny_http's and blocks no one else.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, Weak};
-use std::thread::{self, JoinHandle};
+use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -131,6 +141,7 @@ fn accept_loop(
     handlers: &Handlers,
     local: SocketAddr,
 ) {
+    let in_order = InOrder::default();
     while !stopping.load(Ordering::SeqCst) {
         // An error is either our `unblock` or tiny_http's accept thread giving up; in
         // both cases requests already queued are still delivered until `stopping`.
@@ -138,18 +149,106 @@ fn accept_loop(
         let arrived = Instant::now();
         let Some(owner) = owner.upgrade() else { return };
         let verdict = check_headers(&owner, &request, local.port());
-        handlers.run(Box::new(move || {
-            handle(&owner, request, verdict, arrived, local)
-        }));
+        let call = Call {
+            request,
+            verdict,
+            arrived,
+        };
+        dispatch(&owner, &in_order, handlers, call, local);
     }
     // Requests that arrived before we stopped get an answer, not tiny_http's drop.
     let Some(owner) = owner.upgrade() else { return };
     while let Ok(Some(request)) = server.try_recv() {
-        let owner = owner.clone();
         let verdict = Verdict::Refuse(503, "Tool service is shutting down; try again");
-        handlers.run(Box::new(move || {
-            handle(&owner, request, verdict, Instant::now(), local)
-        }));
+        let call = Call {
+            request,
+            verdict,
+            arrived: Instant::now(),
+        };
+        dispatch(&owner, &in_order, handlers, call, local);
+    }
+}
+
+/// Gives `call` to a handler, unless its connection already has a call in flight: then
+/// that call's handler takes this one next.
+fn dispatch(
+    owner: &Arc<AgentToolServer>,
+    in_order: &InOrder,
+    handlers: &Handlers,
+    call: Call,
+    local: SocketAddr,
+) {
+    let Some(call) = in_order.admit(call) else {
+        return;
+    };
+    let (owner, in_order) = (owner.clone(), in_order.clone());
+    handlers.run(Box::new(move || {
+        let peer = call.request.remote_addr().copied();
+        let mut next = Some(call);
+        while let Some(call) = next {
+            if !handle(&owner, call, local) {
+                in_order.discard(peer);
+                return;
+            }
+            next = in_order.next(peer);
+        }
+    }));
+}
+
+/// A request with the accept thread's verdict on its headers.
+struct Call {
+    request: Request,
+    verdict: Verdict,
+    arrived: Instant,
+}
+
+/// One call in flight per connection. tiny_http parses a connection's pipelined
+/// requests with small bodies before their answers are written (each answer then waits
+/// for the one before), so without this one connection could occupy any number of
+/// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
+/// already spent on them.
+#[derive(Clone, Default)]
+struct InOrder {
+    waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
+}
+
+impl InOrder {
+    /// Returns `call` to run now, or parks it behind its connection's call in flight.
+    fn admit(&self, call: Call) -> Option<Call> {
+        let Some(peer) = call.request.remote_addr().copied() else {
+            return Some(call);
+        };
+        let mut waiting = lock_or_recover(&self.waiting);
+        match waiting.get_mut(&peer) {
+            Some(queue) => {
+                queue.push_back(call);
+                None
+            }
+            None => {
+                waiting.insert(peer, VecDeque::new());
+                Some(call)
+            }
+        }
+    }
+
+    /// Drops the calls waiting behind a connection that was ended (their bodies are in
+    /// memory, and tiny_http's answer to each fails at once on the closed socket).
+    fn discard(&self, peer: Option<SocketAddr>) {
+        let Some(peer) = peer else { return };
+        let dropped = lock_or_recover(&self.waiting).remove(&peer);
+        drop(dropped);
+    }
+
+    /// The connection's next call, once the one in flight is answered; `None` when
+    /// there is none (the connection then has nothing in flight).
+    fn next(&self, peer: Option<SocketAddr>) -> Option<Call> {
+        let peer = peer?;
+        let mut waiting = lock_or_recover(&self.waiting);
+        let next = waiting.get_mut(&peer)?.pop_front();
+        if next.is_none() {
+            waiting.remove(&peer);
+        }
+        next
     }
 }
 
@@ -210,73 +309,86 @@ enum BodyError {
     Broken,
 }
 
-/// On a handler thread: read the body if accepted, invoke, answer.
-fn handle(
-    owner: &AgentToolServer,
-    mut request: Request,
-    verdict: Verdict,
-    arrived: Instant,
-    local: SocketAddr,
-) {
+/// On a handler thread: read the body if accepted, invoke, answer. Returns false when
+/// the connection had to be ended.
+fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
+    let Call {
+        mut request,
+        verdict,
+        arrived,
+    } = call;
     let on_socket = !body_in_memory(&request);
-    let connection = match (on_socket, request.remote_addr()) {
-        (true, Some(peer)) => Connection::find(local, *peer),
-        _ => None,
-    };
-    let mut body_read = !on_socket;
-    let (status, answer) = match verdict {
-        Verdict::Refuse(status, message) => (status, error_body(message)),
+    let peer = request.remote_addr().copied();
+    let connection = peer
+        .filter(|_| on_socket)
+        .and_then(|p| Connection::find(local, p));
+    let (status, answer, body_read) = match verdict {
+        Verdict::Refuse(status, message) => (status, error_body(message), !on_socket),
         Verdict::Accept(session) => {
-            match read_body(&mut request, connection, arrived + REQUEST_DEADLINE) {
+            let deadline = arrived + REQUEST_DEADLINE;
+            match read_body(&mut request, connection, deadline) {
                 Ok(body) => {
-                    body_read = true;
-                    match serde_json::from_slice::<Value>(&body) {
-                        Ok(raw) => {
-                            let result = owner.invoke(&session, &raw);
-                            let status = if matches!(result, ToolResult::Ok(_)) {
-                                200
-                            } else {
-                                400
-                            };
-                            (status, serde_json::to_vec(&result).unwrap_or_default())
-                        }
-                        Err(_) => (
-                            400,
-                            error_body(
-                                "Request body is not JSON; send {\"operation\":…,\"args\":{…}}",
-                            ),
-                        ),
-                    }
+                    let (status, answer) = run(owner, &session, &body);
+                    (status, answer, true)
                 }
-                Err(BodyError::TooLarge) => (400, error_body("Request too large")),
-                Err(BodyError::TimedOut) => (
-                    408,
-                    error_body("Request did not arrive within 15 s; send it again"),
-                ),
-                Err(BodyError::Broken) => (400, error_body("Request body could not be read")),
+                Err(e) => {
+                    let (status, message) = e.answer();
+                    (status, error_body(message), false)
+                }
             }
         }
     };
     if let Some(connection) = connection {
         let _ = connection.set_read_timeout(None);
     }
-    if !body_read {
-        let declared = request.body_length().unwrap_or(0);
-        match connection {
-            Some(connection) if declared > DROP_SAFE_BYTES => {
-                connection.write_and_close(&raw_response(status, &answer));
-                std::mem::forget(request);
-                return;
-            }
-            Some(connection) => connection.stop_reading(),
-            // Not found (closed already) or no peer address: nothing left to unblock.
-            None => {}
+    if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+        // Never drop this request: tiny_http's drop would allocate the whole rest.
+        if let Some(connection) = connection {
+            connection.write_and_close(&raw_response(status, &answer));
         }
+        std::mem::forget(request);
+        return false;
+    }
+    if let (false, Some(connection)) = (body_read, connection) {
+        connection.stop_reading();
     }
     let response = Response::from_data(answer)
         .with_status_code(status)
         .with_header(json_header());
-    let _ = request.respond(response);
+    if request.respond(response).is_err() {
+        // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
+        // mid-answer, so end it (its waiting calls then fail fast).
+        if let Some(connection) = peer.and_then(|peer| Connection::find(local, peer)) {
+            connection.end();
+        }
+        return false;
+    }
+    true
+}
+
+/// Parses and invokes an accepted body: the status and the JSON answer.
+fn run(owner: &AgentToolServer, session: &ToolSession, body: &[u8]) -> (u16, Vec<u8>) {
+    let Ok(raw) = serde_json::from_slice::<Value>(body) else {
+        let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
+        return (400, error_body(message));
+    };
+    let result = owner.invoke(session, &raw);
+    let status = if matches!(result, ToolResult::Ok(_)) {
+        200
+    } else {
+        400
+    };
+    (status, serde_json::to_vec(&result).unwrap_or_default())
+}
+
+impl BodyError {
+    fn answer(&self) -> (u16, &'static str) {
+        match self {
+            BodyError::TooLarge => (400, "Request too large"),
+            BodyError::TimedOut => (408, "Request did not arrive within 15 s; send it again"),
+            BodyError::Broken => (400, "Request body could not be read"),
+        }
+    }
 }
 
 fn read_body(
@@ -327,8 +439,10 @@ fn json_header() -> Header {
 fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         408 => "Request Timeout",
-        _ => "Error",
+        _ => "Service Unavailable",
     };
     let mut out = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -340,13 +454,27 @@ fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
 }
 
 type Job = Box<dyn FnOnce() + Send>;
+/// The idle handlers: each one's thread id and the sender of its next job.
+type IdleList = Mutex<Vec<(ThreadId, Sender<Job>)>>;
 
 /// Handler threads: an idle one is reused, else a new one is started.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Handlers {
-    /// One sender per idle handler; a handler that timed out leaves a dead one here,
-    /// which `run` skips (sending to it fails and hands the job back).
-    idle: Arc<Mutex<Vec<Sender<Job>>>>,
+    /// How long an idle handler waits for a job before it exits.
+    idle_for: Duration,
+    /// Each idle handler, with the sender of its next job. `run` pops one to send it a
+    /// job; an idle handler that times out leaves only after taking itself out of this
+    /// list, so a job is never sent to a handler that is leaving.
+    idle: Arc<IdleList>,
+}
+
+impl Default for Handlers {
+    fn default() -> Self {
+        Handlers {
+            idle_for: HANDLER_IDLE,
+            idle: Arc::default(),
+        }
+    }
 }
 
 impl Handlers {
@@ -354,17 +482,18 @@ impl Handlers {
         loop {
             let next = lock_or_recover(&self.idle).pop();
             match next {
-                Some(handler) => match handler.send(job) {
+                Some((_, handler)) => match handler.send(job) {
                     Ok(()) => return,
+                    // Only if that handler died; try the next one.
                     Err(returned) => job = returned.0,
                 },
                 None => break,
             }
         }
-        let idle = self.idle.clone();
+        let (idle, idle_for) = (self.idle.clone(), self.idle_for);
         let spawned = thread::Builder::new()
             .name("agent-tools-http".into())
-            .spawn(move || handler_loop(job, &idle));
+            .spawn(move || handler_loop(job, &idle, idle_for));
         if let Err(e) = spawned {
             // The job is dropped with its request: tiny_http answers 500.
             eprintln!("agent-tools: could not start a handler thread: {e}");
@@ -377,15 +506,77 @@ impl Handlers {
     }
 }
 
-fn handler_loop(first: Job, idle: &Mutex<Vec<Sender<Job>>>) {
+fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
+    let me = thread::current().id();
     let mut job = first;
     loop {
         job();
         let (sender, jobs) = channel();
-        lock_or_recover(idle).push(sender);
-        match jobs.recv_timeout(HANDLER_IDLE) {
-            Ok(next) => job = next,
-            Err(_) => return,
+        lock_or_recover(idle).push((me, sender));
+        job = match jobs.recv_timeout(idle_for) {
+            Ok(next) => next,
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut listed = lock_or_recover(idle);
+                if let Some(at) = listed.iter().position(|(id, _)| *id == me) {
+                    listed.swap_remove(at);
+                    return;
+                }
+                drop(listed);
+                // `run` popped us just now and is sending a job (or `release_idle`
+                // dropped our sender): wait for it.
+                match jobs.recv() {
+                    Ok(next) => next,
+                    Err(_) => return,
+                }
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::mpsc;
+
+    fn handlers(idle_for: Duration) -> Handlers {
+        Handlers {
+            idle_for,
+            idle: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn an_idle_handler_is_reused() {
+        let pool = handlers(Duration::from_secs(5));
+        let (done, ran) = mpsc::channel();
+        for _ in 0..200 {
+            let done = done.clone();
+            pool.run(Box::new(move || done.send(thread::current().id()).unwrap()));
+            ran.recv_timeout(Duration::from_secs(5)).unwrap();
+        }
+        let threads: HashSet<_> = ran.try_iter().collect();
+        assert!(threads.len() <= 2, "{} threads", threads.len());
+        pool.release_idle();
+    }
+
+    #[test]
+    fn no_job_is_lost_to_a_handler_that_is_leaving() {
+        // Jobs arrive around the moment idle handlers time out, again and again.
+        let pool = handlers(Duration::from_micros(300));
+        let (done, ran) = mpsc::channel();
+        for i in 0..2000u32 {
+            let done = done.clone();
+            pool.run(Box::new(move || done.send(i).unwrap()));
+            ran.recv_timeout(Duration::from_secs(5))
+                .expect("every job runs");
+            thread::sleep(Duration::from_micros(u64::from(i % 7) * 100));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !lock_or_recover(&pool.idle).is_empty() {
+            assert!(Instant::now() < deadline, "idle handlers never left");
+            thread::sleep(Duration::from_millis(1));
         }
     }
 }

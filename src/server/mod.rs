@@ -166,6 +166,11 @@ enum Lifecycle {
 }
 
 /// The authenticated localhost tool server of one data directory.
+///
+/// Shared as `Arc<AgentToolServer>`; its threads hold a strong reference only while they
+/// serve a call. Call
+/// [`close`](Self::close) before dropping a started server: `close` is what removes
+/// `endpoint.json` and `server.lock` and ends the connections.
 pub struct AgentToolServer {
     me: Weak<AgentToolServer>,
     directory: PathBuf,
@@ -529,6 +534,8 @@ impl AgentToolServer {
 
     /// Stops listening, ends open connections, joins the accept thread, and removes
     /// `endpoint.json` and `server.lock` where they are this instance's. Idempotent.
+    /// Call it from an ordinary thread (e.g. one woken by SIGTERM), not from inside a
+    /// signal handler. Operations already running finish on their own threads.
     pub fn close(&self) {
         let previous = std::mem::replace(&mut *lock_or_recover(&self.lifecycle), Lifecycle::Closed);
         let Lifecycle::Running { http, .. } = previous else {

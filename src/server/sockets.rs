@@ -73,8 +73,13 @@ impl Connection {
         with_socket(self.0, |s| {
             let mut writer: &TcpStream = s;
             let _ = writer.write_all(bytes);
-            let _ = s.shutdown(Shutdown::Both);
-        })
+        });
+        self.end();
+    }
+
+    /// Ends the connection both ways; tiny_http's thread for it then sees end-of-file.
+    pub fn end(self) {
+        let _ = with_socket(self.0, |s| s.shutdown(Shutdown::Both));
     }
 }
 

@@ -67,6 +67,10 @@ impl ServerCallbacks for FakeApp {
             let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(20));
         }
         self.executed.lock().unwrap().push(name);
+        if request.operation == "terminal_read" {
+            // A large answer, for clients that do not read theirs.
+            return Ok(json!({ "text": "x".repeat(1_000_000) }));
+        }
         Ok(json!({ "ran": request.operation, "args": request.args }))
     }
 
@@ -206,6 +210,14 @@ impl Client {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
+        Client {
+            port,
+            reader: BufReader::new(stream),
+        }
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Client {
+        let port = stream.peer_addr().unwrap().port();
         Client {
             port,
             reader: BufReader::new(stream),
