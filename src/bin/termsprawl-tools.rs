@@ -3,20 +3,48 @@
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
+use termsprawl_tools::host::options::parse_stop_terminals;
+use termsprawl_tools::host::{serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 
-const USAGE: &str = "usage: termsprawl-tools catalogue | validate";
+const USAGE: &str =
+    "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | catalogue | validate";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let env = |name: &str| std::env::var(name).ok();
     match args.first().map(String::as_str) {
+        Some("serve") => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            match ServeOptions::parse(&args[1..], env, cwd) {
+                Ok(options) => match serve::serve(&options) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(error) => fail(&format!("termsprawl-tools serve: {error}"), 1),
+                },
+                Err(usage) => fail(&usage, 2),
+            }
+        }
+        Some("stop-terminals") => match parse_stop_terminals(&args[1..], env) {
+            Ok(data) => match terminals::stop_terminals(&data) {
+                Ok(true) => fail("termsprawl-tools: stopped the terminals' tmux server", 0),
+                Ok(false) => fail(
+                    "termsprawl-tools: tmux is not installed; no terminals to stop",
+                    0,
+                ),
+                Err(error) => fail(&format!("termsprawl-tools stop-terminals: {error}"), 1),
+            },
+            Err(usage) => fail(&usage, 2),
+        },
         Some("catalogue") if args.len() == 1 => print_json(&catalogue_json(), ExitCode::SUCCESS),
         Some("validate") if args.len() == 1 => validate_stdin(),
-        _ => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
-        }
+        _ => fail(USAGE, 2),
     }
+}
+
+/// Prints `message` on stderr and exits with `code`.
+fn fail(message: &str, code: u8) -> ExitCode {
+    eprintln!("{message}");
+    ExitCode::from(code)
 }
 
 /// One JSON document on stdin -> its ToolResult on stdout; exit 0 accepted, 1 rejected,

@@ -1,11 +1,31 @@
 //! The embedded default host used by `termsprawl-tools serve`: a headless canvas owner,
 //! real terminals and a browser engine, behind the runtime's traits.
+//!
+//! - [`workspace`]: folder projects and the browser setting ([`HostWorkspace`]).
+//! - [`canvas_owner`]: the thread that owns the canvases ([`HeadlessCanvas`]).
+//! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
+//! - [`browsers`]: browser guests, pages of the headless Chromium [`browser`] engine.
+//! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.
 
 pub mod browser;
+pub mod browsers;
 pub mod canvas;
+pub mod canvas_owner;
+pub mod default_host;
+mod error;
 pub mod options;
 pub(crate) mod pty;
 pub mod screen;
+pub mod serve;
 pub mod signals;
 pub mod terminal;
+pub mod terminals;
 pub mod tmux;
+pub mod workspace;
+
+pub use canvas_owner::HeadlessCanvas;
+pub use default_host::{DefaultHost, HostConfig};
+pub use error::HostError;
+pub use options::{AgentFlag, ServeOptions};
+pub use terminals::{HostTerminals, TerminalsMode};
+pub use workspace::HostWorkspace;

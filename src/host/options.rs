@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::terminals::TerminalsMode;
+
 /// One `--agent NODE_ID[=ADAPTER]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentFlag {
@@ -24,12 +26,19 @@ pub struct ServeOptions {
     pub agents: Vec<AgentFlag>,
     /// `--browser`: browser control enabled.
     pub browser: bool,
+    /// `--terminals auto|tmux|pty` (default auto: tmux when installed).
+    pub terminals: TerminalsMode,
+    /// `--kill-terminals`: end tmux sessions at shutdown instead of leaving them running.
+    pub kill_terminals: bool,
 }
 
 /// The usage line printed on a usage error.
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
-[--agent NODE_ID[=ADAPTER]]... [--browser]";
+[--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals]";
+
+/// The usage line of `stop-terminals`.
+pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
 
 impl ServeOptions {
     /// Parses the words after `serve`. `env` looks up environment variables (for the
@@ -44,6 +53,8 @@ impl ServeOptions {
         let mut project_id = None;
         let mut agents = Vec::new();
         let mut browser = false;
+        let mut terminals = TerminalsMode::Auto;
+        let mut kill_terminals = false;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -62,6 +73,12 @@ impl ServeOptions {
                 "--project-id" => project_id = Some(value()?),
                 "--agent" => agents.push(parse_agent(&value()?)?),
                 "--browser" if inline.is_none() => browser = true,
+                "--terminals" => {
+                    terminals = value()?
+                        .parse()
+                        .map_err(|e| format!("{e}\n{SERVE_USAGE}"))?
+                }
+                "--kill-terminals" if inline.is_none() => kill_terminals = true,
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }
         }
@@ -75,7 +92,26 @@ impl ServeOptions {
             project_id,
             agents,
             browser,
+            terminals,
+            kill_terminals,
         })
+    }
+}
+
+/// Parses the words after `stop-terminals` (`--data DIR`, same default as `serve`) and
+/// returns the data directory.
+pub fn parse_stop_terminals(
+    args: &[String],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    match args {
+        [] => default_data_dir(&env),
+        [flag, dir] if flag == "--data" && !dir.is_empty() => Ok(PathBuf::from(dir)),
+        [word] => match word.strip_prefix("--data=") {
+            Some(dir) if !dir.is_empty() => Ok(PathBuf::from(dir)),
+            _ => Err(STOP_TERMINALS_USAGE.to_string()),
+        },
+        _ => Err(STOP_TERMINALS_USAGE.to_string()),
     }
 }
 
@@ -125,6 +161,8 @@ mod tests {
         assert_eq!(options.project, PathBuf::from("/cwd"));
         assert_eq!(options.project_id, None);
         assert!(options.agents.is_empty() && !options.browser);
+        assert_eq!(options.terminals, TerminalsMode::Auto);
+        assert!(!options.kill_terminals);
     }
 
     #[test]
@@ -139,8 +177,13 @@ mod tests {
             "me",
             "--agent=cc=claude-mcp",
             "--browser",
+            "--terminals",
+            "pty",
+            "--kill-terminals",
         ])
         .unwrap();
+        assert_eq!(options.terminals, TerminalsMode::Pty);
+        assert!(options.kill_terminals);
         assert_eq!(options.data, PathBuf::from("/d"));
         assert_eq!(options.project, PathBuf::from("/p"));
         assert_eq!(options.project_id.as_deref(), Some("pid"));
@@ -179,5 +222,27 @@ mod tests {
         assert!(parse(&["--browser=yes"])
             .unwrap_err()
             .contains("unknown option"));
+        assert!(parse(&["--terminals", "screen"])
+            .unwrap_err()
+            .contains("auto, tmux or pty"));
+    }
+
+    #[test]
+    fn stop_terminals_takes_only_data() {
+        let env = |k: &str| (k == "HOME").then(|| "/h".to_string());
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_stop_terminals(&words(&[]), env).unwrap(),
+            PathBuf::from("/h/.local/share/termsprawl-tools")
+        );
+        assert_eq!(
+            parse_stop_terminals(&words(&["--data", "/d"]), env).unwrap(),
+            PathBuf::from("/d")
+        );
+        assert_eq!(
+            parse_stop_terminals(&words(&["--data=/e"]), env).unwrap(),
+            PathBuf::from("/e")
+        );
+        assert!(parse_stop_terminals(&words(&["--project", "/p"]), env).is_err());
     }
 }

@@ -448,7 +448,9 @@ impl AgentToolServer {
         let mut status = self
             .session(&session.node_id)
             .map_or_else(|| session.status.clone(), |s| s.status);
-        let mcp = matches!(status.adapter.as_str(), "claude-mcp" | "codex-mcp");
+        // The spec names claude-mcp and codex-mcp; every `<agent>-mcp` adapter (e.g. the
+        // runtime's opencode-mcp) is wired the same way, so it connects the same way.
+        let mcp = status.adapter.ends_with("-mcp");
         if mcp && status.state != IntegrationState::Connected {
             status.state = IntegrationState::Connected;
             status.reason = Some("Authenticated tool connection established".into());

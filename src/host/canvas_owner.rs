@@ -1,0 +1,547 @@
+//! The headless canvas owner: one thread that owns every project's [`Canvas`] and is its
+//! only writer (the spec's renderer).
+//!
+//! The runtime's [`CanvasOwner::send`] puts each `CanvasToolRequest` on the thread's mpsc
+//! inbox; the thread refuses a request that arrives after its `expiresAt` (nothing
+//! applied), applies the rest, does their side effects and answers through
+//! [`AgentToolRuntime::canvas_reply`] with [`CANVAS_SENDER_ID`]. Host code that needs the
+//! canvases (adding a project or an `--agent` node, restoring terminals at start) sends a
+//! job to the same thread with [`HeadlessCanvas::with`], so there is never a second writer.
+//!
+//! Side effects, in the order done:
+//! - `terminal_open`: the node is added, then its shell starts in the project folder (the
+//!   PTY request goes through `runtime.prepare`); if it cannot start, the node is removed.
+//! - `agent_launch`: the same with the node's `data.command`; `prepare` provisions the
+//!   agent's session and rewrites the command.
+//! - `terminal_close`: the session is ended, the node removed, then `runtime.revoke`.
+//! - `browser_open`: refused (nothing added) when there is no Chromium; else the node is
+//!   added and its tab's page opens; the owner waits for it up to `BROWSER_OPEN_WAIT`
+//!   so that starting Chromium fits in the request (the runtime then waits for the guest).
+//! - `canvas_list`: terminal nodes carry `session: {backend, live, warm}` (not saved).
+//!
+//! The runtime owns the inbox (through the host) and this thread needs the runtime to
+//! reply: the cycle is broken by a `OnceLock<Weak<AgentToolRuntime>>` set after both exist.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::JoinHandle;
+
+use serde_json::{json, Value};
+
+use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
+use super::canvas::{Canvas, Node, NodeKind};
+use super::terminals::HostTerminals;
+use super::workspace::HostWorkspace;
+use super::HostError;
+use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
+use crate::runtime::canvas::unix_millis;
+use crate::runtime::{AgentToolRuntime, CanvasOwner, PtyRequest, Workspace as _};
+
+/// The sender id the owner answers with (there is one canvas view per project).
+pub const CANVAS_SENDER_ID: u64 = 1;
+
+/// The answer to a request that arrived after its `expiresAt`.
+pub const EXPIRED: &str =
+    "The canvas received this request after it expired; nothing was applied. Inspect the canvas before retrying.";
+
+/// A job run on the owner thread with the canvases.
+type Job = Box<dyn FnOnce(&mut OwnerState) + Send>;
+
+enum Message {
+    Request(CanvasToolRequest),
+    Job(Job),
+}
+
+/// What the owner thread owns: the canvases, and handles to publish and act through.
+pub struct OwnerState {
+    /// Project id -> (project folder, canvas).
+    canvases: HashMap<String, (PathBuf, Canvas)>,
+    workspace: Arc<HostWorkspace>,
+    terminals: Arc<HostTerminals>,
+    browsers: Arc<ChromiumBrowsers>,
+    runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
+}
+
+/// The [`CanvasOwner`] of the default host; see the module docs.
+pub struct HeadlessCanvas {
+    inbox: Mutex<Option<Sender<Message>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    workspace: Arc<HostWorkspace>,
+    runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each guarded value is replaced whole; a panic elsewhere cannot leave it half-set.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl HeadlessCanvas {
+    /// Starts the owner thread (with no projects yet).
+    pub fn spawn(
+        workspace: Arc<HostWorkspace>,
+        terminals: Arc<HostTerminals>,
+        browsers: Arc<ChromiumBrowsers>,
+    ) -> Result<Arc<HeadlessCanvas>, HostError> {
+        let runtime = Arc::new(OnceLock::new());
+        let (inbox, messages) = mpsc::channel();
+        let state = OwnerState {
+            canvases: HashMap::new(),
+            workspace: workspace.clone(),
+            terminals,
+            browsers,
+            runtime: runtime.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("canvas-owner".into())
+            .spawn(move || run(state, messages))
+            .map_err(|e| HostError::Other(format!("could not start the canvas thread: {e}")))?;
+        Ok(Arc::new(HeadlessCanvas {
+            inbox: Mutex::new(Some(inbox)),
+            thread: Mutex::new(Some(thread)),
+            workspace,
+            runtime,
+        }))
+    }
+
+    /// Gives the owner the runtime it answers through (once; later calls are ignored).
+    pub fn attach_runtime(&self, runtime: &Arc<AgentToolRuntime>) {
+        let _ = self.runtime.set(Arc::downgrade(runtime));
+    }
+
+    /// Loads the folder project at `project_dir` (see [`Canvas::load`]) and hands its
+    /// canvas to the owner. Returns the project id. A corrupt `project.json` is an error
+    /// naming the file, which is left untouched.
+    pub fn add_project(
+        &self,
+        project_dir: &Path,
+        project_id: Option<&str>,
+    ) -> Result<String, HostError> {
+        let folder = project_dir.canonicalize().map_err(|e| {
+            HostError::Other(format!(
+                "the project folder {} cannot be opened: {e}",
+                project_dir.display()
+            ))
+        })?;
+        let canvas = Canvas::load(&folder, project_id)?;
+        for warning in canvas.warnings() {
+            eprintln!("termsprawl-tools: {}: {warning}", canvas.file().display());
+        }
+        let id = canvas.project_id().to_string();
+        let taken = id.clone();
+        let added = self.with(move |state| {
+            if state.canvases.contains_key(&taken) {
+                return Err(HostError::Other(format!("project {taken} is already open")));
+            }
+            for node in canvas.nodes() {
+                for tab in node.data.tabs.iter().flatten() {
+                    state.browsers.register(&node.id, &tab.id, &tab.url);
+                }
+            }
+            state.canvases.insert(taken.clone(), (folder, canvas));
+            state.publish(&taken);
+            Ok(())
+        })?;
+        added.map(|()| id)
+    }
+
+    /// Runs `job` on the owner thread with the canvases and returns its result.
+    pub fn with<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut OwnerState) -> T + Send + 'static,
+    ) -> Result<T, HostError> {
+        let (done, result) = mpsc::channel();
+        let job: Job = Box::new(move |state| {
+            let _ = done.send(job(state));
+        });
+        self.post(Message::Job(job))
+            .map_err(|_| HostError::Stopped)?;
+        result.recv().map_err(|_| HostError::Stopped)
+    }
+
+    /// Stops the owner thread once it has answered what it already received. Idempotent.
+    pub fn stop(&self) {
+        lock(&self.inbox).take();
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn post(&self, message: Message) -> Result<(), String> {
+        let inbox = lock(&self.inbox);
+        let sender = inbox.as_ref().ok_or("The canvas has stopped")?;
+        sender
+            .send(message)
+            .map_err(|_| "The canvas has stopped".to_string())
+    }
+}
+
+impl CanvasOwner for HeadlessCanvas {
+    fn target(&self, project_id: &str) -> Option<u64> {
+        self.workspace.project(project_id).map(|_| CANVAS_SENDER_ID)
+    }
+
+    fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
+        self.post(Message::Request(request))
+    }
+}
+
+/// The owner thread: one message at a time until every sender is gone.
+fn run(mut state: OwnerState, messages: Receiver<Message>) {
+    for message in messages {
+        match message {
+            Message::Request(request) => state.handle(request),
+            Message::Job(job) => job(&mut state),
+        }
+    }
+}
+
+impl OwnerState {
+    /// The canvas of project `project_id`.
+    pub fn canvas(&self, project_id: &str) -> Option<&Canvas> {
+        self.canvases.get(project_id).map(|(_, canvas)| canvas)
+    }
+
+    /// The open project ids, sorted.
+    pub fn project_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.canvases.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    fn runtime(&self) -> Option<Arc<AgentToolRuntime>> {
+        self.runtime.get()?.upgrade()
+    }
+
+    /// Tells the workspace which nodes project `project_id` has now.
+    fn publish(&self, project_id: &str) {
+        if let Some((folder, canvas)) = self.canvases.get(project_id) {
+            let ids = canvas.nodes().iter().map(|n| n.id.clone()).collect();
+            self.workspace.publish(project_id, folder.clone(), ids);
+        }
+    }
+
+    /// Puts agent node `node_id` (no process of its own; `data.agentId = agent`) on project
+    /// `project_id`'s canvas unless a terminal with that id is there already.
+    pub fn add_agent_node(
+        &mut self,
+        project_id: &str,
+        node_id: &str,
+        agent: &str,
+    ) -> Result<bool, HostError> {
+        let (_, canvas) = self
+            .canvases
+            .get_mut(project_id)
+            .ok_or_else(|| HostError::Other(format!("project {project_id} is not open")))?;
+        let added = canvas.add_agent_node(node_id, agent)?;
+        self.publish(project_id);
+        Ok(added)
+    }
+
+    /// At host start: keeps the sessions of terminal nodes still on a canvas and ends the
+    /// rest; re-provisions agents whose session survived (their token is reused, or they
+    /// get needs-setup if they predate their credentials); starts a fresh shell for every
+    /// plain shell node without a session; resumes the persisted session of agents that run
+    /// elsewhere (`--agent` nodes: `agentId`, no command). Agent nodes without a session are not
+    /// relaunched (that would start a paid agent unasked): they stay on the canvas until
+    /// closed. Returns what was done, one line each, for the log.
+    pub fn restore_terminals(&mut self) -> Vec<String> {
+        let mut log = Vec::new();
+        let terminals: Vec<(String, PathBuf, Node)> = self
+            .canvases
+            .iter()
+            .flat_map(|(project_id, (folder, canvas))| {
+                canvas
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.kind == NodeKind::Terminal)
+                    .map(move |n| (project_id.clone(), folder.clone(), n.clone()))
+            })
+            .collect();
+        let on_canvas = |name: &str| terminals.iter().any(|(_, _, n)| n.id == name);
+        match self.terminals.adopt(&on_canvas) {
+            Ok(kept) if !kept.is_empty() => log.push(format!("kept sessions {}", kept.join(", "))),
+            Ok(_) => {}
+            Err(error) => log.push(format!("could not list earlier sessions: {error}")),
+        }
+        let Some(runtime) = self.runtime() else {
+            return log;
+        };
+        for (project_id, folder, node) in terminals {
+            let command = node.data.command.clone().filter(|c| !c.trim().is_empty());
+            let alive = self.terminals.has_session(&node.id);
+            match (alive, command, node.data.agent_id.is_some()) {
+                (true, Some(command), _) => {
+                    let request = PtyRequest {
+                        node_id: node.id.clone(),
+                        project_id: Some(project_id),
+                        command: Some(command),
+                        env: BTreeMap::new(),
+                    };
+                    if let Err(error) = runtime.prepare(request) {
+                        log.push(format!("agent {}: {error}", node.id));
+                    }
+                }
+                (true, None, _) => {}
+                (false, None, false) => {
+                    match start_session(&self.terminals, &runtime, &project_id, &folder, &node) {
+                        Ok(()) => log.push(format!("started a fresh shell for {}", node.id)),
+                        Err(error) => log.push(format!("could not start {}: {error}", node.id)),
+                    }
+                }
+                (false, Some(_), _) => log.push(format!(
+                    "agent node {} has no running session; close it and launch the agent again",
+                    node.id
+                )),
+                // An agent that runs elsewhere (`serve --agent`): no process of its own;
+                // its persisted session (token and status) is taken up again.
+                (false, None, true) => {
+                    if let Some(line) = resume_session(&runtime, &project_id, &node.id) {
+                        log.push(line);
+                    }
+                }
+            }
+        }
+        log
+    }
+
+    /// Applies one request with its side effects, or refuses it (nothing applied) when it
+    /// arrived after its `expiresAt`.
+    pub fn answer(&mut self, request: &CanvasToolRequest) -> ToolResult {
+        let result = if unix_millis() > request.expires_at {
+            Err(EXPIRED.to_string())
+        } else {
+            self.apply(request)
+        };
+        match result {
+            Ok(value) => ToolResult::Ok(value),
+            Err(error) => ToolResult::Err(error),
+        }
+    }
+
+    /// Answers one request through the runtime's reply path.
+    fn handle(&mut self, request: CanvasToolRequest) {
+        let result = self.answer(&request);
+        let reply = CanvasToolReply {
+            request_id: request.request_id,
+            result,
+        };
+        if let Some(runtime) = self.runtime() {
+            runtime.canvas_reply(CANVAS_SENDER_ID, true, reply);
+        }
+    }
+
+    fn apply(&mut self, request: &CanvasToolRequest) -> Result<Value, String> {
+        let project_id = request.project_id.as_str();
+        let operation = request.operation.as_str();
+        let args = &request.args;
+        let runtime = self.runtime();
+        let terminals = self.terminals.clone();
+        let browsers = self.browsers.clone();
+        let (folder, canvas) = self
+            .canvases
+            .get_mut(project_id)
+            .ok_or("The project's canvas is not open")?;
+        let result = match operation {
+            "canvas_list" => {
+                let list = canvas.apply(operation, args)?;
+                return Ok(with_sessions(list, &terminals));
+            }
+            "terminal_open" | "agent_launch" => {
+                let created = canvas.apply(operation, args)?;
+                let node_id = created
+                    .get("nodeId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let node = canvas.node(&node_id).cloned();
+                let started = match (node, &runtime) {
+                    (Some(node), Some(runtime)) => {
+                        start_session(&terminals, runtime, project_id, folder, &node)
+                    }
+                    _ => Err("The host is stopping".to_string()),
+                };
+                match started {
+                    Ok(()) => Ok(created),
+                    Err(error) => {
+                        let _ = canvas.remove_node(&node_id);
+                        Err(format!(
+                            "The terminal could not be started ({error}); no node was added"
+                        ))
+                    }
+                }
+            }
+            "browser_open" => {
+                if let Some(why) = browsers.unavailable() {
+                    return Err(format!("{why}; no browser node was added"));
+                }
+                let created = canvas.apply(operation, args)?;
+                let field = |key: &str| created.get(key).and_then(Value::as_str).unwrap_or("");
+                let url = args.get("url").and_then(Value::as_str).unwrap_or("");
+                // Waiting here (bounded) lets a cold Chromium start within the request.
+                let page = browsers.open(field("nodeId"), field("tabId"), url);
+                let _ = page.recv_timeout(BROWSER_OPEN_WAIT);
+                Ok(created)
+            }
+            "terminal_close" => {
+                let node_id = args.get("nodeId").and_then(Value::as_str).unwrap_or("");
+                let is_terminal = canvas
+                    .node(node_id)
+                    .is_some_and(|n| n.kind == NodeKind::Terminal);
+                if is_terminal {
+                    if let Err(error) = terminals.close(node_id) {
+                        return Err(format!(
+                            "Could not end terminal {node_id}'s session ({error}); the node was kept"
+                        ));
+                    }
+                }
+                let closed = canvas.apply(operation, args);
+                if closed.is_ok() {
+                    if let Some(runtime) = &runtime {
+                        runtime.revoke(node_id);
+                    }
+                }
+                closed
+            }
+            _ => canvas.apply(operation, args),
+        };
+        self.publish(project_id);
+        result
+    }
+}
+
+/// Provisions agent `node_id` again from its persisted session file, when that names the
+/// same node and project (the token is reused). Returns a line for the log.
+fn resume_session(runtime: &AgentToolRuntime, project_id: &str, node_id: &str) -> Option<String> {
+    let server = runtime.server();
+    let file = server.session_file(node_id).ok()?;
+    let saved = crate::server::read_json(&file).ok()??;
+    let saved: ToolSession = serde_json::from_value(saved).ok()?;
+    if saved.node_id != node_id || saved.project_id != project_id {
+        return None;
+    }
+    let identity = ToolIdentity {
+        node_id: node_id.to_string(),
+        project_id: project_id.to_string(),
+    };
+    Some(match server.provision(&identity, saved.status, true) {
+        Ok(_) => format!("resumed the session of agent {node_id}"),
+        Err(error) => format!("could not resume agent {node_id}: {error}"),
+    })
+}
+
+/// Starts `node`'s session in `folder`: its `data.command` (an agent) or a shell, with the
+/// environment the runtime's `prepare` gives it.
+fn start_session(
+    terminals: &HostTerminals,
+    runtime: &AgentToolRuntime,
+    project_id: &str,
+    folder: &Path,
+    node: &Node,
+) -> Result<(), String> {
+    let request = PtyRequest {
+        node_id: node.id.clone(),
+        project_id: Some(project_id.to_string()),
+        command: node.data.command.clone().filter(|c| !c.trim().is_empty()),
+        env: BTreeMap::new(),
+    };
+    let prepared = runtime.prepare(request).map_err(|e| e.to_string())?;
+    terminals.start(&node.id, folder, &prepared.env, prepared.command.as_deref())
+}
+
+/// `canvas_list`'s nodes with each terminal's `session: {backend, live, warm}`
+/// (`null` when it has none).
+fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
+    let states = terminals.states();
+    if let Some(nodes) = list.as_array_mut() {
+        for node in nodes.iter_mut().filter(|n| n["type"] == "terminal") {
+            let id = node["id"].as_str().unwrap_or_default();
+            let session = states.get(id).map(|state| {
+                json!({ "backend": terminals.backend_name(), "live": state.live, "warm": state.warm })
+            });
+            if let Some(object) = node.as_object_mut() {
+                object.insert("session".into(), session.unwrap_or(Value::Null));
+            }
+        }
+    }
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::terminals::TerminalsMode;
+    use serde_json::Map;
+
+    fn request(
+        project_id: &str,
+        operation: &str,
+        args: Value,
+        expires_at: u64,
+    ) -> CanvasToolRequest {
+        CanvasToolRequest {
+            request_id: "r1".into(),
+            project_id: project_id.into(),
+            expires_at,
+            operation: operation.into(),
+            args: args.as_object().cloned().unwrap_or_else(Map::new),
+        }
+    }
+
+    #[test]
+    fn expired_requests_are_refused_and_change_nothing() {
+        let root = std::env::temp_dir().join(format!("canvas-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("project")).unwrap();
+        let workspace = Arc::new(HostWorkspace::new(false));
+        let terminals =
+            Arc::new(HostTerminals::new(TerminalsMode::Pty, &root.join("data")).unwrap());
+        let browsers = Arc::new(ChromiumBrowsers::new(&root.join("data")));
+        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals, browsers).unwrap();
+        let id = canvas
+            .add_project(&root.join("project"), Some("p1"))
+            .unwrap();
+        assert_eq!(canvas.target(&id), Some(CANVAS_SENDER_ID));
+        assert_eq!(canvas.target("other"), None);
+        let file = root.join("project/.termsprawl/project.json");
+        let before = std::fs::read(&file).unwrap();
+
+        let late = request(
+            &id,
+            "sticky_open",
+            json!({"text": "late"}),
+            unix_millis() - 1,
+        );
+        let answer = canvas.with(move |state| state.answer(&late)).unwrap();
+        assert_eq!(answer, ToolResult::Err(EXPIRED.into()));
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+
+        let timely = request(
+            &id,
+            "sticky_open",
+            json!({"text": "on time"}),
+            unix_millis() + 9_000,
+        );
+        let answer = canvas.with(move |state| state.answer(&timely)).unwrap();
+        let ToolResult::Ok(created) = answer else {
+            panic!("{answer:?}")
+        };
+        let node_id = created["nodeId"].as_str().unwrap().to_string();
+        assert!(workspace.project(&id).unwrap().node_ids.contains(&node_id));
+        assert_ne!(std::fs::read(&file).unwrap(), before);
+
+        // A project the owner does not have is refused; a second add of one it has, too.
+        let stray = request("nope", "canvas_list", json!({}), unix_millis() + 9_000);
+        let answer = canvas.with(move |state| state.answer(&stray)).unwrap();
+        assert!(matches!(answer, ToolResult::Err(_)));
+        assert!(canvas
+            .add_project(&root.join("project"), Some("p1"))
+            .is_err());
+        canvas.stop();
+        assert!(matches!(canvas.with(|_| ()), Err(HostError::Stopped)));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -1,0 +1,236 @@
+//! [`DefaultHost`]: the four host traits of the embedded default host, assembled, plus
+//! the start-up and shutdown steps `serve` (or an embedder) runs around the runtime.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use termsprawl_tools::host::{AgentFlag, DefaultHost, HostConfig, TerminalsMode};
+//!
+//! # fn main() -> Result<(), termsprawl_tools::host::HostError> {
+//! let data = Path::new("/var/lib/my-app");
+//! let mut host = DefaultHost::new(HostConfig {
+//!     data: data.to_path_buf(),
+//!     terminals: TerminalsMode::Auto,
+//!     browser: false,
+//! })?;
+//! let web = host.add_project(Path::new("/src/web"), None)?; // several projects are fine
+//! let _api = host.add_project(Path::new("/src/api"), Some("api"))?;
+//! let endpoint = host.start(Path::new("/usr/local/bin/termsprawlctl"))?;
+//! let (_node, session_file) = host.add_agent(&web, &AgentFlag { node_id: "me".into(), adapter: None })?;
+//! println!("{} {}", endpoint.url, session_file.display());
+//! host.shutdown(false); // tmux terminals keep running
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
+use super::canvas_owner::HeadlessCanvas;
+use super::options::AgentFlag;
+use super::terminals::{HostTerminals, TerminalsMode};
+use super::workspace::HostWorkspace;
+use super::HostError;
+use crate::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
+use crate::runtime::launch::LAUNCHER_NAME;
+use crate::runtime::{
+    prepare_tool_launch, AgentProbe, AgentToolRuntime, Host, LaunchInput, Workspace as _,
+};
+use crate::server::Endpoint;
+
+/// How to set up the default host.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// The data directory (`agent-tools/` lives in it).
+    pub data: PathBuf,
+    /// Which terminal backend.
+    pub terminals: TerminalsMode,
+    /// Agent browser control enabled.
+    pub browser: bool,
+}
+
+/// The default host: workspace, canvas owner thread, terminals, browsers, and once
+/// started the runtime. Dropping it shuts it down, leaving tmux terminals running.
+pub struct DefaultHost {
+    data: PathBuf,
+    workspace: Arc<HostWorkspace>,
+    canvas: Arc<HeadlessCanvas>,
+    terminals: Arc<HostTerminals>,
+    browsers: Arc<ChromiumBrowsers>,
+    runtime: Option<Arc<AgentToolRuntime>>,
+}
+
+impl DefaultHost {
+    /// Chooses the terminal backend and starts the canvas owner thread (no projects yet).
+    pub fn new(config: HostConfig) -> Result<DefaultHost, HostError> {
+        let terminals = Arc::new(HostTerminals::new(config.terminals, &config.data)?);
+        let workspace = Arc::new(HostWorkspace::new(config.browser));
+        let browsers = Arc::new(ChromiumBrowsers::new(&config.data));
+        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals.clone(), browsers.clone())?;
+        Ok(DefaultHost {
+            data: config.data,
+            workspace,
+            canvas,
+            terminals,
+            browsers,
+            runtime: None,
+        })
+    }
+
+    /// Opens the folder project at `dir` (its canvas from `.termsprawl/project.json`);
+    /// returns its id. Before [`DefaultHost::start`], so that start-up sees its terminals.
+    pub fn add_project(&self, dir: &Path, project_id: Option<&str>) -> Result<String, HostError> {
+        self.canvas.add_project(dir, project_id)
+    }
+
+    /// The host traits, for [`AgentToolRuntime::new`].
+    pub fn host(&self) -> Host {
+        Host {
+            workspace: self.workspace.clone(),
+            canvas: self.canvas.clone(),
+            browsers: self.browsers.clone(),
+            terminals: self.terminals.clone(),
+        }
+    }
+
+    /// Creates and starts the runtime (taking the data directory's lock, listening,
+    /// installing the launcher that execs `ctl_executable`), then restores terminals (only
+    /// now: ending stale tmux sessions is safe only while holding the lock) and, with
+    /// browser control on, reopens the pages of the canvas's browser tabs.
+    pub fn start(&mut self, ctl_executable: &Path) -> Result<Endpoint, HostError> {
+        if self.runtime.is_some() {
+            return Err(HostError::Other("the host is already started".into()));
+        }
+        let runtime = Arc::new(AgentToolRuntime::new(&self.data, self.host())?);
+        self.canvas.attach_runtime(&runtime);
+        let endpoint = runtime.start(ctl_executable)?;
+        self.runtime = Some(runtime);
+        for line in self.canvas.with(|state| state.restore_terminals())? {
+            eprintln!("termsprawl-tools: {line}");
+        }
+        if self.workspace.browser_control_enabled() {
+            // Pages come back before agents are told the host is ready.
+            let reopened = self.browsers.reopen_all(BROWSER_OPEN_WAIT);
+            if reopened > 0 {
+                eprintln!("termsprawl-tools: reopened {reopened} browser page(s)");
+            }
+        }
+        Ok(endpoint)
+    }
+
+    /// Puts `--agent` node `agent.node_id` on project `project_id`'s canvas (if it is not
+    /// there) and provisions its session, reusing its token when node and project match.
+    /// Status: `cli-fallback`/`external`, or `needs-setup` with the given adapter until its
+    /// MCP client connects. Returns the node id and session file.
+    pub fn add_agent(
+        &self,
+        project_id: &str,
+        agent: &AgentFlag,
+    ) -> Result<(String, PathBuf), HostError> {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| HostError::Other("start the host before adding agents".into()))?;
+        let kind = agent.adapter.clone().unwrap_or_else(|| "external".into());
+        let (project, node, agent_kind) =
+            (project_id.to_string(), agent.node_id.clone(), kind.clone());
+        self.canvas
+            .with(move |state| state.add_agent_node(&project, &node, &agent_kind))??;
+        let status = match &agent.adapter {
+            None => IntegrationStatus {
+                state: IntegrationState::CliFallback,
+                adapter: kind,
+                version: None,
+                reason: None,
+            },
+            Some(adapter) => IntegrationStatus {
+                state: IntegrationState::NeedsSetup,
+                adapter: adapter.clone(),
+                version: None,
+                reason: Some(
+                    "Waiting for the agent's MCP client: configure `termsprawlctl mcp` as its MCP server; its first session_info connects it".into(),
+                ),
+            },
+        };
+        let identity = ToolIdentity {
+            node_id: agent.node_id.clone(),
+            project_id: project_id.to_string(),
+        };
+        let server = runtime.server();
+        server
+            .provision(&identity, status, true)
+            .map_err(|e| HostError::Runtime(e.into()))?;
+        let file = server
+            .session_file(&identity.node_id)
+            .map_err(|e| HostError::Runtime(e.into()))?;
+        // Its guides (the `guidesDirectory` session_info names) and system prompt; the
+        // command is not used, the agent runs elsewhere.
+        let probe = AgentProbe {
+            path: PathBuf::new(),
+            name: kind_name(&agent.adapter),
+            help: String::new(),
+            version: None,
+        };
+        let launcher = runtime
+            .launcher()
+            .unwrap_or_else(|| server.directory().join(LAUNCHER_NAME));
+        prepare_tool_launch(&LaunchInput {
+            launch_root: &server.directory().join("launch"),
+            node_id: &identity.node_id,
+            command: "",
+            probe: &probe,
+            instruction_flag: None,
+            session_file: &file,
+            launcher: &launcher,
+        })
+        .map_err(|e| {
+            HostError::Other(format!(
+                "cannot write the guides of agent {}: {e}",
+                identity.node_id
+            ))
+        })?;
+        Ok((identity.node_id, file))
+    }
+
+    /// The runtime, once started.
+    pub fn runtime(&self) -> Option<&Arc<AgentToolRuntime>> {
+        self.runtime.as_ref()
+    }
+
+    /// The canvas owner (run jobs on its thread with [`HeadlessCanvas::with`]).
+    pub fn canvas(&self) -> &Arc<HeadlessCanvas> {
+        &self.canvas
+    }
+
+    /// The terminals.
+    pub fn terminals(&self) -> &Arc<HostTerminals> {
+        &self.terminals
+    }
+
+    /// The workspace (projects, browser setting).
+    pub fn workspace(&self) -> &Arc<HostWorkspace> {
+        &self.workspace
+    }
+
+    /// Closes the runtime (endpoint.json and server.lock removed, sessions kept), stops
+    /// the canvas thread, ends PTY terminals (tmux sessions only when `kill_terminals`)
+    /// and Chromium. Idempotent.
+    pub fn shutdown(&mut self, kill_terminals: bool) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.close();
+        }
+        self.canvas.stop();
+        self.terminals.shutdown(kill_terminals);
+        self.browsers.shutdown();
+    }
+}
+
+/// The name an external agent's launch files are prepared for (no CLI rule applies).
+fn kind_name(adapter: &Option<String>) -> String {
+    format!("external-{}", adapter.as_deref().unwrap_or("cli"))
+}
+
+impl Drop for DefaultHost {
+    fn drop(&mut self) {
+        self.shutdown(false);
+    }
+}

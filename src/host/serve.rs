@@ -1,0 +1,107 @@
+//! `termsprawl-tools serve` (DESIGN.md, "Command-line contract"): one folder project, the
+//! default host, one JSON ready line on stdout, clean shutdown on SIGINT/SIGTERM.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::default_host::{DefaultHost, HostConfig};
+use super::options::ServeOptions;
+use super::signals::ShutdownSignal;
+use super::HostError;
+
+/// The name of the agent-side binary the launcher execs.
+pub const CTL_NAME: &str = "termsprawlctl";
+
+/// `termsprawlctl` beside the running executable (cargo builds both into one folder).
+pub fn ctl_beside_current_exe() -> Result<PathBuf, HostError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| HostError::Other(format!("cannot find this executable: {e}")))?;
+    let ctl = exe.with_file_name(CTL_NAME);
+    if !ctl.is_file() {
+        eprintln!(
+            "termsprawl-tools: warning: {} does not exist yet; build it (cargo build --release --bins) before agents call the launcher",
+            ctl.display()
+        );
+    }
+    Ok(ctl)
+}
+
+/// The ready line, fields in the contract's order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Ready<'a> {
+    ready: bool,
+    url: &'a str,
+    instance_id: &'a str,
+    directory: PathBuf,
+    project_id: &'a str,
+    sessions: Vec<ReadySession>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadySession {
+    node_id: String,
+    session_file: PathBuf,
+}
+
+/// Runs `serve` until SIGINT or SIGTERM. Stdout gets the ready line and nothing else.
+///
+/// Call it before starting any thread: it removes this process's own `TERMSPRAWL_*`
+/// variables (say, an exported `TERMSPRAWL_SESSION_FILE`), so terminals it starts never
+/// inherit another agent's identity; agents get theirs from `prepare`.
+pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
+    let inherited: Vec<_> = std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| name.to_string_lossy().starts_with("TERMSPRAWL_"))
+        .collect();
+    for name in inherited {
+        std::env::remove_var(name);
+    }
+    let signal = ShutdownSignal::install()
+        .map_err(|e| HostError::Other(format!("cannot install signal handlers: {e}")))?;
+    let mut host = DefaultHost::new(HostConfig {
+        data: options.data.clone(),
+        terminals: options.terminals,
+        browser: options.browser,
+    })?;
+    let project_id = host.add_project(&options.project, options.project_id.as_deref())?;
+    let endpoint = host.start(&ctl_beside_current_exe()?)?;
+    let mut sessions = Vec::new();
+    for agent in &options.agents {
+        let (node_id, file) = host.add_agent(&project_id, agent)?;
+        sessions.push(ReadySession {
+            node_id,
+            session_file: file,
+        });
+    }
+    let directory = host
+        .runtime()
+        .map(|runtime| runtime.server().directory().to_path_buf())
+        .unwrap_or_default();
+    let ready = serde_json::to_string(&Ready {
+        ready: true,
+        url: &endpoint.url,
+        instance_id: &endpoint.instance_id,
+        directory,
+        project_id: &project_id,
+        sessions,
+    })
+    .map_err(|e| HostError::Other(format!("cannot encode the ready line: {e}")))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{ready}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| HostError::Other(format!("cannot write the ready line: {e}")))?;
+    drop(stdout);
+    eprintln!(
+        "termsprawl-tools: serving project {project_id} at {} ({} terminals); Ctrl+C stops",
+        endpoint.url,
+        host.terminals().backend_name()
+    );
+    signal.wait();
+    eprintln!("termsprawl-tools: stopping");
+    host.shutdown(options.kill_terminals);
+    Ok(())
+}

@@ -1,0 +1,432 @@
+//! Drives the real `termsprawl-tools serve` binary: scratch folders, start/stop with the
+//! ready line, calls over loopback HTTP as an agent makes them, and guards that leave no
+//! process or tmux server behind even when a test fails.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// How long a serve may take to print its ready line.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A scratch root with `data/` and `project/`. Drop kills the data directory's tmux server
+/// (if any) and removes everything.
+pub struct Dirs {
+    pub root: PathBuf,
+    pub data: PathBuf,
+    pub project: PathBuf,
+}
+
+impl Dirs {
+    pub fn new(name: &str) -> Dirs {
+        // Short: the tmux socket path under it must fit a Unix socket address.
+        let root = PathBuf::from(format!("/tmp/tss-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let data = root.join("data");
+        let project = root.join("project");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        Dirs {
+            root,
+            data,
+            project: project.canonicalize().unwrap(),
+        }
+    }
+
+    pub fn agent_tools(&self) -> PathBuf {
+        self.data.join("agent-tools")
+    }
+
+    pub fn project_file(&self) -> PathBuf {
+        self.project.join(".termsprawl/project.json")
+    }
+
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.agent_tools().join("tmux/socket")
+    }
+
+    /// `tmux -S <our socket> ARGS`.
+    pub fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .env_remove("TMUX")
+            .arg("-S")
+            .arg(self.tmux_socket())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// The names of the sessions on our tmux server (empty when none runs).
+    pub fn tmux_sessions(&self) -> Vec<String> {
+        let out = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether a tmux server answers on our socket.
+    pub fn tmux_running(&self) -> bool {
+        self.tmux(&["list-sessions"]).status.success()
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        if self.tmux_socket().exists() {
+            let _ = self.tmux(&["kill-server"]);
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Whether tmux is installed (tmux tests skip with a notice otherwise).
+pub fn tmux_installed() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The command for `termsprawl-tools serve --data D --project P EXTRA…`.
+pub fn serve_command(dirs: &Dirs, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"));
+    command
+        .arg("serve")
+        .arg("--data")
+        .arg(&dirs.data)
+        .arg("--project")
+        .arg(&dirs.project)
+        .args(extra)
+        // An inherited identity must not reach terminals (serve drops it; see serve_terminals).
+        .env("TERMSPRAWL_SESSION_FILE", "/inherited/by/serve")
+        .env_remove("TMUX")
+        .env("SHELL", "/bin/sh")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs a serve that is expected to fail: (status, stdout, stderr).
+pub fn serve_fails(dirs: &Dirs, extra: &[&str]) -> (ExitStatus, String, String) {
+    let mut child = serve_command(dirs, extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status, stdout, stderr)
+}
+
+/// A running serve. Drop kills it (SIGKILL) if the test did not stop it.
+pub struct Serve {
+    child: Option<Child>,
+    pub ready: Value,
+    pub port: u16,
+    /// Everything it printed on stdout after the ready line (must stay empty).
+    extra_stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Serve {
+    /// Starts serve and waits for its ready line.
+    pub fn start(dirs: &Dirs, extra: &[&str]) -> Serve {
+        let mut child = serve_command(dirs, extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(n @ 1..) = err.read(&mut buffer) {
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
+            }
+        });
+        let (first, line) = mpsc::channel();
+        let extra_stdout = Arc::new(Mutex::new(String::new()));
+        let rest = extra_stdout.clone();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            let _ = first.send(lines.next().and_then(Result::ok));
+            for line in lines.map_while(Result::ok) {
+                rest.lock().unwrap().push_str(&line);
+            }
+        });
+        let mut serve = Serve {
+            child: Some(child),
+            ready: Value::Null,
+            port: 0,
+            extra_stdout,
+            stderr,
+        };
+        let line = match line.recv_timeout(READY_TIMEOUT) {
+            Ok(Some(line)) => line,
+            other => panic!("no ready line ({other:?}); stderr: {}", serve.stderr()),
+        };
+        serve.ready = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let url = serve.ready["url"].as_str().unwrap().to_string();
+        serve.port = url
+            .strip_prefix("http://127.0.0.1:")
+            .and_then(|rest| rest.strip_suffix("/call"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        serve
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn extra_stdout(&self) -> String {
+        self.extra_stdout.lock().unwrap().clone()
+    }
+
+    pub fn project_id(&self) -> String {
+        self.ready["projectId"].as_str().unwrap().to_string()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(self) -> ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Sends `signal` and waits for the exit status.
+    pub fn stop_with(mut self, signal: i32) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "serve did not exit after SIGTERM; stderr: {}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `operation` as agent `node` (token read from its session file), the ToolResult.
+    pub fn call(&self, dirs: &Dirs, node: &str, operation: &str, args: Value) -> Value {
+        let token = token(dirs, node);
+        let (_, body) = self.call_token(&token, operation, args);
+        body
+    }
+
+    /// A call that must succeed; returns its value.
+    pub fn ok(&self, dirs: &Dirs, node: &str, operation: &str, args: Value) -> Value {
+        let result = self.call(dirs, node, operation, args.clone());
+        assert_eq!(
+            result["ok"],
+            true,
+            "{operation} {args} failed: {result}; stderr: {}",
+            self.stderr()
+        );
+        result["value"].clone()
+    }
+
+    /// A call that must fail; returns its error text.
+    pub fn err(&self, dirs: &Dirs, node: &str, operation: &str, args: Value) -> String {
+        let result = self.call(dirs, node, operation, args.clone());
+        assert_eq!(
+            result["ok"], false,
+            "{operation} {args} succeeded: {result}"
+        );
+        result["error"].as_str().unwrap().to_string()
+    }
+
+    /// One POST /call with `token`: (HTTP status, body).
+    pub fn call_token(&self, token: &str, operation: &str, args: Value) -> (u16, Value) {
+        post(
+            self.port,
+            token,
+            &json!({ "operation": operation, "args": args }),
+        )
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The token in `sessions/<node>.json`.
+pub fn token(dirs: &Dirs, node: &str) -> String {
+    session(dirs, node)["token"].as_str().unwrap().to_string()
+}
+
+/// `sessions/<node>.json`, parsed.
+pub fn session(dirs: &Dirs, node: &str) -> Value {
+    let file = dirs.agent_tools().join(format!("sessions/{node}.json"));
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// POST /call on a fresh connection: (status, JSON body).
+pub fn post(port: u16, token: &str, body: &Value) -> (u16, Value) {
+    let body = body.to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let request = format!(
+        "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut length = None;
+    let mut chunked = false;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        if name.eq_ignore_ascii_case("content-length") {
+            length = value.trim().parse::<usize>().ok();
+        }
+        if name.eq_ignore_ascii_case("transfer-encoding") && value.contains("chunked") {
+            chunked = true;
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else if let Some(length) = length {
+        body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+    } else {
+        reader.read_to_end(&mut body).unwrap();
+    }
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+/// Polls `check` every 25 ms until it returns `Some`, failing after `within`.
+pub fn poll<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// The node with `id` in a `canvas_list` value.
+pub fn node<'a>(list: &'a Value, id: &str) -> Option<&'a Value> {
+    list.as_array()?.iter().find(|n| n["id"] == id)
+}
+
+/// Pids of live (not zombie) processes whose session id is `sid` (from /proc).
+pub fn session_members(sid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command: state ppid pgrp session ...
+        let Some(after) = stat.rsplit_once(')').map(|(_, rest)| rest) else {
+            continue;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let zombie = fields.first() == Some(&"Z");
+        if !zombie && fields.get(3).and_then(|s| s.parse::<u32>().ok()) == Some(sid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Direct children of `pid` (from /proc/<pid>/task/*/children).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            found.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    found
+}
+
+/// Writes an executable script.
+pub fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
