@@ -162,6 +162,8 @@ struct Bench {
     serve: PathBuf,
     scratch: PathBuf,
     runs: usize,
+    /// CPUs available before this thread was pinned to one.
+    cpus: usize,
     load_before: String,
 }
 
@@ -172,6 +174,7 @@ fn run_bench(options: Options) -> Result<(), String> {
         None if options.ours_lib => PathBuf::new(),
         None => build_serve(&me)?,
     };
+    let cpus = procfs::online_cpus();
     let (pins, affinity) = choose_pins();
     eprintln!("bench: {affinity}");
     let scratch_root = if Path::new("/dev/shm").is_dir() {
@@ -189,6 +192,7 @@ fn run_bench(options: Options) -> Result<(), String> {
         serve,
         scratch,
         runs: 0,
+        cpus,
         load_before: load_average(),
     };
     let outcome = bench.everything();
@@ -635,7 +639,7 @@ impl Bench {
 closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http server \
 (one `recv` loop, same header checks, fixed answer). Growth curves use `lib-server` \
 (our `AgentToolServer` with a trivial execute callback).\n\n",
-            machine(),
+            machine(self.cpus),
             self.affinity,
             self.options.warmup.as_secs_f64(),
             self.options.duration.as_secs_f64(),
@@ -1065,7 +1069,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             r <= 1.2,
         );
         let idle = ours.idle.rss_kib as f64 / 1024.0;
-        check("idle RSS ≤ 4 MiB", format!("{idle:.1} MiB"), idle <= 4.0);
+        check("idle RSS ≤ 4 MiB", format!("{idle:.2} MiB"), idle <= 4.0);
         let peak = ours.peak_hwm_kib as f64 / 1024.0;
         check(
             "peak RSS after 64-conn loads ≤ 16 MiB",
@@ -1171,7 +1175,7 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn machine() -> String {
+fn machine(cpus: usize) -> String {
     let cpu = fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {
@@ -1181,5 +1185,5 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{} × {cpu}, Linux {}", procfs::online_cpus(), kernel.trim())
+    format!("{cpus} × {cpu}, Linux {}", kernel.trim())
 }
