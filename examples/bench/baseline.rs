@@ -1,0 +1,123 @@
+//! The baseline: a bare tiny_http server. One thread calls `recv` and does everything on
+//! it: the same header checks as ours (Origin, method, path, Host, bearer token, declared
+//! length), reading the body, and a fixed JSON answer of the size of our `session_info`.
+//! It is what tiny_http gives without any of our threads, queues or JSON handling.
+
+use std::collections::HashSet;
+use std::io::{BufRead, Read};
+use std::thread;
+
+use serde_json::json;
+use termsprawl_tools::protocol::limits::MAX_BODY_BYTES;
+use termsprawl_tools::protocol::AGENT_TOOLS;
+use tiny_http::{Header, Method, Request, Response};
+
+/// `baseline-server [--sessions N]`: prints a ready line with its tokens and serves until
+/// its stdin closes.
+pub fn main(args: &[String]) -> Result<(), String> {
+    let sessions: usize = crate::flag(args, "--sessions", 1)?;
+    let server =
+        tiny_http::Server::http("127.0.0.1:0").map_err(|e| format!("baseline: bind: {e}"))?;
+    let port = server
+        .server_addr()
+        .to_ip()
+        .map(|a| a.port())
+        .ok_or("baseline: not an IP listener")?;
+    let tokens: Vec<String> = (0..sessions)
+        .map(|_| random_token())
+        .collect::<Result<_, _>>()?;
+    let ready = json!({
+        "ready": true,
+        "url": format!("http://127.0.0.1:{port}/call"),
+        "sessions": tokens.iter().map(|t| json!({"token": t})).collect::<Vec<_>>(),
+    });
+    println!("{ready}");
+    let known: HashSet<String> = tokens.into_iter().collect();
+    let answer = fixed_answer();
+    let hosts = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+    // Stop when the bench closes our stdin.
+    thread::spawn(|| {
+        let mut sink = String::new();
+        while std::io::stdin().lock().read_line(&mut sink).unwrap_or(0) > 0 {}
+        std::process::exit(0);
+    });
+    loop {
+        let Ok(request) = server.recv() else { continue };
+        answer_one(request, &known, &hosts, &answer);
+    }
+}
+
+fn header<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv(name))
+        .map(|h| h.value.as_str())
+}
+
+fn answer_one(mut request: Request, known: &HashSet<String>, hosts: &[String; 2], answer: &[u8]) {
+    let refused = if header(&request, "Origin").is_some()
+        || *request.method() != Method::Post
+        || request.url() != "/call"
+        || !header(&request, "Host").is_some_and(|h| hosts.iter().any(|ok| ok == h))
+    {
+        Some((403, "Unsupported request"))
+    } else if !header(&request, "Authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| known.contains(t.trim()))
+    {
+        Some((401, "Unknown or revoked session"))
+    } else if request.body_length().is_some_and(|n| n > MAX_BODY_BYTES) {
+        Some((400, "Request too large"))
+    } else {
+        None
+    };
+    let (status, body) = match refused {
+        Some((status, message)) => (
+            status,
+            json!({"ok": false, "error": message})
+                .to_string()
+                .into_bytes(),
+        ),
+        None => {
+            let mut body = Vec::new();
+            let limit = (MAX_BODY_BYTES + 1) as u64;
+            match request.as_reader().take(limit).read_to_end(&mut body) {
+                Ok(_) if body.len() <= MAX_BODY_BYTES => (200, answer.to_vec()),
+                _ => (400, br#"{"ok":false,"error":"Request too large"}"#.to_vec()),
+            }
+        }
+    };
+    let content_type = Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
+        .expect("a constant, valid header");
+    let response = Response::from_data(body)
+        .with_status_code(status)
+        .with_header(content_type);
+    let _ = request.respond(response);
+}
+
+/// A fixed answer shaped and sized like our `session_info` reply.
+fn fixed_answer() -> Vec<u8> {
+    let operations: Vec<&str> = AGENT_TOOLS
+        .iter()
+        .map(|t| t.name)
+        .filter(|n| !n.starts_with("browser_"))
+        .collect();
+    json!({"ok": true, "value": {
+        "nodeId": "bench-agent-0000", "projectId": "bench-project-0000",
+        "instanceId": "0123456789abcdef0123456789abcdef", "host": "local",
+        "status": {"state": "cli-fallback", "adapter": "external"},
+        "appVersion": "development",
+        "preferencesFile": "/dev/shm/termsprawl-bench/data/agent-tools/preferences.json",
+        "guidesDirectory": "/dev/shm/termsprawl-bench/data/agent-tools/launch/bench-agent-0000/skills",
+        "browserEnabled": false, "operations": operations,
+    }})
+    .to_string()
+    .into_bytes()
+}
+
+fn random_token() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| format!("random token: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,0 +1,1189 @@
+//! The side-by-side benchmark (issue 9): `termsprawl-tools serve` against a bare tiny_http
+//! server, one after the other on the same machine, the server pinned to CPU 0 and this
+//! closed-loop load generator to CPU 1.
+//!
+//! ```text
+//! cargo run --release --example bench -- [--duration S] [--warmup S] [--trickle S]
+//!     [--starts N] [--repeat N] [--server-env K=V]... [--serve PATH] [--ours serve|lib] [--out DIR] [--skip-growth] [--quick]
+//! ```
+//!
+//! Subcommands used by the bench itself (each a separate process so its CPU and memory
+//! are read from /proc the same way as ours): `baseline-server [--sessions N]` and
+//! `lib-server --data DIR [--sessions N] [--projects P]`.
+
+mod baseline;
+mod libserver;
+mod load;
+mod procfs;
+mod report;
+mod target;
+mod validator;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::str::FromStr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use load::{LoadResult, LoadSpec, TrickleSpec};
+use procfs::ProcSample;
+use report::{line_plot, Series, Table};
+use target::Server;
+
+const USAGE: &str = "usage: cargo run --release --example bench -- [--duration S] [--warmup S] \
+[--trickle S] [--starts N] [--repeat N] [--server-env K=V]... [--serve PATH] [--ours serve|lib] [--out DIR] [--skip-growth] [--quick]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match args.first().map(String::as_str) {
+        Some("baseline-server") => baseline::main(&args[1..]),
+        Some("lib-server") => libserver::main(&args[1..]),
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Options::parse(&args).and_then(run_bench),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The value after `name` in `args`, parsed; `default` when absent.
+pub fn flag<T: FromStr>(args: &[String], name: &str, default: T) -> Result<T, String> {
+    match args.iter().position(|a| a == name) {
+        None => Ok(default),
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{name} needs a valid value\n{USAGE}")),
+    }
+}
+
+struct Options {
+    warmup: Duration,
+    duration: Duration,
+    trickle: Duration,
+    starts: usize,
+    repeat: usize,
+    server_env: Vec<(String, String)>,
+    serve: Option<PathBuf>,
+    /// Ours in the main rows: `serve` (the binary) or the library harness.
+    ours_lib: bool,
+    out: PathBuf,
+    growth: bool,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        const KNOWN: &[&str] = &[
+            "--duration",
+            "--warmup",
+            "--trickle",
+            "--starts",
+            "--repeat",
+            "--server-env",
+            "--serve",
+            "--ours",
+            "--out",
+            "--skip-growth",
+            "--quick",
+        ];
+        for (i, arg) in args.iter().enumerate() {
+            let is_value = i > 0 && !matches!(args[i - 1].as_str(), "--skip-growth" | "--quick");
+            if arg.starts_with("--") && !KNOWN.contains(&arg.as_str())
+                || !arg.starts_with("--") && !is_value
+            {
+                return Err(format!("unknown argument {arg}\n{USAGE}"));
+            }
+        }
+        let quick = args.iter().any(|a| a == "--quick");
+        let seconds = |name: &str, default: f64| -> Result<Duration, String> {
+            let value: f64 = flag(args, name, default)?;
+            Duration::try_from_secs_f64(value).map_err(|_| format!("{name} must be >= 0"))
+        };
+        let default_out = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bench/results");
+        Ok(Options {
+            warmup: seconds("--warmup", if quick { 0.5 } else { 2.0 })?,
+            duration: seconds("--duration", if quick { 1.0 } else { 3.0 })?,
+            trickle: seconds("--trickle", 18.0)?,
+            starts: flag(args, "--starts", 5)?.max(1),
+            repeat: flag(args, "--repeat", 1)?.max(1),
+            server_env: args
+                .iter()
+                .zip(args.iter().skip(1))
+                .filter(|(flag, _)| *flag == "--server-env")
+                .map(|(_, pair)| match pair.split_once('=') {
+                    Some((k, v)) => Ok((k.to_string(), v.to_string())),
+                    None => Err(format!("--server-env takes NAME=VALUE, not {pair}")),
+                })
+                .collect::<Result<_, _>>()?,
+            serve: args
+                .iter()
+                .position(|a| a == "--serve")
+                .and_then(|i| args.get(i + 1))
+                .map(PathBuf::from),
+            ours_lib: match flag::<String>(args, "--ours", "serve".into())?.as_str() {
+                "serve" => false,
+                "lib" => true,
+                other => return Err(format!("--ours is serve or lib, not {other}")),
+            },
+            out: flag::<String>(args, "--out", String::new()).map(|o| {
+                if o.is_empty() {
+                    default_out
+                } else {
+                    PathBuf::from(o)
+                }
+            })?,
+            growth: !args.iter().any(|a| a == "--skip-growth"),
+        })
+    }
+}
+
+/// Which server a run starts.
+#[derive(Clone, Copy)]
+enum Kind {
+    Serve,
+    Baseline { sessions: usize },
+    Lib { sessions: usize, projects: usize },
+}
+
+struct Bench {
+    options: Options,
+    /// (server CPU, client CPU) when pinning works.
+    pins: Option<(usize, usize)>,
+    affinity: String,
+    me: PathBuf,
+    serve: PathBuf,
+    scratch: PathBuf,
+    runs: usize,
+    /// CPUs available before this thread was pinned to one.
+    cpus: usize,
+    load_before: String,
+}
+
+fn run_bench(options: Options) -> Result<(), String> {
+    let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
+    let serve = match &options.serve {
+        Some(path) => path.clone(),
+        None if options.ours_lib => PathBuf::new(),
+        None => build_serve(&me)?,
+    };
+    let cpus = procfs::online_cpus();
+    let (pins, affinity) = choose_pins();
+    eprintln!("bench: {affinity}");
+    let scratch_root = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let scratch = scratch_root.join(format!("termsprawl-bench-{}", std::process::id()));
+    fs::create_dir_all(&scratch).map_err(|e| format!("create {}: {e}", scratch.display()))?;
+    let mut bench = Bench {
+        options,
+        pins,
+        affinity,
+        me,
+        serve,
+        scratch,
+        runs: 0,
+        cpus,
+        load_before: load_average(),
+    };
+    let outcome = bench.everything();
+    let _ = fs::remove_dir_all(&bench.scratch);
+    outcome
+}
+
+/// Builds the package's binaries (`termsprawl-tools`, `termsprawlctl`) into `target/release/`.
+fn build_serve(me: &Path) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--bins"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .map_err(|e| format!("run cargo build: {e}"))?;
+    if !status.success() {
+        return Err("cargo build --release --bins failed".into());
+    }
+    let release = me
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("the bench binary is not in target/release/examples")?;
+    Ok(release.join("termsprawl-tools"))
+}
+
+fn choose_pins() -> (Option<(usize, usize)>, String) {
+    if procfs::online_cpus() < 2 {
+        return (
+            None,
+            "fewer than 2 CPUs available: server and client NOT pinned".into(),
+        );
+    }
+    match procfs::pin_current_thread(1) {
+        Ok(()) => (
+            Some((0, 1)),
+            "server pinned to CPU 0, load generator to CPU 1 (sched_setaffinity)".into(),
+        ),
+        Err(e) => (
+            None,
+            format!("sched_setaffinity failed ({e}): server and client NOT pinned"),
+        ),
+    }
+}
+
+/// The main rows' workloads.
+const WORKLOADS: &[(&str, usize)] = &[
+    ("session_info", 1),
+    ("session_info", 16),
+    ("session_info", 64),
+    ("canvas_list", 1),
+    ("canvas_list", 16),
+    ("canvas_list", 64),
+];
+const BODY_SIZES: &[(usize, &str)] =
+    &[(100, "100 B"), (8 * 1024, "8 KiB"), (120 * 1024, "120 KiB")];
+const SESSION_COUNTS: &[usize] = &[1, 100, 10_000];
+const PROJECT_COUNTS: &[usize] = &[1, 8, 64];
+const TRICKLE_BODY: usize = 100_000;
+
+/// How the figures are taken, printed with every report.
+const METHOD: &str = "Method: every server is its own process; CPU is utime+stime of all its \
+threads plus cutime+cstime of children it waited for (`tmux` clients) from `/proc/<pid>/stat` over the measured window divided by the requests answered in \
+it; RSS is `VmRSS`/`VmHWM` and threads `Threads` from `/proc/<pid>/status`; start → ready is \
+spawn → first stdout line (the ready line). Each client thread owns one keep-alive connection \
+and sends pre-built bytes, timing each request with `Instant`. Ours and the baseline stay up \
+side by side and each workload runs on ours, then on the baseline (median of `--repeat` runs). \
+The trickler declares 100,000 body bytes and sends one a second from the start of the window. \
+Sessions: the server loads no session files at start and `serve --agent` ×10,000 would put \
+10,000 nodes on the canvas, so the session curve uses `lib-server`, which calls \
+`AgentToolServer::provision` N times (real session files) before `start`. Projects: `serve` \
+has one project, so the project curve uses `lib-server` with 64 sessions spread over P \
+projects. Body sizes pad a `session_info` request with JSON whitespace.\n\n";
+
+/// Everything measured on one server process of the main comparison.
+struct ProcessReport {
+    ready: Duration,
+    idle: ProcSample,
+    peak_hwm_kib: u64,
+    peak_threads: u64,
+    settled: ProcSample,
+    settle_time: Duration,
+    loads: Vec<LoadResult>,
+    bodies: Vec<LoadResult>,
+}
+
+/// The trickle comparison on one process.
+struct TrickleRun {
+    without: LoadResult,
+    with: LoadResult,
+}
+
+struct GrowthRow {
+    label: String,
+    ok: LoadResult,
+    extra: Option<LoadResult>,
+    idle: ProcSample,
+    settled: ProcSample,
+}
+
+impl Bench {
+    fn everything(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        let us = if self.options.ours_lib {
+            Kind::Lib {
+                sessions: 1,
+                projects: 1,
+            }
+        } else {
+            Kind::Serve
+        };
+        let ours_ready = self.startup(us)?;
+        let base_ready = self.startup(Kind::Baseline { sessions: 1 })?;
+        let [ours, base] = self.main_processes(
+            [us, Kind::Baseline { sessions: 1 }],
+            [ours_ready, base_ready],
+        )?;
+        let ours_trickle = self.trickle_run(us)?;
+        let base_trickle = self.trickle_run(Kind::Baseline { sessions: 1 })?;
+        let (sessions, projects) = if self.options.growth {
+            (self.session_growth()?, self.project_growth()?)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let validator = validator::measure(Duration::from_millis(20))?;
+        eprintln!("bench: done in {:.0} s", started.elapsed().as_secs_f64());
+        self.write_report(
+            &ours,
+            &base,
+            &ours_trickle,
+            &base_trickle,
+            &sessions,
+            &projects,
+            &validator,
+        )
+    }
+
+    fn command(&mut self, kind: Kind) -> Result<(Command, bool, PathBuf), String> {
+        self.runs += 1;
+        let dir = self.scratch.join(format!("run-{}", self.runs));
+        let data = dir.join("data");
+        let project = dir.join("project");
+        fs::create_dir_all(&project).map_err(|e| format!("create {}: {e}", project.display()))?;
+        let log = dir.join("stderr.log");
+        Ok(match kind {
+            Kind::Serve => {
+                let mut command = Command::new(&self.serve);
+                command
+                    .arg("serve")
+                    .arg("--data")
+                    .arg(&data)
+                    .arg("--project")
+                    .arg(&project);
+                command.args(["--project-id", "bench", "--agent", "bench-agent"]);
+                (command, false, log)
+            }
+            Kind::Baseline { sessions } => {
+                let mut command = Command::new(&self.me);
+                command.args(["baseline-server", "--sessions", &sessions.to_string()]);
+                (command, true, log)
+            }
+            Kind::Lib { sessions, projects } => {
+                let mut command = Command::new(&self.me);
+                command.arg("lib-server").arg("--data").arg(&data);
+                command.args([
+                    "--sessions",
+                    &sessions.to_string(),
+                    "--projects",
+                    &projects.to_string(),
+                ]);
+                (command, true, log)
+            }
+        })
+    }
+
+    fn spawn(&mut self, kind: Kind) -> Result<Server, String> {
+        let (mut command, stops_on_eof, log) = self.command(kind)?;
+        command.envs(self.options.server_env.iter().map(|(k, v)| (k, v)));
+        target::spawn(command, &log, self.pins, stops_on_eof)
+    }
+
+    /// The median spawn -> ready line time over `--starts` fresh starts.
+    fn startup(&mut self, kind: Kind) -> Result<Duration, String> {
+        let mut times = Vec::new();
+        for _ in 0..self.options.starts {
+            let server = self.spawn(kind)?;
+            times.push(server.ready_after);
+            server.stop();
+        }
+        times.sort();
+        Ok(times[times.len() / 2])
+    }
+
+    fn load(
+        &self,
+        server: &Server,
+        operation: &str,
+        connections: usize,
+        body_size: usize,
+        trickle: bool,
+    ) -> Result<LoadResult, String> {
+        let body = target::body(operation, body_size);
+        let mut requests = Vec::new();
+        for i in 0..connections {
+            let session = server.session(i % server.session_count().max(1))?;
+            requests.push(target::request(server.addr, &session.token, &body));
+        }
+        let trickle = trickle
+            .then(|| server.session(0))
+            .transpose()?
+            .map(|session| TrickleSpec {
+                head: target::head(server.addr, &session.token, TRICKLE_BODY),
+                body_bytes: TRICKLE_BODY,
+                limit: self.options.trickle,
+            });
+        let duration = if trickle.is_some() {
+            self.options.trickle
+        } else {
+            self.options.duration
+        };
+        let result = load::run(LoadSpec {
+            addr: server.addr,
+            requests,
+            warmup: self.options.warmup,
+            duration,
+            server_pid: server.pid,
+            expect: 200,
+            trickle,
+        })
+        .map_err(|e| format!("load on {}: {e}", server.addr))?;
+        self.log_run(
+            &format!("{operation} x{connections} ({body_size} B)"),
+            &result,
+        );
+        Ok(result)
+    }
+
+    fn log_run(&self, label: &str, result: &LoadResult) {
+        eprintln!(
+            "bench: {label}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} µs CPU/req, {} errors{}",
+            result.rate(),
+            result.quantile_ms(0.5),
+            result.quantile_ms(0.99),
+            result.cpu_per_request_us(),
+            result.errors,
+            result.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+        );
+    }
+
+    /// Ours and the baseline side by side: both processes stay up, every workload runs
+    /// on ours then on the baseline, `--repeat` times, and the run with the median
+    /// throughput is kept (interleaving spreads any noise from the machine over both).
+    fn main_processes(
+        &mut self,
+        kinds: [Kind; 2],
+        ready: [Duration; 2],
+    ) -> Result<[ProcessReport; 2], String> {
+        let mut servers = [self.spawn(kinds[0])?, self.spawn(kinds[1])?];
+        let mut loads: [Vec<LoadResult>; 2] = Default::default();
+        let mut bodies: [Vec<LoadResult>; 2] = Default::default();
+        let shapes = WORKLOADS
+            .iter()
+            .map(|(operation, connections)| (*operation, *connections, 0, false))
+            .chain(
+                BODY_SIZES
+                    .iter()
+                    .map(|(size, _)| ("session_info", 16, *size, true)),
+            );
+        for (operation, connections, size, is_body) in shapes {
+            for side in 0..2 {
+                let mut runs = Vec::new();
+                for _ in 0..self.options.repeat {
+                    runs.push(self.load(&servers[side], operation, connections, size, false)?);
+                }
+                runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
+                let median = runs.swap_remove(runs.len() / 2);
+                if is_body {
+                    bodies[side].push(median);
+                } else {
+                    loads[side].push(median);
+                }
+            }
+        }
+        for server in &mut servers {
+            if !server.alive() {
+                return Err(format!(
+                    "a server died; stderr: {}",
+                    target::tail(&server.log)
+                ));
+            }
+        }
+        let mut reports = Vec::new();
+        let [loads_0, loads_1] = loads;
+        let [bodies_0, bodies_1] = bodies;
+        for ((server, loads), (bodies, ready)) in servers
+            .into_iter()
+            .zip([loads_0, loads_1])
+            .zip([bodies_0, bodies_1].into_iter().zip(ready))
+        {
+            let (settled, settle_time) = settle(&server);
+            let peak_threads = loads
+                .iter()
+                .chain(&bodies)
+                .map(|l| l.peak_threads)
+                .max()
+                .unwrap_or(0);
+            reports.push(ProcessReport {
+                ready,
+                idle: server.idle,
+                peak_hwm_kib: settled.hwm_kib,
+                peak_threads,
+                settled,
+                settle_time,
+                loads,
+                bodies,
+            });
+            server.stop();
+        }
+        let base = reports.pop().ok_or("no baseline report")?;
+        let ours = reports.pop().ok_or("no report of ours")?;
+        Ok([ours, base])
+    }
+
+    /// On one fresh process: 16 connections for the trickle window without, then with
+    /// the trickler (the baseline's stuck `recv` thread makes "with" the last run).
+    fn trickle_run(&mut self, kind: Kind) -> Result<TrickleRun, String> {
+        let server = self.spawn(kind)?;
+        let without = self.load_for(&server, "session_info", 16, self.options.trickle)?;
+        let with = self.load(&server, "session_info", 16, 0, true)?;
+        server.stop();
+        Ok(TrickleRun { without, with })
+    }
+
+    /// `session_info`-style load for `duration` instead of `--duration`.
+    fn load_for(
+        &self,
+        server: &Server,
+        operation: &str,
+        connections: usize,
+        duration: Duration,
+    ) -> Result<LoadResult, String> {
+        let token = server.session(0)?.token;
+        let body = target::body(operation, 0);
+        let result = load::run(LoadSpec {
+            addr: server.addr,
+            requests: vec![target::request(server.addr, &token, &body); connections],
+            warmup: self.options.warmup,
+            duration,
+            server_pid: server.pid,
+            expect: 200,
+            trickle: None,
+        })
+        .map_err(|e| format!("load on {}: {e}", server.addr))?;
+        self.log_run(
+            &format!("{operation} x{connections} without trickler"),
+            &result,
+        );
+        Ok(result)
+    }
+
+    fn session_growth(&mut self) -> Result<Vec<GrowthRow>, String> {
+        let mut rows = Vec::new();
+        for &sessions in SESSION_COUNTS {
+            let server = self.spawn(Kind::Lib {
+                sessions,
+                projects: 1,
+            })?;
+            let ok = self.load(&server, "session_info", 16, 0, false)?;
+            // A well-formed token nobody holds: header checks + token lookup + a 401.
+            let unknown = "0".repeat(64);
+            let body = target::body("session_info", 0);
+            let denied = load::run(LoadSpec {
+                addr: server.addr,
+                requests: vec![target::request(server.addr, &unknown, &body); 16],
+                warmup: self.options.warmup,
+                duration: self.options.duration,
+                server_pid: server.pid,
+                expect: 401,
+                trickle: None,
+            })
+            .map_err(|e| format!("load: {e}"))?;
+            self.log_run(&format!("401 with {sessions} sessions"), &denied);
+            let idle = server.idle;
+            let (settled, _) = settle(&server);
+            server.stop();
+            rows.push(GrowthRow {
+                label: format!("{sessions}"),
+                ok,
+                extra: Some(denied),
+                idle,
+                settled,
+            });
+        }
+        Ok(rows)
+    }
+
+    fn project_growth(&mut self) -> Result<Vec<GrowthRow>, String> {
+        let mut rows = Vec::new();
+        for &projects in PROJECT_COUNTS {
+            let server = self.spawn(Kind::Lib {
+                sessions: 64,
+                projects,
+            })?;
+            let ok = self.load(&server, "canvas_list", 64, 0, false)?;
+            let idle = server.idle;
+            let (settled, _) = settle(&server);
+            server.stop();
+            rows.push(GrowthRow {
+                label: format!("{projects}"),
+                ok,
+                extra: None,
+                idle,
+                settled,
+            });
+        }
+        Ok(rows)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_report(
+        &self,
+        ours: &ProcessReport,
+        base: &ProcessReport,
+        ours_trickle: &TrickleRun,
+        base_trickle: &TrickleRun,
+        sessions: &[GrowthRow],
+        projects: &[GrowthRow],
+        validator: &[validator::ValidatorTime],
+    ) -> Result<(), String> {
+        let mut md = String::new();
+        md.push_str("# termsprawl-tools bench\n\n");
+        md.push_str(&format!(
+            "Load average before → after: {} → {}. Command: `cargo run --release --example bench -- {}`{}.\n\n",
+            self.load_before,
+            load_average(),
+            std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            if self.options.server_env.is_empty() {
+                String::new()
+            } else {
+                format!(" (server environment: {:?})", self.options.server_env)
+            }
+        ));
+        md.push_str(&format!(
+            "{}. {}; warm-up {:.1} s, window {:.1} s per run (trickle runs {:.0} s); \
+closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http server \
+(one `recv` loop, same header checks, fixed answer). Growth curves use `lib-server` \
+(our `AgentToolServer` with a trivial execute callback).\n\n",
+            machine(self.cpus),
+            self.affinity,
+            self.options.warmup.as_secs_f64(),
+            self.options.duration.as_secs_f64(),
+            self.options.trickle.as_secs_f64(),
+            if self.options.ours_lib {
+                "`lib-server` (our `AgentToolServer` with a trivial execute callback, one project, one session)"
+            } else {
+                "`termsprawl-tools serve` (one project, one agent session, the headless canvas owner)"
+            }
+        ));
+
+        md.push_str(METHOD);
+
+        let mut main = Table::new(&[
+            "workload",
+            "conns",
+            "ours req/s",
+            "base req/s",
+            "ratio",
+            "ours p50 ms",
+            "base p50 ms",
+            "ours p99 ms",
+            "base p99 ms",
+            "p99 ratio",
+            "ours CPU µs/req",
+            "base CPU µs/req",
+            "CPU ratio",
+            "errors ours/base",
+        ]);
+        for (i, (operation, connections)) in WORKLOADS.iter().enumerate() {
+            let (o, b) = (&ours.loads[i], &base.loads[i]);
+            main.row(vec![
+                operation.to_string(),
+                connections.to_string(),
+                format!("{:.0}", o.rate()),
+                format!("{:.0}", b.rate()),
+                ratio(o.rate(), b.rate()),
+                format!("{:.3}", o.quantile_ms(0.5)),
+                format!("{:.3}", b.quantile_ms(0.5)),
+                format!("{:.3}", o.quantile_ms(0.99)),
+                format!("{:.3}", b.quantile_ms(0.99)),
+                ratio(o.quantile_ms(0.99), b.quantile_ms(0.99)),
+                format!("{:.1}", o.cpu_per_request_us()),
+                format!("{:.1}", b.cpu_per_request_us()),
+                ratio(o.cpu_per_request_us(), b.cpu_per_request_us()),
+                format!("{}/{}", o.errors, b.errors),
+            ]);
+        }
+        md.push_str("## Throughput, latency, CPU\n\n");
+        md.push_str(&main.markdown());
+
+        let mut process = Table::new(&["process", "ours", "baseline", "ratio"]);
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        process.row(vec![
+            "start → ready line (median)".into(),
+            format!("{:.1} ms", ms(ours.ready)),
+            format!("{:.1} ms", ms(base.ready)),
+            ratio(ms(ours.ready), ms(base.ready)),
+        ]);
+        for (label, o, b) in [
+            (
+                "RSS idle (VmRSS)",
+                mib(ours.idle.rss_kib),
+                mib(base.idle.rss_kib),
+            ),
+            (
+                "RSS peak after all loads (VmHWM)",
+                mib(ours.peak_hwm_kib),
+                mib(base.peak_hwm_kib),
+            ),
+            (
+                "RSS after settling",
+                mib(ours.settled.rss_kib),
+                mib(base.settled.rss_kib),
+            ),
+            (
+                "RssAnon idle (no code pages)",
+                mib(ours.idle.anon_kib),
+                mib(base.idle.anon_kib),
+            ),
+            (
+                "RssAnon after settling",
+                mib(ours.settled.anon_kib),
+                mib(base.settled.anon_kib),
+            ),
+        ] {
+            process.row(vec![
+                label.into(),
+                format!("{o:.1} MiB"),
+                format!("{b:.1} MiB"),
+                ratio(o, b),
+            ]);
+        }
+        for (label, o, b) in [
+            ("threads idle", ours.idle.threads, base.idle.threads),
+            (
+                "threads peak under load",
+                ours.peak_threads,
+                base.peak_threads,
+            ),
+            (
+                "threads after settling",
+                ours.settled.threads,
+                base.settled.threads,
+            ),
+        ] {
+            process.row(vec![
+                label.into(),
+                o.to_string(),
+                b.to_string(),
+                ratio(o as f64, b as f64),
+            ]);
+        }
+        process.row(vec![
+            "settling time (threads within 10 % of idle)".into(),
+            format!("{:.1} s", ours.settle_time.as_secs_f64()),
+            format!("{:.1} s", base.settle_time.as_secs_f64()),
+            "".into(),
+        ]);
+        md.push_str("\n## Process\n\n");
+        md.push_str(&process.markdown());
+
+        let without = (&ours_trickle.without, &base_trickle.without);
+        let (ours_trickle, base_trickle) = (&ours_trickle.with, &base_trickle.with);
+        let mut trickle = Table::new(&[
+            "16 conns + 1 trickler (100 kB at 1 B/s)",
+            "ours",
+            "baseline",
+        ]);
+        let cut = |r: &LoadResult| {
+            r.trickle
+                .as_ref()
+                .map(|t| format!("{} after {:.1} s", t.how, t.after.as_secs_f64()))
+                .unwrap_or_else(|| "no trickler".into())
+        };
+        trickle.row(vec![
+            "others served (req/s)".into(),
+            format!("{:.0}", ours_trickle.rate()),
+            format!("{:.0}", base_trickle.rate()),
+        ]);
+        trickle.row(vec![
+            "others' p99 with / without".into(),
+            format!(
+                "{:.3} / {:.3} ms ({})",
+                ours_trickle.quantile_ms(0.99),
+                without.0.quantile_ms(0.99),
+                ratio(ours_trickle.quantile_ms(0.99), without.0.quantile_ms(0.99))
+            ),
+            format!(
+                "{:.3} / {:.3} ms",
+                base_trickle.quantile_ms(0.99),
+                without.1.quantile_ms(0.99)
+            ),
+        ]);
+        trickle.row(vec![
+            "errors".into(),
+            ours_trickle.errors.to_string(),
+            base_trickle.errors.to_string(),
+        ]);
+        trickle.row(vec![
+            "trickler cut".into(),
+            cut(ours_trickle),
+            cut(base_trickle),
+        ]);
+        md.push_str("\n## Trickling client\n\n");
+        md.push_str(&trickle.markdown());
+
+        let mut bodies = Table::new(&[
+            "body (session_info, 16 conns)",
+            "ours req/s",
+            "base req/s",
+            "ratio",
+            "ours CPU µs/req",
+            "base CPU µs/req",
+            "CPU ratio",
+            "ours p99 ms",
+            "base p99 ms",
+        ]);
+        for (i, (_, label)) in BODY_SIZES.iter().enumerate() {
+            let (o, b) = (&ours.bodies[i], &base.bodies[i]);
+            bodies.row(vec![
+                label.to_string(),
+                format!("{:.0}", o.rate()),
+                format!("{:.0}", b.rate()),
+                ratio(o.rate(), b.rate()),
+                format!("{:.1}", o.cpu_per_request_us()),
+                format!("{:.1}", b.cpu_per_request_us()),
+                ratio(o.cpu_per_request_us(), b.cpu_per_request_us()),
+                format!("{:.3}", o.quantile_ms(0.99)),
+                format!("{:.3}", b.quantile_ms(0.99)),
+            ]);
+        }
+        md.push_str("\n## Request cost by body size\n\n");
+        md.push_str(&bodies.markdown());
+        let categories: Vec<String> = BODY_SIZES.iter().map(|(_, l)| l.to_string()).collect();
+        let mut plots = vec![(
+            "bodies.svg",
+            line_plot(
+                "Server CPU per request by body size (session_info, 16 conns)",
+                &categories,
+                "µs CPU / request",
+                &[
+                    Series {
+                        name: "ours".into(),
+                        color: "#d62728",
+                        values: ours
+                            .bodies
+                            .iter()
+                            .map(LoadResult::cpu_per_request_us)
+                            .collect(),
+                    },
+                    Series {
+                        name: "baseline".into(),
+                        color: "#1f77b4",
+                        values: base
+                            .bodies
+                            .iter()
+                            .map(LoadResult::cpu_per_request_us)
+                            .collect(),
+                    },
+                ],
+            ),
+        )];
+
+        if !sessions.is_empty() {
+            let mut table = Table::new(&[
+                "sessions (lib-server)",
+                "session_info req/s",
+                "CPU µs/req",
+                "p99 ms",
+                "401 (unknown token) req/s",
+                "401 CPU µs/req",
+                "errors",
+            ]);
+            for row in sessions {
+                let denied = row.extra.as_ref().expect("session rows carry the 401 run");
+                table.row(vec![
+                    row.label.clone(),
+                    format!("{:.0}", row.ok.rate()),
+                    format!("{:.1}", row.ok.cpu_per_request_us()),
+                    format!("{:.3}", row.ok.quantile_ms(0.99)),
+                    format!("{:.0}", denied.rate()),
+                    format!("{:.1}", denied.cpu_per_request_us()),
+                    format!("{}", row.ok.errors + denied.errors),
+                ]);
+            }
+            md.push_str(
+                "\n## Auth cost by provisioned sessions (session_info and 401, 16 conns)\n\n",
+            );
+            md.push_str(&table.markdown());
+            let categories: Vec<String> = sessions.iter().map(|r| r.label.clone()).collect();
+            plots.push((
+                "sessions.svg",
+                line_plot(
+                    "Server CPU per request by provisioned sessions",
+                    &categories,
+                    "µs CPU / request",
+                    &[
+                        Series {
+                            name: "session_info".into(),
+                            color: "#d62728",
+                            values: sessions.iter().map(|r| r.ok.cpu_per_request_us()).collect(),
+                        },
+                        Series {
+                            name: "401 unknown".into(),
+                            color: "#2ca02c",
+                            values: sessions
+                                .iter()
+                                .filter_map(|r| r.extra.as_ref())
+                                .map(LoadResult::cpu_per_request_us)
+                                .collect(),
+                        },
+                    ],
+                ),
+            ));
+        }
+        if !projects.is_empty() {
+            let mut table = Table::new(&[
+                "projects (lib-server, canvas_list, 64 conns)",
+                "req/s",
+                "p99 ms",
+                "CPU µs/req",
+                "threads idle",
+                "threads peak",
+                "threads settled",
+                "RSS idle → peak MiB",
+                "errors",
+            ]);
+            for row in projects {
+                table.row(vec![
+                    row.label.clone(),
+                    format!("{:.0}", row.ok.rate()),
+                    format!("{:.3}", row.ok.quantile_ms(0.99)),
+                    format!("{:.1}", row.ok.cpu_per_request_us()),
+                    row.idle.threads.to_string(),
+                    row.ok.peak_threads.to_string(),
+                    row.settled.threads.to_string(),
+                    format!(
+                        "{:.1} → {:.1}",
+                        mib(row.idle.rss_kib),
+                        mib(row.settled.hwm_kib)
+                    ),
+                    row.ok.errors.to_string(),
+                ]);
+            }
+            md.push_str("\n## Load spread over projects\n\n");
+            md.push_str(&table.markdown());
+            let categories: Vec<String> = projects.iter().map(|r| r.label.clone()).collect();
+            plots.push((
+                "projects.svg",
+                line_plot(
+                    "canvas_list throughput by projects (64 conns)",
+                    &categories,
+                    "requests / s",
+                    &[Series {
+                        name: "req/s".into(),
+                        color: "#d62728",
+                        values: projects.iter().map(|r| r.ok.rate()).collect(),
+                    }],
+                ),
+            ));
+            plots.push((
+                "projects-threads.svg",
+                line_plot(
+                    "Server threads by projects (64 conns)",
+                    &categories,
+                    "threads",
+                    &[
+                        Series {
+                            name: "peak".into(),
+                            color: "#d62728",
+                            values: projects.iter().map(|r| r.ok.peak_threads as f64).collect(),
+                        },
+                        Series {
+                            name: "settled".into(),
+                            color: "#1f77b4",
+                            values: projects.iter().map(|r| r.settled.threads as f64).collect(),
+                        },
+                    ],
+                ),
+            ));
+        }
+
+        let mut table = Table::new(&["operation", "validate_tool_request ns/call"]);
+        for time in validator {
+            table.row(vec![
+                time.operation.to_string(),
+                format!("{:.0}", time.ns_per_call),
+            ]);
+        }
+        md.push_str("\n## Validator time per operation\n\n");
+        md.push_str(&table.markdown());
+
+        md.push_str("\n## Targets (issue 9)\n\n");
+        md.push_str(
+            &self
+                .targets(ours, base, (ours_trickle, without.0), sessions)
+                .markdown(),
+        );
+
+        md.push_str("\nPlots: ");
+        md.push_str(
+            &plots
+                .iter()
+                .map(|(name, _)| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        md.push('\n');
+
+        fs::create_dir_all(&self.options.out)
+            .map_err(|e| format!("create {}: {e}", self.options.out.display()))?;
+        for (name, svg) in &plots {
+            let path = self.options.out.join(name);
+            fs::write(&path, svg).map_err(|e| format!("write {}: {e}", path.display()))?;
+        }
+        let path = self.options.out.join("RESULTS.md");
+        fs::write(&path, &md).map_err(|e| format!("write {}: {e}", path.display()))?;
+        println!("{md}");
+        eprintln!("bench: wrote {}", self.options.out.display());
+        Ok(())
+    }
+
+    fn targets(
+        &self,
+        ours: &ProcessReport,
+        base: &ProcessReport,
+        trickle: (&LoadResult, &LoadResult),
+        sessions: &[GrowthRow],
+    ) -> Table {
+        let mut table = Table::new(&["target", "measured", "verdict"]);
+        let mut check = |name: &str, measured: String, met: bool| {
+            table.row(vec![
+                name.into(),
+                measured,
+                if met {
+                    "met".into()
+                } else {
+                    "**missed**".into()
+                },
+            ]);
+        };
+        let (o, b) = (&ours.loads[1], &base.loads[1]);
+        let r = o.rate() / b.rate();
+        check(
+            "session_info x16 throughput ≥ 0.95× baseline",
+            format!("{r:.2}×"),
+            r >= 0.95,
+        );
+        let r = o.quantile_ms(0.99) / b.quantile_ms(0.99);
+        check(
+            "session_info x16 p99 ≤ 1.1× baseline",
+            format!("{r:.2}×"),
+            r <= 1.1,
+        );
+        let (o, b) = (&ours.loads[5], &base.loads[5]);
+        let r = o.rate() / b.rate();
+        check(
+            "canvas_list x64 throughput ≥ 0.85× baseline",
+            format!("{r:.2}×"),
+            r >= 0.85,
+        );
+        let r = o.cpu_per_request_us() / b.cpu_per_request_us();
+        check(
+            "canvas_list x64 CPU/request ≤ 1.2× baseline",
+            format!("{r:.2}×"),
+            r <= 1.2,
+        );
+        let idle = ours.idle.rss_kib as f64 / 1024.0;
+        check("idle RSS ≤ 4 MiB", format!("{idle:.2} MiB"), idle <= 4.0);
+        let peak = ours.peak_hwm_kib as f64 / 1024.0;
+        check(
+            "peak RSS after 64-conn loads ≤ 16 MiB",
+            format!("{peak:.1} MiB"),
+            peak <= 16.0,
+        );
+        let r = ms(ours.ready) / ms(base.ready);
+        check(
+            "start → ready ≤ 2× baseline",
+            format!(
+                "{r:.2}× ({:.1} vs {:.1} ms)",
+                ms(ours.ready),
+                ms(base.ready)
+            ),
+            r <= 2.0,
+        );
+        let (trickle, without) = trickle;
+        let r = trickle.quantile_ms(0.99) / without.quantile_ms(0.99);
+        check(
+            "trickler: others' p99 ≤ 1.2× without",
+            format!("{r:.2}×"),
+            r <= 1.2,
+        );
+        check(
+            "trickler: zero errors",
+            trickle.errors.to_string(),
+            trickle.errors == 0,
+        );
+        let (how, after, cut) = trickle
+            .trickle
+            .as_ref()
+            .map_or(("none".to_string(), 0.0, false), |t| {
+                (t.how.clone(), t.after.as_secs_f64(), t.cut)
+            });
+        let in_window =
+            (15.0..=16.0).contains(&after) && cut && (how == "408" || how.starts_with("closed"));
+        check(
+            "trickler answered 408 or closed within 15–16 s",
+            format!("{how} after {after:.1} s"),
+            in_window,
+        );
+        if let (Some(first), Some(last)) = (sessions.first(), sessions.last()) {
+            let denied = |row: &GrowthRow| {
+                row.extra
+                    .as_ref()
+                    .map_or(0.0, LoadResult::cpu_per_request_us)
+            };
+            let r = denied(last) / denied(first);
+            let r_ok = last.ok.cpu_per_request_us() / first.ok.cpu_per_request_us();
+            check(
+                "10,000 sessions: auth cost ≤ 2× 1 session",
+                format!("{r:.2}× (401 path), {r_ok:.2}× (session_info)"),
+                r <= 2.0 && r_ok <= 2.0,
+            );
+        }
+        let threads_back = ours.settled.threads as f64 <= ours.idle.threads as f64 * 1.1;
+        let rss_back = ours.settled.rss_kib as f64 <= ours.idle.rss_kib as f64 * 1.1;
+        check(
+            "after load: threads and RSS within 10 % of idle",
+            format!(
+                "threads {} → {}, RSS {:.1} → {:.1} MiB",
+                ours.idle.threads,
+                ours.settled.threads,
+                ours.idle.rss_kib as f64 / 1024.0,
+                ours.settled.rss_kib as f64 / 1024.0
+            ),
+            threads_back && rss_back,
+        );
+        table
+    }
+}
+
+/// Waits (up to 15 s) until the server's threads are back within 10 % of idle.
+fn settle(server: &Server) -> (ProcSample, Duration) {
+    let began = Instant::now();
+    let limit = (server.idle.threads as f64 * 1.1).floor() as u64;
+    let mut last = procfs::sample(server.pid).unwrap_or_default();
+    while began.elapsed() < Duration::from_secs(15) && last.threads > limit.max(server.idle.threads)
+    {
+        thread::sleep(Duration::from_millis(250));
+        last = procfs::sample(server.pid).unwrap_or(last);
+    }
+    (last, began.elapsed())
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn ratio(ours: f64, base: f64) -> String {
+    if base > 0.0 {
+        format!("{:.2}×", ours / base)
+    } else {
+        "–".into()
+    }
+}
+
+/// The 1-minute load average: other work on the machine skews every figure.
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn machine(cpus: usize) -> String {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpus} × {cpu}, Linux {}", kernel.trim())
+}
