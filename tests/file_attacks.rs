@@ -198,8 +198,14 @@ fn child_provisions_forever() {
     server.start().unwrap();
     use std::io::Write;
     let mut out = std::io::stdout().lock();
+    // Each child starts at another node (the parent passes its iteration), so the kills
+    // land on provisioning of all 20 nodes, not only the first few.
+    let start: u64 = std::env::var("TST_CHILD_START")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     for i in 0u64.. {
-        let node = format!("n{}", i % 20);
+        let node = format!("n{}", (start + i) % 20);
         let session = server
             .provision(&identity(&node, "p"), status("external"), true)
             .unwrap();
@@ -247,7 +253,7 @@ fn killed_provisioning_never_tears_files_or_loses_tokens() {
     let mut reported: HashMap<String, String> = HashMap::new();
     let iterations = 200;
     let mut lines = 0;
-    for _ in 0..iterations {
+    for iteration in 0..iterations {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -257,6 +263,7 @@ fn killed_provisioning_never_tears_files_or_loses_tokens() {
                 "-q",
             ])
             .env(CHILD_ENV, &data)
+            .env("TST_CHILD_START", iteration.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
