@@ -291,3 +291,12 @@ fn self_test(url: &str, token: &str) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// `cargo test` runs the example end to end, so it can't rot.
+    #[test]
+    fn the_example_serves_one_agent() {
+        super::main().expect("the embedding example's self-test");
+    }
+}

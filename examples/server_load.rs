@@ -1,7 +1,9 @@
-//! `session_info` latency from 16 keep-alive clients, without and then with one more
-//! client trickling a 100 kB body at 1 byte a second, measured in one run.
+//! `session_info` latency from 16 keep-alive clients, without and with one more client
+//! trickling a 100 kB body at 1 byte a second, measured in one run. The two conditions
+//! alternate for several rounds, so a change in background load hits both alike.
 //!
-//! Usage: `cargo run --release --example server_load [-- SECONDS_PER_PHASE]` (default 3).
+//! Usage: `cargo run --release --example server_load [-- SECONDS_PER_PHASE [ROUNDS]]`
+//! (defaults 2 and 3).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -113,11 +115,24 @@ fn report(label: &str, latencies: &[Duration], errors: usize, run: Duration) {
     );
 }
 
+/// Starts a client that declares a 100 kB body and sends it a byte a second.
+fn trickle(port: u16, token: &str, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    let head = format!(
+        "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Length: 100000\r\n\r\n"
+    );
+    thread::spawn(move || {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.write_all(head.as_bytes()).expect("send");
+        while !stop.load(Ordering::SeqCst) && stream.write_all(b" ").is_ok() {
+            thread::sleep(Duration::from_millis(1000));
+        }
+    })
+}
+
 fn main() {
-    let seconds: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>().ok());
+    let seconds = args.next().flatten().unwrap_or(2);
+    let rounds = args.next().flatten().unwrap_or(3);
     let (warm_up, run) = (Duration::from_secs(1), Duration::from_secs(seconds));
     let data = std::env::temp_dir().join(format!("server-load-{}", std::process::id()));
     let server = AgentToolServer::new(&data, Arc::new(App)).expect("server");
@@ -137,30 +152,32 @@ fn main() {
         .expect("provision")
         .token;
 
-    println!("{CLIENTS} keep-alive clients, session_info, {seconds} s per phase after 1 s warm-up");
-    let (latencies, errors) = measure(port, &token, warm_up, run);
-    report("without a trickling client", &latencies, errors, run);
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let trickler = {
-        let (stop, token) = (stop.clone(), token.clone());
-        thread::spawn(move || {
-            let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-            let head = format!(
-                "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Length: 100000\r\n\r\n"
-            );
-            stream.write_all(head.as_bytes()).expect("send");
-            let began = Instant::now();
-            while !stop.load(Ordering::SeqCst) && stream.write_all(b" ").is_ok() {
-                thread::sleep(Duration::from_secs(1));
-            }
-            began.elapsed()
-        })
-    };
-    let (latencies, errors) = measure(port, &token, warm_up, run);
-    report("with one client trickling 1 B/s", &latencies, errors, run);
-    stop.store(true, Ordering::SeqCst);
-    let _ = trickler.join();
+    println!(
+        "{CLIENTS} keep-alive clients, session_info, {rounds} rounds of {seconds} s per condition (after 1 s warm-up each)"
+    );
+    let (mut plain, mut trickled) = ((Vec::new(), 0), (Vec::new(), 0));
+    for _ in 0..rounds {
+        let (latencies, errors) = measure(port, &token, warm_up, run);
+        plain.0.extend(latencies);
+        plain.1 += errors;
+        let stop = Arc::new(AtomicBool::new(false));
+        let trickler = trickle(port, &token, stop.clone());
+        let (latencies, errors) = measure(port, &token, warm_up, run);
+        trickled.0.extend(latencies);
+        trickled.1 += errors;
+        stop.store(true, Ordering::SeqCst);
+        let _ = trickler.join();
+    }
+    let total = run * rounds as u32;
+    plain.0.sort();
+    trickled.0.sort();
+    report("without a trickling client", &plain.0, plain.1, total);
+    report(
+        "with one client trickling 1 B/s",
+        &trickled.0,
+        trickled.1,
+        total,
+    );
     server.close();
     let _ = std::fs::remove_dir_all(&data);
 }

@@ -1,10 +1,33 @@
 //! termsprawl-tools: the Agent Tool Protocol for coding agents that run in terminals of a
 //! canvas app.
 //!
-//! Layers, each depending only on those before it:
+//! Embed the agent tools in a Rust app: implement the four host traits
+//! ([`runtime::Workspace`], [`runtime::CanvasOwner`], [`runtime::Browsers`],
+//! [`runtime::Terminals`]), then (`examples/embed.rs` is a complete app):
+//!
+//! ```no_run
+//! # use std::path::Path;
+//! # use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
+//! # use termsprawl_tools::runtime::{AgentToolRuntime, Host};
+//! # fn embed(host: Host) -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = AgentToolRuntime::new(Path::new("/var/lib/my-app"), host)?;
+//! let endpoint = runtime.start(Path::new("/usr/local/bin/termsprawlctl"))?;
+//! let agent = ToolIdentity { node_id: "agent1".into(), project_id: "demo".into() };
+//! let status = IntegrationStatus {
+//!     state: IntegrationState::CliFallback, adapter: "external".into(), version: None, reason: None,
+//! };
+//! runtime.server().provision(&agent, status, true)?;
+//! // Your canvas owner answers with runtime.canvas_reply(sender, true, reply);
+//! // every terminal start goes through runtime.prepare(request) first.
+//! println!("agents call {}", endpoint.url);
+//! # Ok(()) }
+//! ```
+//!
+//! Layers, each depending only on those before it (see ARCHITECTURE.md):
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
 //! - [`server`]: private files, sessions, the lock, the HTTP accept thread, project queues.
-//! - [`host`]: the embedded default host (headless canvas, terminals, browsers).
+//! - [`runtime`]: the host-agnostic runtime behind four small traits.
+//! - [`host`]: the embedded default host (headless canvas, terminals, browsers) of `serve`.
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 #![warn(missing_docs)]
 

@@ -358,45 +358,6 @@ fn context_read_follows_links_to_transcripts() {
 }
 
 #[test]
-fn browser_nodes_exist_but_have_no_guest_without_an_engine() {
-    let (dirs, serve) = start("nobrowser", &[]);
-    let error = serve.err(
-        &dirs,
-        "me",
-        "browser_open",
-        json!({"url": "https://example.com"}),
-    );
-    assert!(error.contains("Enable agent browser control"), "{error}");
-    assert_eq!(saved(&dirs)["nodes"].as_array().unwrap().len(), 1);
-    assert!(serve.stop().success());
-
-    let serve = Serve::start(&dirs, &["--terminals", "pty", "--agent", "me", "--browser"]);
-    let error = serve.err(&dirs, "me", "browser_open", json!({"url": "example.com"}));
-    assert!(error.contains("not ready"), "{error}");
-    let list = serve.ok(&dirs, "me", "browser_list", json!({}));
-    let browser = &list.as_array().unwrap()[0];
-    assert_eq!(browser["type"], "browser");
-    assert_eq!(browser["owner"], "me");
-    let tabs = browser["data"]["tabs"].as_array().unwrap();
-    assert_eq!(tabs.len(), 1);
-    assert_eq!(tabs[0]["url"], "https://example.com");
-    assert_eq!(browser["data"]["activeTabId"], tabs[0]["id"]);
-    let node_id = browser["id"].as_str().unwrap();
-    let error = serve.err(&dirs, "me", "browser_inspect", json!({"nodeId": node_id}));
-    assert!(error.contains("not ready"), "{error}");
-    // A bad URL is refused before any node is made.
-    let count = saved(&dirs)["nodes"].as_array().unwrap().len();
-    serve.err(
-        &dirs,
-        "me",
-        "browser_open",
-        json!({"url": "file:///etc/passwd"}),
-    );
-    assert_eq!(saved(&dirs)["nodes"].as_array().unwrap().len(), count);
-    assert!(serve.stop().success());
-}
-
-#[test]
 fn agent_launch_goes_through_prepare() {
     let dirs = Dirs::new("launch");
     let agent = dirs.root.join("fake-agent");

@@ -83,6 +83,11 @@ fn ready_line_has_every_field_and_stdout_nothing_else() {
     assert_eq!(session(&dirs, "cc")["status"]["adapter"], "claude-mcp");
     let info = serve.ok(&dirs, "me", "session_info", json!({}));
     assert_eq!(info["nodeId"], "me");
+    let guides = std::path::PathBuf::from(info["guidesDirectory"].as_str().unwrap());
+    assert!(
+        guides.join("termsprawl-terminal/SKILL.md").is_file(),
+        "{info}"
+    );
     assert_eq!(info["projectId"], "proj1");
     // A claude-mcp agent's first session_info connects it.
     serve.ok(&dirs, "cc", "session_info", json!({}));
@@ -121,9 +126,12 @@ fn a_second_serve_on_a_live_data_directory_is_refused() {
     assert!(!status.success());
     assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("already using"), "{stderr}");
-    // The first one is unaffected.
+    // The first one is unaffected; SIGINT stops it as cleanly as SIGTERM.
+    assert!(dirs.agent_tools().join("endpoint.json").exists());
     first.ok(&dirs, "me", "session_info", json!({}));
-    assert!(first.stop().success());
+    assert!(first.stop_with(libc::SIGINT).success());
+    assert!(!dirs.agent_tools().join("endpoint.json").exists());
+    assert!(!dirs.agent_tools().join("server.lock").exists());
 }
 
 #[test]

@@ -34,15 +34,16 @@ fn open_submit_read_interrupt_close() {
     let shell = *children(serve.pid())
         .first()
         .expect("the shell is serve's child");
-    // It starts in the project folder.
+    // It starts in the project folder, without the identity serve itself inherited.
     serve.ok(
         &dirs,
         "me",
         "terminal_submit",
-        json!({"nodeId": term, "command": "echo marker; pwd"}),
+        json!({"nodeId": term, "command": "echo marker; pwd; echo \"[$TERMSPRAWL_SESSION_FILE]\""}),
     );
     let output = wait_for_output(&serve, &dirs, &term, "\nmarker\n");
     assert!(output.contains(dirs.project.to_str().unwrap()), "{output}");
+    assert!(output.contains("\n[]"), "{output}");
 
     serve.ok(
         &dirs,

@@ -85,6 +85,17 @@ fn session_info_connects_mcp_adapters_once() {
         t.server.session("agent-2").unwrap().status.state,
         termsprawl_tools::protocol::IntegrationState::Connected
     );
+    // Every `-mcp` adapter connects the same way (the runtime also launches opencode-mcp).
+    let opencode = t
+        .server
+        .provision(
+            &identity("agent-3", "project-a"),
+            status("opencode-mcp"),
+            false,
+        )
+        .unwrap();
+    let info = call(t.port, Some(&opencode.token), SESSION_INFO).json();
+    assert_eq!(info["value"]["status"]["state"], "connected");
     // The external adapter is left alone.
     let info = call(t.port, Some(&t.session.token), SESSION_INFO).json();
     assert_eq!(info["value"]["status"]["state"], "cli-fallback");

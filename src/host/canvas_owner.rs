@@ -14,6 +14,9 @@
 //! - `agent_launch`: the same with the node's `data.command`; `prepare` provisions the
 //!   agent's session and rewrites the command.
 //! - `terminal_close`: the session is ended, the node removed, then `runtime.revoke`.
+//! - `browser_open`: refused (nothing added) when there is no Chromium; else the node is
+//!   added and its tab's page opens; the owner waits for it up to `BROWSER_OPEN_WAIT`
+//!   so that starting Chromium fits in the request (the runtime then waits for the guest).
 //! - `canvas_list`: terminal nodes carry `session: {backend, live, warm}` (not saved).
 //!
 //! The runtime owns the inbox (through the host) and this thread needs the runtime to
@@ -27,6 +30,7 @@ use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
 
+use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use super::canvas::{Canvas, Node, NodeKind};
 use super::terminals::HostTerminals;
 use super::workspace::HostWorkspace;
@@ -56,6 +60,7 @@ pub struct OwnerState {
     canvases: HashMap<String, (PathBuf, Canvas)>,
     workspace: Arc<HostWorkspace>,
     terminals: Arc<HostTerminals>,
+    browsers: Arc<ChromiumBrowsers>,
     runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
 }
 
@@ -79,6 +84,7 @@ impl HeadlessCanvas {
     pub fn spawn(
         workspace: Arc<HostWorkspace>,
         terminals: Arc<HostTerminals>,
+        browsers: Arc<ChromiumBrowsers>,
     ) -> Result<Arc<HeadlessCanvas>, HostError> {
         let runtime = Arc::new(OnceLock::new());
         let (inbox, messages) = mpsc::channel();
@@ -86,6 +92,7 @@ impl HeadlessCanvas {
             canvases: HashMap::new(),
             workspace: workspace.clone(),
             terminals,
+            browsers,
             runtime: runtime.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -128,6 +135,11 @@ impl HeadlessCanvas {
         let added = self.with(move |state| {
             if state.canvases.contains_key(&taken) {
                 return Err(HostError::Other(format!("project {taken} is already open")));
+            }
+            for node in canvas.nodes() {
+                for tab in node.data.tabs.iter().flatten() {
+                    state.browsers.register(&node.id, &tab.id, &tab.url);
+                }
             }
             state.canvases.insert(taken.clone(), (folder, canvas));
             state.publish(&taken);
@@ -328,6 +340,7 @@ impl OwnerState {
         let args = &request.args;
         let runtime = self.runtime();
         let terminals = self.terminals.clone();
+        let browsers = self.browsers.clone();
         let (folder, canvas) = self
             .canvases
             .get_mut(project_id)
@@ -360,6 +373,18 @@ impl OwnerState {
                         ))
                     }
                 }
+            }
+            "browser_open" => {
+                if let Some(why) = browsers.unavailable() {
+                    return Err(format!("{why}; no browser node was added"));
+                }
+                let created = canvas.apply(operation, args)?;
+                let field = |key: &str| created.get(key).and_then(Value::as_str).unwrap_or("");
+                let url = args.get("url").and_then(Value::as_str).unwrap_or("");
+                // Waiting here (bounded) lets a cold Chromium start within the request.
+                let page = browsers.open(field("nodeId"), field("tabId"), url);
+                let _ = page.recv_timeout(BROWSER_OPEN_WAIT);
+                Ok(created)
             }
             "terminal_close" => {
                 let node_id = args.get("nodeId").and_then(Value::as_str).unwrap_or("");
@@ -474,7 +499,8 @@ mod tests {
         let workspace = Arc::new(HostWorkspace::new(false));
         let terminals =
             Arc::new(HostTerminals::new(TerminalsMode::Pty, &root.join("data")).unwrap());
-        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals).unwrap();
+        let browsers = Arc::new(ChromiumBrowsers::new(&root.join("data")));
+        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals, browsers).unwrap();
         let id = canvas
             .add_project(&root.join("project"), Some("p1"))
             .unwrap();

@@ -24,14 +24,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::browsers::NoBrowserEngine;
+use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use super::canvas_owner::HeadlessCanvas;
 use super::options::AgentFlag;
 use super::terminals::{HostTerminals, TerminalsMode};
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
-use crate::runtime::{AgentToolRuntime, Host};
+use crate::runtime::launch::LAUNCHER_NAME;
+use crate::runtime::{
+    prepare_tool_launch, AgentProbe, AgentToolRuntime, Host, LaunchInput, Workspace as _,
+};
 use crate::server::Endpoint;
 
 /// How to set up the default host.
@@ -45,13 +48,14 @@ pub struct HostConfig {
     pub browser: bool,
 }
 
-/// The default host: workspace, canvas owner thread, terminals, (no) browsers, and once
+/// The default host: workspace, canvas owner thread, terminals, browsers, and once
 /// started the runtime. Dropping it shuts it down, leaving tmux terminals running.
 pub struct DefaultHost {
     data: PathBuf,
     workspace: Arc<HostWorkspace>,
     canvas: Arc<HeadlessCanvas>,
     terminals: Arc<HostTerminals>,
+    browsers: Arc<ChromiumBrowsers>,
     runtime: Option<Arc<AgentToolRuntime>>,
 }
 
@@ -60,12 +64,14 @@ impl DefaultHost {
     pub fn new(config: HostConfig) -> Result<DefaultHost, HostError> {
         let terminals = Arc::new(HostTerminals::new(config.terminals, &config.data)?);
         let workspace = Arc::new(HostWorkspace::new(config.browser));
-        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals.clone())?;
+        let browsers = Arc::new(ChromiumBrowsers::new(&config.data));
+        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals.clone(), browsers.clone())?;
         Ok(DefaultHost {
             data: config.data,
             workspace,
             canvas,
             terminals,
+            browsers,
             runtime: None,
         })
     }
@@ -81,14 +87,15 @@ impl DefaultHost {
         Host {
             workspace: self.workspace.clone(),
             canvas: self.canvas.clone(),
-            browsers: Arc::new(NoBrowserEngine),
+            browsers: self.browsers.clone(),
             terminals: self.terminals.clone(),
         }
     }
 
     /// Creates and starts the runtime (taking the data directory's lock, listening,
-    /// installing the launcher that execs `ctl_executable`), then restores terminals:
-    /// only now, because ending stale tmux sessions is safe only while holding the lock.
+    /// installing the launcher that execs `ctl_executable`), then restores terminals (only
+    /// now: ending stale tmux sessions is safe only while holding the lock) and, with
+    /// browser control on, reopens the pages of the canvas's browser tabs.
     pub fn start(&mut self, ctl_executable: &Path) -> Result<Endpoint, HostError> {
         if self.runtime.is_some() {
             return Err(HostError::Other("the host is already started".into()));
@@ -99,6 +106,13 @@ impl DefaultHost {
         self.runtime = Some(runtime);
         for line in self.canvas.with(|state| state.restore_terminals())? {
             eprintln!("termsprawl-tools: {line}");
+        }
+        if self.workspace.browser_control_enabled() {
+            // Pages come back before agents are told the host is ready.
+            let reopened = self.browsers.reopen_all(BROWSER_OPEN_WAIT);
+            if reopened > 0 {
+                eprintln!("termsprawl-tools: reopened {reopened} browser page(s)");
+            }
         }
         Ok(endpoint)
     }
@@ -148,6 +162,32 @@ impl DefaultHost {
         let file = server
             .session_file(&identity.node_id)
             .map_err(|e| HostError::Runtime(e.into()))?;
+        // Its guides (the `guidesDirectory` session_info names) and system prompt; the
+        // command is not used, the agent runs elsewhere.
+        let probe = AgentProbe {
+            path: PathBuf::new(),
+            name: kind_name(&agent.adapter),
+            help: String::new(),
+            version: None,
+        };
+        let launcher = runtime
+            .launcher()
+            .unwrap_or_else(|| server.directory().join(LAUNCHER_NAME));
+        prepare_tool_launch(&LaunchInput {
+            launch_root: &server.directory().join("launch"),
+            node_id: &identity.node_id,
+            command: "",
+            probe: &probe,
+            instruction_flag: None,
+            session_file: &file,
+            launcher: &launcher,
+        })
+        .map_err(|e| {
+            HostError::Other(format!(
+                "cannot write the guides of agent {}: {e}",
+                identity.node_id
+            ))
+        })?;
         Ok((identity.node_id, file))
     }
 
@@ -172,15 +212,21 @@ impl DefaultHost {
     }
 
     /// Closes the runtime (endpoint.json and server.lock removed, sessions kept), stops
-    /// the canvas thread, ends PTY terminals, and ends tmux sessions only when
-    /// `kill_terminals`. Idempotent.
+    /// the canvas thread, ends PTY terminals (tmux sessions only when `kill_terminals`)
+    /// and Chromium. Idempotent.
     pub fn shutdown(&mut self, kill_terminals: bool) {
         if let Some(runtime) = self.runtime.take() {
             runtime.close();
         }
         self.canvas.stop();
         self.terminals.shutdown(kill_terminals);
+        self.browsers.shutdown();
     }
+}
+
+/// The name an external agent's launch files are prepared for (no CLI rule applies).
+fn kind_name(adapter: &Option<String>) -> String {
+    format!("external-{}", adapter.as_deref().unwrap_or("cli"))
 }
 
 impl Drop for DefaultHost {

@@ -4,7 +4,7 @@
 //! - [`workspace`]: folder projects and the browser setting ([`HostWorkspace`]).
 //! - [`canvas_owner`]: the thread that owns the canvases ([`HeadlessCanvas`]).
 //! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
-//! - [`browsers`]: browser guests.
+//! - [`browsers`]: browser guests, pages of the headless Chromium [`browser`] engine.
 //! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.
 
 pub mod browser;

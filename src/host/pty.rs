@@ -193,9 +193,9 @@ pub fn spawn(
     if failed != 0 {
         return Err(SpawnFailure::Fork(io::Error::from_raw_os_error(failed)));
     }
-    // SAFETY: fork has no memory preconditions. In the child (0) we only call
-    // child_exec, which makes async-signal-safe calls on data prepared above and never
-    // returns; the parent continues normally.
+    // In the child (0) we only call child_exec, which makes async-signal-safe calls on
+    // data prepared above and never returns; the parent continues normally.
+    // SAFETY: fork has no memory preconditions; the child's obligations are met above.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // SAFETY: we are the child of fork; every pointer refers to memory prepared

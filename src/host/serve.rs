@@ -48,7 +48,18 @@ struct ReadySession {
 }
 
 /// Runs `serve` until SIGINT or SIGTERM. Stdout gets the ready line and nothing else.
+///
+/// Call it before starting any thread: it removes this process's own `TERMSPRAWL_*`
+/// variables (say, an exported `TERMSPRAWL_SESSION_FILE`), so terminals it starts never
+/// inherit another agent's identity; agents get theirs from `prepare`.
 pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
+    let inherited: Vec<_> = std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| name.to_string_lossy().starts_with("TERMSPRAWL_"))
+        .collect();
+    for name in inherited {
+        std::env::remove_var(name);
+    }
     let signal = ShutdownSignal::install()
         .map_err(|e| HostError::Other(format!("cannot install signal handlers: {e}")))?;
     let mut host = DefaultHost::new(HostConfig {

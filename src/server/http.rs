@@ -59,9 +59,9 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, Weak};
-use std::thread::{self, JoinHandle};
+use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -528,13 +528,27 @@ fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
 }
 
 type Job = Box<dyn FnOnce() + Send>;
+/// The idle handlers: each one's thread id and the sender of its next job.
+type IdleList = Mutex<Vec<(ThreadId, Sender<Job>)>>;
 
 /// Handler threads: an idle one is reused, else a new one is started.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Handlers {
-    /// One sender per idle handler; a handler that timed out leaves a dead one here,
-    /// which `run` skips (sending to it fails and hands the job back).
-    idle: Arc<Mutex<Vec<Sender<Job>>>>,
+    /// How long an idle handler waits for a job before it exits.
+    idle_for: Duration,
+    /// Each idle handler, with the sender of its next job. `run` pops one to send it a
+    /// job; an idle handler that times out leaves only after taking itself out of this
+    /// list, so a job is never sent to a handler that is leaving.
+    idle: Arc<IdleList>,
+}
+
+impl Default for Handlers {
+    fn default() -> Self {
+        Handlers {
+            idle_for: HANDLER_IDLE,
+            idle: Arc::default(),
+        }
+    }
 }
 
 impl Handlers {
@@ -542,17 +556,18 @@ impl Handlers {
         loop {
             let next = lock_or_recover(&self.idle).pop();
             match next {
-                Some(handler) => match handler.send(job) {
+                Some((_, handler)) => match handler.send(job) {
                     Ok(()) => return,
+                    // Only if that handler died; try the next one.
                     Err(returned) => job = returned.0,
                 },
                 None => break,
             }
         }
-        let idle = self.idle.clone();
+        let (idle, idle_for) = (self.idle.clone(), self.idle_for);
         let spawned = thread::Builder::new()
             .name("agent-tools-http".into())
-            .spawn(move || handler_loop(job, &idle));
+            .spawn(move || handler_loop(job, &idle, idle_for));
         if let Err(e) = spawned {
             // The job is dropped with its request: tiny_http answers 500.
             eprintln!("agent-tools: could not start a handler thread: {e}");
@@ -565,15 +580,77 @@ impl Handlers {
     }
 }
 
-fn handler_loop(first: Job, idle: &Mutex<Vec<Sender<Job>>>) {
+fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
+    let me = thread::current().id();
     let mut job = first;
     loop {
         job();
         let (sender, jobs) = channel();
-        lock_or_recover(idle).push(sender);
-        match jobs.recv_timeout(HANDLER_IDLE) {
-            Ok(next) => job = next,
-            Err(_) => return,
+        lock_or_recover(idle).push((me, sender));
+        job = match jobs.recv_timeout(idle_for) {
+            Ok(next) => next,
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut listed = lock_or_recover(idle);
+                if let Some(at) = listed.iter().position(|(id, _)| *id == me) {
+                    listed.swap_remove(at);
+                    return;
+                }
+                drop(listed);
+                // `run` popped us just now and is sending a job (or `release_idle`
+                // dropped our sender): wait for it.
+                match jobs.recv() {
+                    Ok(next) => next,
+                    Err(_) => return,
+                }
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::mpsc;
+
+    fn handlers(idle_for: Duration) -> Handlers {
+        Handlers {
+            idle_for,
+            idle: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn an_idle_handler_is_reused() {
+        let pool = handlers(Duration::from_secs(5));
+        let (done, ran) = mpsc::channel();
+        for _ in 0..200 {
+            let done = done.clone();
+            pool.run(Box::new(move || done.send(thread::current().id()).unwrap()));
+            ran.recv_timeout(Duration::from_secs(5)).unwrap();
+        }
+        let threads: HashSet<_> = ran.try_iter().collect();
+        assert!(threads.len() <= 2, "{} threads", threads.len());
+        pool.release_idle();
+    }
+
+    #[test]
+    fn no_job_is_lost_to_a_handler_that_is_leaving() {
+        // Jobs arrive around the moment idle handlers time out, again and again.
+        let pool = handlers(Duration::from_micros(300));
+        let (done, ran) = mpsc::channel();
+        for i in 0..2000u32 {
+            let done = done.clone();
+            pool.run(Box::new(move || done.send(i).unwrap()));
+            ran.recv_timeout(Duration::from_secs(5))
+                .expect("every job runs");
+            thread::sleep(Duration::from_micros(u64::from(i % 7) * 100));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !lock_or_recover(&pool.idle).is_empty() {
+            assert!(Instant::now() < deadline, "idle handlers never left");
+            thread::sleep(Duration::from_millis(1));
         }
     }
 }

@@ -449,7 +449,9 @@ impl AgentToolServer {
         let mut status = self
             .session(&session.node_id)
             .map_or_else(|| session.status.clone(), |s| s.status);
-        let mcp = matches!(status.adapter.as_str(), "claude-mcp" | "codex-mcp");
+        // The spec names claude-mcp and codex-mcp; every `<agent>-mcp` adapter (e.g. the
+        // runtime's opencode-mcp) is wired the same way, so it connects the same way.
+        let mcp = status.adapter.ends_with("-mcp");
         if mcp && status.state != IntegrationState::Connected {
             status.state = IntegrationState::Connected;
             status.reason = Some("Authenticated tool connection established".into());
@@ -535,6 +537,8 @@ impl AgentToolServer {
 
     /// Stops listening, ends open connections, joins the accept thread, and removes
     /// `endpoint.json` and `server.lock` where they are this instance's. Idempotent.
+    /// Call it from an ordinary thread (e.g. one woken by SIGTERM), not from inside a
+    /// signal handler. Operations already running finish on their own threads.
     pub fn close(&self) {
         let previous = std::mem::replace(&mut *lock_or_recover(&self.lifecycle), Lifecycle::Closed);
         let Lifecycle::Running { http, .. } = previous else {

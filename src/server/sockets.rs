@@ -26,9 +26,9 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs `f` on descriptor `fd` as a socket, without taking ownership of it.
 fn with_socket<T>(fd: RawFd, f: impl FnOnce(&TcpStream) -> T) -> T {
-    // SAFETY: the stream is never dropped (ManuallyDrop), so `fd` is never closed here;
-    // every call made through it is a plain socket syscall that fails harmlessly
+    // Every call made through the stream is a plain socket syscall that fails harmlessly
     // (ENOTSOCK, EBADF) if `fd` is not, or no longer, a socket.
+    // SAFETY: the stream is never dropped (ManuallyDrop), so `fd` is never closed here.
     let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
     f(&stream)
 }

@@ -105,7 +105,8 @@ pub fn serve_command(dirs: &Dirs, extra: &[&str]) -> Command {
         .arg("--project")
         .arg(&dirs.project)
         .args(extra)
-        .env_remove("TERMSPRAWL_SESSION_FILE")
+        // An inherited identity must not reach terminals (serve drops it; see serve_terminals).
+        .env("TERMSPRAWL_SESSION_FILE", "/inherited/by/serve")
         .env_remove("TMUX")
         .env("SHELL", "/bin/sh")
         .stdin(Stdio::null());
@@ -226,10 +227,15 @@ impl Serve {
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    pub fn stop(mut self) -> ExitStatus {
+    pub fn stop(self) -> ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Sends `signal` and waits for the exit status.
+    pub fn stop_with(mut self, signal: i32) -> ExitStatus {
         let mut child = self.child.take().unwrap();
         // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(child.id() as i32, signal) };
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Some(status) = child.try_wait().unwrap() {

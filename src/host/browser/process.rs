@@ -104,10 +104,10 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0);
+    // dup2 clears close-on-exec on the new descriptors, so fds 3 and 4 survive the exec
+    // while the originals (and every other descriptor std opened) are closed by it.
     // SAFETY: the closure runs in the forked child before exec and calls only dup2, which
-    // is async-signal-safe; it touches no memory shared with other threads. dup2 clears
-    // close-on-exec on the new descriptors, so fds 3 and 4 survive the exec while the
-    // originals (and every other descriptor std opened) are closed by it.
+    // is async-signal-safe; it touches no memory shared with other threads.
     unsafe {
         command.pre_exec(move || {
             if libc::dup2(read_fd, 3) < 0 || libc::dup2(write_fd, 4) < 0 {
