@@ -625,12 +625,12 @@ mod tests {
     fn an_idle_handler_is_reused() {
         let pool = handlers(Duration::from_secs(5));
         let (done, ran) = mpsc::channel();
+        let mut threads = HashSet::new();
         for _ in 0..200 {
             let done = done.clone();
             pool.run(Box::new(move || done.send(thread::current().id()).unwrap()));
-            ran.recv_timeout(Duration::from_secs(5)).unwrap();
+            threads.insert(ran.recv_timeout(Duration::from_secs(5)).unwrap());
         }
-        let threads: HashSet<_> = ran.try_iter().collect();
         assert!(threads.len() <= 2, "{} threads", threads.len());
         pool.release_idle();
     }
