@@ -221,3 +221,43 @@ fn ten_thousand_projects_touched_in_turn_leave_no_threads() {
     assert!(t.app.executed().is_empty());
     t.server.close();
 }
+
+/// The real time, with a short wait for queued answers.
+struct ShortWait;
+
+impl termsprawl_tools::server::Clock for ShortWait {
+    fn now(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+    fn answer_wait(&self) -> Duration {
+        Duration::from_millis(300)
+    }
+}
+
+#[test]
+fn a_caller_stops_waiting_for_an_operation_that_never_finishes() {
+    let data = scratch("answer-wait");
+    let app = std::sync::Arc::new(FakeApp::default());
+    let server = termsprawl_tools::server::AgentToolServer::with_clock(
+        &data,
+        app.clone(),
+        std::sync::Arc::new(ShortWait),
+    )
+    .unwrap();
+    let port = server.start().unwrap().port;
+    let session = server
+        .provision(&identity("agent-1", "project-a"), status("external"), true)
+        .unwrap();
+    let release = app.hold("project-a");
+    let reply = call(port, Some(&session.token), &op("canvas_list", json!({})));
+    assert_eq!(
+        (reply.status, reply.error()),
+        (
+            400,
+            "Operation did not finish in time; its outcome is unknown. Inspect before retrying."
+                .into()
+        )
+    );
+    release.send(()).unwrap();
+    server.close();
+}

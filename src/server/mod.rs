@@ -38,6 +38,10 @@ pub use files::{private_dir, private_json, private_write, read_json, read_privat
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
 
+/// How long a caller waits for its queued operation's answer before giving up on it:
+/// [`QUEUE_EXPIRY`] plus a budget covering the longest runtime operation (45 s).
+pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
 /// What the server needs from the app around it.
 pub trait ServerCallbacks: Send + Sync + 'static {
     /// Runs an accepted operation (already validated, authenticated and serialized
@@ -59,6 +63,10 @@ pub trait ServerCallbacks: Send + Sync + 'static {
 pub trait Clock: Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> Instant;
+    /// How long a caller waits for a queued answer ([`ANSWER_WAIT`]; tests shorten it).
+    fn answer_wait(&self) -> Duration {
+        ANSWER_WAIT
+    }
 }
 
 /// The real clock.
@@ -415,9 +423,17 @@ impl AgentToolServer {
         if let Err(e) = self.queues.push(&identity.project_id, work) {
             return ToolResult::Err(e);
         }
-        answer.recv().unwrap_or_else(|_| {
-            ToolResult::Err("The operation failed unexpectedly; no result was returned".into())
-        })
+        // The operation may still run after we stop waiting: its outcome is unknown.
+        match answer.recv_timeout(self.clock.answer_wait()) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(
+                "Operation did not finish in time; its outcome is unknown. Inspect before retrying."
+                    .into(),
+            ),
+            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(
+                "The operation failed unexpectedly; no result was returned".into(),
+            ),
+        }
     }
 
     /// Steps 7 and 8, on the project's worker thread.
