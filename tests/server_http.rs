@@ -472,3 +472,46 @@ fn endpoint_of_another_instance_is_left_alone_at_close() {
     t.server.close();
     assert!(file.exists());
 }
+
+#[test]
+fn a_revoked_or_replaced_session_is_never_answered_or_connected() {
+    let t = start("revoked-info");
+    let mcp = t
+        .server
+        .provision(
+            &identity("agent-2", "project-a"),
+            status("claude-mcp"),
+            false,
+        )
+        .unwrap();
+    let raw: Value = serde_json::from_str(SESSION_INFO).unwrap();
+    // As if it authenticated just before the revoke (a call in flight).
+    t.server.revoke("agent-2");
+    let result = t.server.invoke(&mcp, &raw);
+    assert!(
+        matches!(&result, termsprawl_tools::protocol::ToolResult::Err(e) if e == "Session revoked"),
+        "{result:?}"
+    );
+    // A fresh provision replaces the token: the old session is still revoked.
+    t.server
+        .provision(
+            &identity("agent-2", "project-a"),
+            status("claude-mcp"),
+            false,
+        )
+        .unwrap();
+    let result = t.server.invoke(&mcp, &raw);
+    assert!(
+        matches!(&result, termsprawl_tools::protocol::ToolResult::Err(e) if e == "Session revoked"),
+        "{result:?}"
+    );
+    let connected = t
+        .app
+        .statuses
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(_, s)| s.state == termsprawl_tools::protocol::IntegrationState::Connected);
+    assert!(!connected, "a revoked session was broadcast as connected");
+    t.server.close();
+}

@@ -375,9 +375,11 @@ impl AgentToolServer {
             Ok(request) => request,
             Err(e) => return ToolResult::Err(e.to_string()),
         };
-        // 2. The identity must still be valid.
+        // 2. The session's token must still be the node's current one, and its identity
+        // still valid: a session revoked since it authenticated is never answered.
         let identity = session.identity();
-        if !self.callbacks.valid(&identity) {
+        let current = lock_or_recover(&self.sessions).is_current(session);
+        if !current || !self.callbacks.valid(&identity) {
             return ToolResult::Err("Session revoked".into());
         }
         // 3 and 4. Discovery and status, answered directly.
@@ -471,8 +473,10 @@ impl AgentToolServer {
         if mcp && status.state != IntegrationState::Connected {
             status.state = IntegrationState::Connected;
             status.reason = Some("Authenticated tool connection established".into());
-            // The status still reaches the app if the file cannot be written.
-            if self.set_status(&session.node_id, status.clone()).is_err() {
+            // The status still reaches the app if only the file could not be written
+            // (not if the session is gone: a revoked session is never marked connected).
+            if let Err(ServerError::Io { .. }) = self.set_status(&session.node_id, status.clone())
+            {
                 self.callbacks.on_status(&session.node_id, &status);
             }
         }
