@@ -261,3 +261,31 @@ fn a_caller_stops_waiting_for_an_operation_that_never_finishes() {
     release.send(()).unwrap();
     server.close();
 }
+
+#[test]
+fn work_queued_before_close_fails_without_running() {
+    let t = start("close-queued");
+    let release = t.app.hold("project-a");
+    let starts = t.app.watch_starts();
+    let (server, session) = (t.server.clone(), t.session.clone());
+    let raw = json!({"operation": "canvas_list", "args": {}});
+    let first = thread::spawn({
+        let (server, session, raw) = (server.clone(), session.clone(), raw.clone());
+        move || server.invoke(&session, &raw)
+    });
+    starts.recv_timeout(Duration::from_secs(10)).unwrap();
+    let second = thread::spawn(move || server.invoke(&session, &raw));
+    // Let the second queue behind the first (were it late, it would reach its turn after
+    // close all the same, and must fail the same way).
+    thread::sleep(Duration::from_millis(50));
+    t.server.close();
+    release.send(()).unwrap();
+    first.join().unwrap();
+    let second = second.join().unwrap();
+    assert!(
+        matches!(&second, termsprawl_tools::protocol::ToolResult::Err(e)
+            if e == "Tool service is shutting down; no change applied"),
+        "{second:?}"
+    );
+    assert_eq!(t.app.executed(), vec!["project-a/canvas_list"]);
+}

@@ -446,6 +446,9 @@ impl AgentToolServer {
         queued_at: Instant,
         browser: bool,
     ) -> ToolResult {
+        if matches!(*lock_or_recover(&self.lifecycle), Lifecycle::Closed) {
+            return ToolResult::Err("Tool service is shutting down; no change applied".into());
+        }
         if self.clock.now().saturating_duration_since(queued_at) > QUEUE_EXPIRY {
             return ToolResult::Err(
                 "Queued operation expired before execution; no change applied".into(),
