@@ -186,6 +186,11 @@ pub struct AgentToolServer {
     callbacks: Arc<dyn ServerCallbacks>,
     clock: Arc<dyn Clock>,
     sessions: Mutex<session::SessionStore>,
+    /// Held while a session file is written or deleted along with its in-memory session
+    /// (provision, set_status, revoke), so the two never disagree and a revoked session's
+    /// file is never written again. Separate from `sessions`, which the accept thread
+    /// takes to authenticate, so that it never waits for a disk write.
+    session_files: Mutex<()>,
     queues: queue::ProjectQueues,
     lifecycle: Mutex<Lifecycle>,
 }
@@ -231,6 +236,7 @@ impl AgentToolServer {
             callbacks,
             clock,
             sessions: Mutex::default(),
+            session_files: Mutex::default(),
             queues: queue::ProjectQueues::default(),
             lifecycle: Mutex::new(Lifecycle::New),
         }))
@@ -267,6 +273,7 @@ impl AgentToolServer {
         reuse: bool,
     ) -> Result<ToolSession, ServerError> {
         let file = self.session_file(&identity.node_id)?;
+        let files = lock_or_recover(&self.session_files);
         let persisted = if reuse {
             self.persisted(&file, identity)
         } else {
@@ -296,6 +303,7 @@ impl AgentToolServer {
         };
         self.persist(&session)?;
         lock_or_recover(&self.sessions).insert(session.clone());
+        drop(files);
         self.callbacks.on_status(&session.node_id, &status);
         Ok(session)
     }
@@ -335,11 +343,14 @@ impl AgentToolServer {
 
     /// Sets `node_id`'s status, persists it and reports it through `on_status`.
     pub fn set_status(&self, node_id: &str, status: IntegrationStatus) -> Result<(), ServerError> {
+        let files = lock_or_recover(&self.session_files);
+        // Still present (under `session_files`, so a revoke cannot come in between).
         let session = lock_or_recover(&self.sessions)
             .set_status(node_id, status.clone())
             .cloned()
             .ok_or_else(|| ServerError::UnknownSession(node_id.to_string()))?;
         self.persist(&session)?;
+        drop(files);
         self.callbacks.on_status(node_id, &status);
         Ok(())
     }
@@ -357,6 +368,7 @@ impl AgentToolServer {
     /// Forgets `node_id`'s session and deletes its file; its queued work then fails
     /// with `Session revoked`.
     pub fn revoke(&self, node_id: &str) {
+        let _files = lock_or_recover(&self.session_files);
         lock_or_recover(&self.sessions).remove(node_id);
         if let Ok(file) = self.session_file(node_id) {
             let _ = std::fs::remove_file(file);
