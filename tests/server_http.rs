@@ -3,7 +3,9 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
@@ -514,4 +516,45 @@ fn a_revoked_or_replaced_session_is_never_answered_or_connected() {
         .any(|(_, s)| s.state == termsprawl_tools::protocol::IntegrationState::Connected);
     assert!(!connected, "a revoked session was broadcast as connected");
     t.server.close();
+}
+
+#[test]
+fn a_connection_pipelining_past_the_cap_is_ended() {
+    let t = start("pipeline-cap");
+    let release = t.app.hold("project-a");
+    let starts = t.app.watch_starts();
+    let body = op("canvas_list", json!({}));
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+    stream
+        .write_all(&post_bytes(t.port, Some(&t.session.token), &body))
+        .unwrap();
+    starts.recv_timeout(Duration::from_secs(10)).unwrap();
+    // 40 more behind the one in flight, never reading: far past the cap of 8 waiting.
+    let many: Vec<u8> = (0..40)
+        .flat_map(|_| post_bytes(t.port, Some(&t.session.token), &body))
+        .collect();
+    stream.write_all(&many).unwrap();
+    // The server ends the connection while the first call still runs: end-of-file.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = stream.read(&mut byte);
+    assert!(
+        matches!(read, Ok(0))
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "connection still open: {read:?}"
+    );
+    drop(release);
+    wait_until("the call in flight finishes", || {
+        !t.app.executed().is_empty()
+    });
+    t.server.close();
+    assert!(
+        t.app.executed().len() <= 2,
+        "waiting calls ran: {:?}",
+        t.app.executed()
+    );
 }

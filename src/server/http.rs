@@ -52,10 +52,11 @@
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
 //! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
 //! pipelined requests ahead of their answers), so live handlers never outnumber open
-//! connections. tiny_http itself keeps one thread per open connection and reads
+//! connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
+//! connection, so a client that pipelines without reading cannot grow memory. tiny_http itself keeps one thread per open connection and reads
 //! headers without a timeout; that cost is tiny_http's and blocks no one else.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,6 +83,9 @@ pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 /// At most this many connections without a call in flight are kept open.
 pub const QUIET_CONNECTIONS_MAX: usize = 256;
+/// At most this many calls wait behind a connection's call in flight; one more ends
+/// that connection (a client pipelining without reading cannot grow memory unbounded).
+pub const WAITING_CALLS_MAX: usize = 8;
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
 
@@ -206,7 +210,7 @@ fn dispatch(
     call: Call,
     local: SocketAddr,
 ) {
-    let Some(call) = in_order.admit(call) else {
+    let Some(call) = in_order.admit(call, local) else {
         return;
     };
     let (owner, in_order) = (owner.clone(), in_order.clone());
@@ -240,16 +244,37 @@ struct InOrder {
     waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
     /// When each connection's last call was answered (for the reaper).
     answered: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    /// Connections ended for pipelining past the cap: calls tiny_http still delivers
+    /// for them are dropped, never run (the reaper forgets them once they are gone).
+    ended: Arc<Mutex<HashSet<SocketAddr>>>,
 }
 
 impl InOrder {
-    /// Returns `call` to run now, or parks it behind its connection's call in flight.
-    fn admit(&self, call: Call) -> Option<Call> {
+    /// Returns `call` to run now, or parks it behind its connection's call in flight;
+    /// past [`WAITING_CALLS_MAX`] it ends the connection and drops its waiting calls,
+    /// this one and any later one unrun (the call in flight finishes; its answer fails).
+    fn admit(&self, call: Call, local: SocketAddr) -> Option<Call> {
         let Some(peer) = call.request.remote_addr().copied() else {
             return Some(call);
         };
+        if lock_or_recover(&self.ended).contains(&peer) {
+            forget_if_huge(call.request);
+            return None;
+        }
         let mut waiting = lock_or_recover(&self.waiting);
         match waiting.get_mut(&peer) {
+            Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
+                let dropped = waiting.remove(&peer).unwrap_or_default();
+                drop(waiting);
+                lock_or_recover(&self.ended).insert(peer);
+                if let Some(connection) = Connection::find(local, peer) {
+                    connection.end();
+                }
+                for waiting_call in dropped.into_iter().chain([call]) {
+                    forget_if_huge(waiting_call.request);
+                }
+                None
+            }
             Some(queue) => {
                 queue.push_back(call);
                 None
@@ -298,6 +323,7 @@ fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
         let open = sockets::connections(local);
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
+        lock_or_recover(&in_order.ended).retain(|peer| open.contains_key(peer));
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
             let first_seen = *seen.entry(*peer).or_insert(now);
@@ -438,6 +464,14 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
         return false;
     }
     true
+}
+
+/// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
+/// (module docs): that one is leaked instead, as `handle` does.
+fn forget_if_huge(request: Request) {
+    if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+        std::mem::forget(request);
+    }
 }
 
 /// Parses and invokes an accepted body: the status and the JSON answer.
@@ -611,7 +645,6 @@ fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
     use std::sync::mpsc;
 
     fn handlers(idle_for: Duration) -> Handlers {
