@@ -256,7 +256,11 @@ fn set_status_racing_revoke_never_brings_the_file_back() {
         server.revoke("agent-1");
         let _ = setter.join().unwrap();
         assert!(server.session("agent-1").is_none());
-        assert_eq!(file_token(&server, "agent-1"), None, "revoked file rewritten");
+        assert_eq!(
+            file_token(&server, "agent-1"),
+            None,
+            "revoked file rewritten"
+        );
     }
 }
 

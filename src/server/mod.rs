@@ -490,8 +490,7 @@ impl AgentToolServer {
             status.reason = Some("Authenticated tool connection established".into());
             // The status still reaches the app if only the file could not be written
             // (not if the session is gone: a revoked session is never marked connected).
-            if let Err(ServerError::Io { .. }) = self.set_status(&session.node_id, status.clone())
-            {
+            if let Err(ServerError::Io { .. }) = self.set_status(&session.node_id, status.clone()) {
                 self.callbacks.on_status(&session.node_id, &status);
             }
         }
