@@ -47,6 +47,14 @@ pub fn stop_listening(listener: &TcpListener) {
     let _ = with_socket(listener.as_raw_fd(), |s| s.shutdown(Shutdown::Read));
 }
 
+/// True while descriptor `fd` still names `listener`'s socket (same inode; a closed
+/// descriptor, or its number reused for anything else, is not).
+pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |fd: RawFd| fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino());
+    matches!((inode(fd), inode(listener.as_raw_fd())), (Ok(a), Ok(b)) if a == b)
+}
+
 /// One connection of ours, found by its addresses.
 #[derive(Clone, Copy, Debug)]
 pub struct Connection {
