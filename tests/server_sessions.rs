@@ -280,3 +280,23 @@ fn concurrent_provisions_leave_file_and_memory_agreeing() {
         assert_eq!(file_token(&server, "agent-1"), Some(memory));
     }
 }
+
+#[test]
+fn a_running_server_keeps_its_directory_even_if_its_lock_looks_stale() {
+    // The stale-takeover race leaves a running server whose server.lock another starter
+    // believes dead; here that is planted directly.
+    let data = scratch("flock");
+    let (running, _) = server(&data);
+    running.start().unwrap();
+    let lock = data.join("agent-tools/server.lock");
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    fs::write(&lock, json!({"pid": dead, "instanceId": "old"}).to_string()).unwrap();
+    let (second, _) = server(&data);
+    let err = second.start().unwrap_err().to_string();
+    assert!(err.contains("already using this data directory"), "{err}");
+    running.close();
+    second.start().expect("free once the first has closed");
+    second.close();
+}

@@ -169,6 +169,8 @@ enum Lifecycle {
     Running {
         http: http::Http,
         endpoint: Endpoint,
+        /// The data directory's flock (see `lock`), released after `server.lock`.
+        held: lock::Held,
     },
     Closed,
 }
@@ -528,7 +530,7 @@ impl AgentToolServer {
             Lifecycle::Closed => return Err(ServerError::Closed),
         }
         let lock_file = self.directory.join("server.lock");
-        lock::acquire(&lock_file, &self.instance_id)?;
+        let held = lock::acquire(&lock_file, &self.instance_id)?;
         let started = http::Http::start(self.me.clone()).and_then(|http| {
             let port = http.port();
             let endpoint = Endpoint {
@@ -551,6 +553,7 @@ impl AgentToolServer {
                 *lifecycle = Lifecycle::Running {
                     http,
                     endpoint: endpoint.clone(),
+                    held,
                 };
                 Ok(endpoint)
             }
@@ -575,7 +578,7 @@ impl AgentToolServer {
     /// signal handler. Operations already running finish on their own threads.
     pub fn close(&self) {
         let previous = std::mem::replace(&mut *lock_or_recover(&self.lifecycle), Lifecycle::Closed);
-        let Lifecycle::Running { http, .. } = previous else {
+        let Lifecycle::Running { http, held, .. } = previous else {
             return;
         };
         let endpoint_file = self.directory.join("endpoint.json");
@@ -587,6 +590,7 @@ impl AgentToolServer {
         }
         http.stop();
         lock::release(&self.directory.join("server.lock"), &self.instance_id);
+        drop(held);
     }
 
     /// How many project worker threads are alive (for tests and diagnostics).
