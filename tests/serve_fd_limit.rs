@@ -23,7 +23,10 @@ fn serve_raises_the_soft_descriptor_limit_to_the_hard_one() {
         rlim_max: 0,
     };
     // SAFETY: getrlimit only writes one rlimit into `limit`, which we own.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
     // Below the hard limit, so serve (which inherits it) has something to raise.
     limit.rlim_cur = (limit.rlim_max / 2).min(1024);
     // SAFETY: setrlimit only reads `limit`, which we own.
