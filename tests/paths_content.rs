@@ -73,7 +73,7 @@ fn artifact_paths_never_leave_the_project() {
         format!("{p}/..\u{200b}/outside/secret.txt"),
         format!("{p}/%2e%2e/outside/secret.txt"),
         "project/a.txt".to_string(),
-        format!("{p}"),
+        p.clone(),
     ];
     for path in &escapes {
         let result = check_artifact_path(&project, path, "editor");

@@ -153,7 +153,8 @@ fn a_session_never_prints_its_token_in_debug_or_panics() {
     assert_no_token("Debug", &shown, &t.session.token);
     let session = t.session.clone();
     let panic = thread::spawn(move || {
-        let reply: Result<(), _> = Err(session);
+        // As an `unwrap` on a lookup that failed with the session would panic.
+        let reply: Result<(), _> = std::hint::black_box(Err(session));
         reply.unwrap();
     })
     .join()
@@ -210,27 +211,30 @@ fn a_revoked_token_stops_at_once_even_for_a_queued_call() {
     t.server.close();
 }
 
-/// `n` session_info calls on one keep-alive connection: the mean time per call.
-fn mean_call(port: u16, token: &str, n: u32) -> Duration {
+/// `n` calls with `token` on one keep-alive connection, in batches of 100: the mean
+/// time per call of the fastest batch (the machine is shared; the fastest batch is the
+/// least disturbed), expecting `status` each time.
+fn best_batch(port: u16, token: &str, n: u32, status: u16) -> Duration {
     let mut client = Client::connect(port);
     let body = op("session_info", json!({}));
-    let began = Instant::now();
-    for _ in 0..n {
-        assert_eq!(client.call(Some(token), &body).status, 200);
+    let mut best = Duration::MAX;
+    for _ in 0..n / 100 {
+        let began = Instant::now();
+        for _ in 0..100 {
+            assert_eq!(client.call(Some(token), &body).status, status);
+        }
+        best = best.min(began.elapsed() / 100);
     }
-    began.elapsed() / n
+    best
 }
 
-/// A forged token against `n` sessions: the mean time per 401.
+fn mean_call(port: u16, token: &str, n: u32) -> Duration {
+    best_batch(port, token, n, 200)
+}
+
+/// A forged token: the per-401 time of the fastest batch.
 fn mean_refusal(port: u16, n: u32) -> Duration {
-    let mut client = Client::connect(port);
-    let body = op("session_info", json!({}));
-    let forged = "ab".repeat(32);
-    let began = Instant::now();
-    for _ in 0..n {
-        assert_eq!(client.call(Some(&forged), &body).status, 401);
-    }
-    began.elapsed() / n
+    best_batch(port, &"ab".repeat(32), n, 401)
 }
 
 #[test]
