@@ -53,8 +53,9 @@
 //! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
 //! pipelined requests ahead of their answers), so live handlers never outnumber open
 //! connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
-//! connection, so a client that pipelines without reading cannot grow memory. tiny_http itself keeps one thread per open connection and reads
-//! headers without a timeout; that cost is tiny_http's and blocks no one else.
+//! connection, so a client that pipelines without reading cannot grow memory. tiny_http
+//! itself keeps one thread per open connection and reads headers without a timeout;
+//! that cost is tiny_http's and blocks no one else.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
@@ -224,10 +225,10 @@ fn serve_on(listener: TcpListener) -> io::Result<(Arc<tiny_http::Server>, RawFd)
 /// (one descriptor left: `recv` then just waits). We see the first as an error that is
 /// not our `unblock`, and the second, on each idle second, as its listener descriptor no
 /// longer naming our socket (its thread dropped it). Then, after a pause growing from
-/// 100 ms to 1 s, a new tiny_http server is built
-/// on a clone of our listening socket; requests the old one had queued are still
-/// dispatched. Connections the old server accepted stay with it: their later requests
-/// are never received, so the reaper ends them once quiet ([`REQUEST_DEADLINE`]).
+/// 100 ms to 1 s, a new tiny_http server is built on a clone of our listening socket;
+/// requests the old one had queued are still dispatched. Connections the old server
+/// accepted stay with it: their later requests are never received, so the reaper ends
+/// them once quiet ([`REQUEST_DEADLINE`]).
 fn accept_loop(
     current: &CurrentServer,
     listener: &TcpListener,
