@@ -3,7 +3,9 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
@@ -471,4 +473,88 @@ fn endpoint_of_another_instance_is_left_alone_at_close() {
     .unwrap();
     t.server.close();
     assert!(file.exists());
+}
+
+#[test]
+fn a_revoked_or_replaced_session_is_never_answered_or_connected() {
+    let t = start("revoked-info");
+    let mcp = t
+        .server
+        .provision(
+            &identity("agent-2", "project-a"),
+            status("claude-mcp"),
+            false,
+        )
+        .unwrap();
+    let raw: Value = serde_json::from_str(SESSION_INFO).unwrap();
+    // As if it authenticated just before the revoke (a call in flight).
+    t.server.revoke("agent-2");
+    let result = t.server.invoke(&mcp, &raw);
+    assert!(
+        matches!(&result, termsprawl_tools::protocol::ToolResult::Err(e) if e == "Session revoked"),
+        "{result:?}"
+    );
+    // A fresh provision replaces the token: the old session is still revoked.
+    t.server
+        .provision(
+            &identity("agent-2", "project-a"),
+            status("claude-mcp"),
+            false,
+        )
+        .unwrap();
+    let result = t.server.invoke(&mcp, &raw);
+    assert!(
+        matches!(&result, termsprawl_tools::protocol::ToolResult::Err(e) if e == "Session revoked"),
+        "{result:?}"
+    );
+    let connected = t
+        .app
+        .statuses
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(_, s)| s.state == termsprawl_tools::protocol::IntegrationState::Connected);
+    assert!(!connected, "a revoked session was broadcast as connected");
+    t.server.close();
+}
+
+#[test]
+fn a_connection_pipelining_past_the_cap_is_ended() {
+    let t = start("pipeline-cap");
+    let release = t.app.hold("project-a");
+    let starts = t.app.watch_starts();
+    let body = op("canvas_list", json!({}));
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+    stream
+        .write_all(&post_bytes(t.port, Some(&t.session.token), &body))
+        .unwrap();
+    starts.recv_timeout(Duration::from_secs(10)).unwrap();
+    // 40 more behind the one in flight, never reading: far past the cap of 8 waiting.
+    let many: Vec<u8> = (0..40)
+        .flat_map(|_| post_bytes(t.port, Some(&t.session.token), &body))
+        .collect();
+    stream.write_all(&many).unwrap();
+    // The server ends the connection while the first call still runs: end-of-file.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = stream.read(&mut byte);
+    assert!(
+        matches!(read, Ok(0))
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "connection still open: {read:?}"
+    );
+    drop(release);
+    wait_until("the call in flight finishes", || {
+        !t.app.executed().is_empty()
+    });
+    t.server.close();
+    assert!(
+        t.app.executed().len() <= 2,
+        "waiting calls ran: {:?}",
+        t.app.executed()
+    );
 }

@@ -221,3 +221,71 @@ fn ten_thousand_projects_touched_in_turn_leave_no_threads() {
     assert!(t.app.executed().is_empty());
     t.server.close();
 }
+
+/// The real time, with a short wait for queued answers.
+struct ShortWait;
+
+impl termsprawl_tools::server::Clock for ShortWait {
+    fn now(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+    fn answer_wait(&self) -> Duration {
+        Duration::from_millis(300)
+    }
+}
+
+#[test]
+fn a_caller_stops_waiting_for_an_operation_that_never_finishes() {
+    let data = scratch("answer-wait");
+    let app = std::sync::Arc::new(FakeApp::default());
+    let server = termsprawl_tools::server::AgentToolServer::with_clock(
+        &data,
+        app.clone(),
+        std::sync::Arc::new(ShortWait),
+    )
+    .unwrap();
+    let port = server.start().unwrap().port;
+    let session = server
+        .provision(&identity("agent-1", "project-a"), status("external"), true)
+        .unwrap();
+    let release = app.hold("project-a");
+    let reply = call(port, Some(&session.token), &op("canvas_list", json!({})));
+    assert_eq!(
+        (reply.status, reply.error()),
+        (
+            400,
+            "Operation did not finish in time; its outcome is unknown. Inspect before retrying."
+                .into()
+        )
+    );
+    release.send(()).unwrap();
+    server.close();
+}
+
+#[test]
+fn work_queued_before_close_fails_without_running() {
+    let t = start("close-queued");
+    let release = t.app.hold("project-a");
+    let starts = t.app.watch_starts();
+    let (server, session) = (t.server.clone(), t.session.clone());
+    let raw = json!({"operation": "canvas_list", "args": {}});
+    let first = thread::spawn({
+        let (server, session, raw) = (server.clone(), session.clone(), raw.clone());
+        move || server.invoke(&session, &raw)
+    });
+    starts.recv_timeout(Duration::from_secs(10)).unwrap();
+    let second = thread::spawn(move || server.invoke(&session, &raw));
+    // Let the second queue behind the first (were it late, it would reach its turn after
+    // close all the same, and must fail the same way).
+    thread::sleep(Duration::from_millis(50));
+    t.server.close();
+    release.send(()).unwrap();
+    first.join().unwrap();
+    let second = second.join().unwrap();
+    assert!(
+        matches!(&second, termsprawl_tools::protocol::ToolResult::Err(e)
+            if e == "Tool service is shutting down; no change applied"),
+        "{second:?}"
+    );
+    assert_eq!(t.app.executed(), vec!["project-a/canvas_list"]);
+}

@@ -234,3 +234,69 @@ fn a_stale_lock_is_taken_over_and_a_bad_one_refused() {
         );
     }
 }
+
+/// The token in `node`'s session file, if there is one.
+fn file_token(server: &AgentToolServer, node: &str) -> Option<String> {
+    let text = fs::read(server.session_file(node).unwrap()).ok()?;
+    let value: Value = serde_json::from_slice(&text).unwrap();
+    Some(value["token"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn set_status_racing_revoke_never_brings_the_file_back() {
+    let data = scratch("status-vs-revoke");
+    let (server, _app) = server(&data);
+    let me = identity("agent-1", "project-a");
+    for _ in 0..200 {
+        server.provision(&me, status("external"), false).unwrap();
+        let setter = std::thread::spawn({
+            let server = server.clone();
+            move || server.set_status("agent-1", status("claude-mcp"))
+        });
+        server.revoke("agent-1");
+        let _ = setter.join().unwrap();
+        assert!(server.session("agent-1").is_none());
+        assert_eq!(
+            file_token(&server, "agent-1"),
+            None,
+            "revoked file rewritten"
+        );
+    }
+}
+
+#[test]
+fn concurrent_provisions_leave_file_and_memory_agreeing() {
+    let data = scratch("provision-race");
+    let (server, _app) = server(&data);
+    let me = identity("agent-1", "project-a");
+    for _ in 0..200 {
+        let other = std::thread::spawn({
+            let (server, me) = (server.clone(), me.clone());
+            move || server.provision(&me, status("external"), false).unwrap()
+        });
+        server.provision(&me, status("external"), false).unwrap();
+        other.join().unwrap();
+        let memory = server.session("agent-1").unwrap().token;
+        assert_eq!(file_token(&server, "agent-1"), Some(memory));
+    }
+}
+
+#[test]
+fn a_running_server_keeps_its_directory_even_if_its_lock_looks_stale() {
+    // The stale-takeover race leaves a running server whose server.lock another starter
+    // believes dead; here that is planted directly.
+    let data = scratch("flock");
+    let (running, _) = server(&data);
+    running.start().unwrap();
+    let lock = data.join("agent-tools/server.lock");
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    fs::write(&lock, json!({"pid": dead, "instanceId": "old"}).to_string()).unwrap();
+    let (second, _) = server(&data);
+    let err = second.start().unwrap_err().to_string();
+    assert!(err.contains("already using this data directory"), "{err}");
+    running.close();
+    second.start().expect("free once the first has closed");
+    second.close();
+}

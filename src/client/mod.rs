@@ -98,9 +98,13 @@ impl fmt::Debug for SessionFile {
     }
 }
 
-/// Whether `token` is 64 hex characters, the only shape the host issues.
+/// Whether `token` is 64 lowercase hex characters, the only shape the host issues
+/// (and the only one the server accepts).
 pub fn is_token(token: &str) -> bool {
-    token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit())
+    token.len() == 64
+        && token
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Reads and checks a session file.
@@ -306,6 +310,10 @@ mod tests {
         assert!(is_token(&"ab".repeat(32)));
         assert!(!is_token(&"ab".repeat(31)));
         assert!(!is_token(&"zz".repeat(32)));
+        assert!(
+            !is_token(&"AB".repeat(32)),
+            "the server accepts only lowercase"
+        );
         assert!(!format!(
             "{:?}",
             SessionFile {

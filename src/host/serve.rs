@@ -47,12 +47,33 @@ struct ReadySession {
     session_file: PathBuf,
 }
 
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit. The usual soft limit (1024) is low
+/// for a server that holds two descriptors per connection besides terminals and
+/// browsers; running out makes accepting fail (the server recovers, refusing meanwhile).
+/// Best effort: on failure the limit stays as it was.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes one rlimit into `limit`, which we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: setrlimit only reads `limit`, which we own.
+        let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    }
+}
+
 /// Runs `serve` until SIGINT or SIGTERM. Stdout gets the ready line and nothing else.
 ///
 /// Call it before starting any thread: it removes this process's own `TERMSPRAWL_*`
 /// variables (say, an exported `TERMSPRAWL_SESSION_FILE`), so terminals it starts never
 /// inherit another agent's identity; agents get theirs from `prepare`.
 pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
+    raise_fd_limit();
     let inherited: Vec<_> = std::env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| name.to_string_lossy().starts_with("TERMSPRAWL_"))

@@ -2,8 +2,14 @@
 //!
 //! `private_json` writes a temp file created exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`,
 //! so a symlink or file planted at the temp name is never followed or reused), fsyncs
-//! it, renames it over the target, chmods the result 0600 and fsyncs the directory.
-//! A crash at any instant leaves the old file or the new one, never a torn one.
+//! it, renames it over the target and fsyncs the directory. A crash at any instant
+//! leaves the old file or the new one, never a torn one.
+//!
+//! The spec's "chmods both the temp result and final file to 0600" holds in effect: the
+//! temp file is created 0600 and `fchmod`ed 0600 through its open descriptor (so the
+//! umask cannot loosen it), and `rename` keeps the inode, so the final file is that same
+//! 0600 inode. A second chmod by path after the rename is deliberately not done: it
+//! would follow a symlink swapped in at the target name meanwhile.
 
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Read, Write};
@@ -46,7 +52,6 @@ pub fn private_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let temp = temp_name(path);
     let result = write_new_file(&temp, bytes).and_then(|()| {
         fs::rename(&temp, path)?;
-        fs::set_permissions(path, Permissions::from_mode(0o600))?;
         File::open(dir)?.sync_all()
     });
     match &result {
@@ -165,6 +170,22 @@ mod tests {
             fs::read_dir(dir.join("a/b")).unwrap().count(),
             1,
             "no temp file left"
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_loose_target_is_replaced_by_a_0600_file() {
+        // The final mode comes from the temp file's inode alone (module docs).
+        let dir = scratch("loose-target");
+        private_dir(&dir).unwrap();
+        let file = dir.join("x.json");
+        fs::write(&file, b"{}").unwrap();
+        fs::set_permissions(&file, Permissions::from_mode(0o666)).unwrap();
+        private_json(&file, &json!({"k": 3})).unwrap();
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
         );
         fs::remove_dir_all(dir).unwrap();
     }

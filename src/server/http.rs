@@ -52,12 +52,15 @@
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
 //! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
 //! pipelined requests ahead of their answers), so live handlers never outnumber open
-//! connections. tiny_http itself keeps one thread per open connection and reads
-//! headers without a timeout; that cost is tiny_http's and blocks no one else.
+//! connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
+//! connection, so a client that pipelines without reading cannot grow memory. tiny_http
+//! itself keeps one thread per open connection and reads headers without a timeout;
+//! that cost is tiny_http's and blocks no one else.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, Weak};
@@ -82,14 +85,26 @@ pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 /// At most this many connections without a call in flight are kept open.
 pub const QUIET_CONNECTIONS_MAX: usize = 256;
+/// At most this many calls wait behind a connection's call in flight; one more ends
+/// that connection (a client pipelining without reading cannot grow memory unbounded).
+pub const WAITING_CALLS_MAX: usize = 8;
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
 
+/// The tiny_http server the accept thread receives from, with the descriptor of the
+/// listener clone it owns; replaced when tiny_http's own accept thread has died (see
+/// `accept_loop`).
+type CurrentServer = Arc<Mutex<(Arc<tiny_http::Server>, RawFd)>>;
+
+/// First and longest pause before rebuilding a tiny_http server whose accept died.
+const REBUILD_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(1));
+
 /// A running HTTP front.
 pub struct Http {
-    server: Arc<tiny_http::Server>,
-    /// A second handle on the listening socket, to stop it listening at once.
-    listener: TcpListener,
+    server: CurrentServer,
+    /// Our own handle on the listening socket: to stop it listening at once, and to
+    /// give a rebuilt tiny_http server a clone of it.
+    listener: Arc<TcpListener>,
     accept: JoinHandle<()>,
     reaper: JoinHandle<()>,
     stopping: Arc<AtomicBool>,
@@ -103,20 +118,24 @@ impl Http {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         sockets::set_listener_write_timeout(&listener)?;
         let local = listener.local_addr()?;
-        let handle = listener.try_clone()?;
-        let server = tiny_http::Server::from_listener(listener, None)
-            .map(Arc::new)
-            .map_err(io::Error::other)?;
+        let handle = Arc::new(listener.try_clone()?);
+        let server = Arc::new(Mutex::new(serve_on(listener)?));
         let stopping = Arc::new(AtomicBool::new(false));
         let handlers = Handlers::default();
         let in_order = InOrder::default();
         let accept = {
             let (server, stopping, handlers) = (server.clone(), stopping.clone(), handlers.clone());
-            let in_order = in_order.clone();
+            let (in_order, listener) = (in_order.clone(), handle.clone());
             thread::Builder::new()
                 .name("agent-tools-accept".into())
                 .spawn(move || {
-                    accept_loop(&server, &owner, &stopping, &handlers, &in_order, local)
+                    let front = Front {
+                        owner: &owner,
+                        in_order: &in_order,
+                        handlers: &handlers,
+                        local,
+                    };
+                    accept_loop(&server, &listener, &stopping, &front)
                 })?
         };
         let reaper = {
@@ -146,7 +165,7 @@ impl Http {
     pub fn stop(self) {
         self.stopping.store(true, Ordering::SeqCst);
         sockets::stop_listening(&self.listener);
-        self.server.unblock();
+        lock_or_recover(&self.server).0.unblock();
         let _ = self.accept.join();
         let _ = self.reaper.join();
         sockets::end_connections(self.local);
@@ -162,38 +181,100 @@ enum Verdict {
     Accept(ToolSession),
 }
 
-fn accept_loop(
-    server: &tiny_http::Server,
-    owner: &Weak<AgentToolServer>,
-    stopping: &AtomicBool,
-    handlers: &Handlers,
-    in_order: &InOrder,
+/// What the accept thread hands requests to.
+struct Front<'a> {
+    owner: &'a Weak<AgentToolServer>,
+    in_order: &'a InOrder,
+    handlers: &'a Handlers,
     local: SocketAddr,
-) {
-    while !stopping.load(Ordering::SeqCst) {
-        // An error is either our `unblock` or tiny_http's accept thread giving up; in
-        // both cases requests already queued are still delivered until `stopping`.
-        let Ok(request) = server.recv() else { continue };
+}
+
+impl Front<'_> {
+    /// Checks `request`'s headers (or refuses it with `refuse`) and dispatches it.
+    /// False once the server is gone.
+    fn take(&self, request: Request, refuse: Option<&'static str>) -> bool {
         let arrived = Instant::now();
-        let Some(owner) = owner.upgrade() else { return };
-        let verdict = check_headers(&owner, &request, local.port());
+        let Some(owner) = self.owner.upgrade() else {
+            return false;
+        };
+        let verdict = match refuse {
+            Some(message) => Verdict::Refuse(503, message),
+            None => check_headers(&owner, &request, self.local.port()),
+        };
         let call = Call {
             request,
             verdict,
             arrived,
         };
-        dispatch(&owner, in_order, handlers, call, local);
+        dispatch(&owner, self.in_order, self.handlers, call, self.local);
+        true
+    }
+}
+
+/// A tiny_http server on `listener`, and the descriptor its accept thread owns.
+fn serve_on(listener: TcpListener) -> io::Result<(Arc<tiny_http::Server>, RawFd)> {
+    let fd = listener.as_raw_fd();
+    let server = tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)?;
+    Ok((Arc::new(server), fd))
+}
+
+/// The only caller of tiny_http's `recv`.
+///
+/// tiny_http's own accept thread ends for good on its first accept error (e.g.
+/// `EMFILE`: `recv` then fails once) or panics when it cannot clone an accepted socket
+/// (one descriptor left: `recv` then just waits). We see the first as an error that is
+/// not our `unblock`, and the second, on each idle second, as its listener descriptor no
+/// longer naming our socket (its thread dropped it). Then, after a pause growing from
+/// 100 ms to 1 s, a new tiny_http server is built on a clone of our listening socket;
+/// requests the old one had queued are still dispatched. Connections the old server
+/// accepted stay with it: their later requests are never received, so the reaper ends
+/// them once quiet ([`REQUEST_DEADLINE`]).
+fn accept_loop(
+    current: &CurrentServer,
+    listener: &TcpListener,
+    stopping: &AtomicBool,
+    front: &Front,
+) {
+    let mut pause = REBUILD_BACKOFF.0;
+    let mut logged = false;
+    while !stopping.load(Ordering::SeqCst) {
+        let (server, accept_fd) = lock_or_recover(current).clone();
+        let failure = match server.recv_timeout(REBUILD_BACKOFF.1) {
+            Ok(Some(request)) => {
+                (pause, logged) = (REBUILD_BACKOFF.0, false);
+                if !front.take(request, None) {
+                    return;
+                }
+                continue;
+            }
+            Ok(None) if sockets::same_socket(accept_fd, listener) => continue,
+            Ok(None) => "tiny_http's accept thread stopped".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        if !logged {
+            eprintln!("agent-tools: accepting connections failed ({failure}); retrying");
+            logged = true;
+        }
+        thread::sleep(pause);
+        pause = (pause * 2).min(REBUILD_BACKOFF.1);
+        if let Ok(rebuilt) = listener.try_clone().and_then(serve_on) {
+            *lock_or_recover(current) = rebuilt;
+            while let Ok(Some(request)) = server.try_recv() {
+                if !front.take(request, None) {
+                    return;
+                }
+            }
+        }
     }
     // Requests that arrived before we stopped get an answer, not tiny_http's drop.
-    let Some(owner) = owner.upgrade() else { return };
+    let (server, _) = lock_or_recover(current).clone();
     while let Ok(Some(request)) = server.try_recv() {
-        let verdict = Verdict::Refuse(503, "Tool service is shutting down; try again");
-        let call = Call {
-            request,
-            verdict,
-            arrived: Instant::now(),
-        };
-        dispatch(&owner, in_order, handlers, call, local);
+        if !front.take(request, Some("Tool service is shutting down; try again")) {
+            return;
+        }
     }
 }
 
@@ -206,7 +287,7 @@ fn dispatch(
     call: Call,
     local: SocketAddr,
 ) {
-    let Some(call) = in_order.admit(call) else {
+    let Some(call) = in_order.admit(call, local) else {
         return;
     };
     let (owner, in_order) = (owner.clone(), in_order.clone());
@@ -240,16 +321,37 @@ struct InOrder {
     waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
     /// When each connection's last call was answered (for the reaper).
     answered: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    /// Connections ended for pipelining past the cap: calls tiny_http still delivers
+    /// for them are dropped, never run (the reaper forgets them once they are gone).
+    ended: Arc<Mutex<HashSet<SocketAddr>>>,
 }
 
 impl InOrder {
-    /// Returns `call` to run now, or parks it behind its connection's call in flight.
-    fn admit(&self, call: Call) -> Option<Call> {
+    /// Returns `call` to run now, or parks it behind its connection's call in flight;
+    /// past [`WAITING_CALLS_MAX`] it ends the connection and drops its waiting calls,
+    /// this one and any later one unrun (the call in flight finishes; its answer fails).
+    fn admit(&self, call: Call, local: SocketAddr) -> Option<Call> {
         let Some(peer) = call.request.remote_addr().copied() else {
             return Some(call);
         };
+        if lock_or_recover(&self.ended).contains(&peer) {
+            forget_if_huge(call.request);
+            return None;
+        }
         let mut waiting = lock_or_recover(&self.waiting);
         match waiting.get_mut(&peer) {
+            Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
+                let dropped = waiting.remove(&peer).unwrap_or_default();
+                drop(waiting);
+                lock_or_recover(&self.ended).insert(peer);
+                if let Some(connection) = Connection::find(local, peer) {
+                    connection.end();
+                }
+                for waiting_call in dropped.into_iter().chain([call]) {
+                    forget_if_huge(waiting_call.request);
+                }
+                None
+            }
             Some(queue) => {
                 queue.push_back(call);
                 None
@@ -298,6 +400,7 @@ fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
         let open = sockets::connections(local);
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
+        lock_or_recover(&in_order.ended).retain(|peer| open.contains_key(peer));
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
             let first_seen = *seen.entry(*peer).or_insert(now);
@@ -438,6 +541,14 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
         return false;
     }
     true
+}
+
+/// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
+/// (module docs): that one is leaked instead, as `handle` does.
+fn forget_if_huge(request: Request) {
+    if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+        std::mem::forget(request);
+    }
 }
 
 /// Parses and invokes an accepted body: the status and the JSON answer.
@@ -611,7 +722,6 @@ fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
     use std::sync::mpsc;
 
     fn handlers(idle_for: Duration) -> Handlers {
@@ -625,12 +735,12 @@ mod tests {
     fn an_idle_handler_is_reused() {
         let pool = handlers(Duration::from_secs(5));
         let (done, ran) = mpsc::channel();
+        let mut threads = HashSet::new();
         for _ in 0..200 {
             let done = done.clone();
             pool.run(Box::new(move || done.send(thread::current().id()).unwrap()));
-            ran.recv_timeout(Duration::from_secs(5)).unwrap();
+            threads.insert(ran.recv_timeout(Duration::from_secs(5)).unwrap());
         }
-        let threads: HashSet<_> = ran.try_iter().collect();
         assert!(threads.len() <= 2, "{} threads", threads.len());
         pool.release_idle();
     }

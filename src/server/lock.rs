@@ -5,10 +5,20 @@
 //! the start; a lock whose PID is gone is stale and removed; a lock that does not parse,
 //! or names a non-positive PID, is refused too, because guessing could let two servers
 //! share one directory. The new lock is created exclusively (`O_CREAT|O_EXCL`, no
-//! symlink followed), so two servers starting at once cannot both win.
+//! symlink followed).
+//!
+//! The PID alone leaves a race: two starters both find a dead PID, A removes it and
+//! writes its own lock, then B (still believing it stale) removes A's fresh lock and
+//! writes its own, and both run. So a starter first takes `flock(LOCK_EX|LOCK_NB)` on
+//! the `agent-tools` directory itself and holds it for the server's lifetime ([`Held`]);
+//! one that gets `EWOULDBLOCK` is refused as "already using this data directory". The
+//! directory, unlike `server.lock` (which `close` removes), is never replaced, so the
+//! flock always names the same inode. The kernel drops it when the process dies, so it
+//! is never stale; the PID check still guards against a holder that does not flock.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -17,8 +27,40 @@ use serde_json::{json, Value};
 use super::files::read_json;
 use super::ServerError;
 
-/// Takes the lock at `path` for this process and `instance_id`.
-pub fn acquire(path: &Path, instance_id: &str) -> Result<(), ServerError> {
+/// The data directory's flock, held while the server runs; dropping it unlocks.
+pub struct Held {
+    _dir: File,
+}
+
+/// `flock(LOCK_EX|LOCK_NB)` on `dir`: `Ok(None)` if another holder has it.
+fn flock_dir(dir: &Path) -> io::Result<Option<Held>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)?;
+    // SAFETY: flock only acts on the open descriptor `file` owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(Held { _dir: file }));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(None),
+        _ => Err(e),
+    }
+}
+
+/// Takes the lock at `path` (in the data directory it flocks) for this process and
+/// `instance_id`.
+pub fn acquire(path: &Path, instance_id: &str) -> Result<Held, ServerError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let held = match flock_dir(dir) {
+        Ok(Some(held)) => held,
+        Ok(None) => {
+            let pid = read_json(path).ok().flatten().as_ref().and_then(lock_pid);
+            return Err(ServerError::DataDirInUse { pid });
+        }
+        Err(e) => return Err(ServerError::io("lock the data directory", e)),
+    };
     match read_json(path) {
         Ok(None) => {}
         Ok(Some(lock)) => {
@@ -60,7 +102,8 @@ pub fn acquire(path: &Path, instance_id: &str) -> Result<(), ServerError> {
     let body = json!({ "pid": std::process::id(), "instanceId": instance_id }).to_string();
     file.write_all(body.as_bytes())
         .and_then(|()| file.sync_all())
-        .map_err(|e| ServerError::io("write server.lock", e))
+        .map_err(|e| ServerError::io("write server.lock", e))?;
+    Ok(held)
 }
 
 /// Removes the lock at `path` if it is this process's and `instance_id`'s.

@@ -38,6 +38,10 @@ pub use files::{private_dir, private_json, private_write, read_json, read_privat
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
 
+/// How long a caller waits for its queued operation's answer before giving up on it:
+/// [`QUEUE_EXPIRY`] plus a budget covering the longest runtime operation (45 s).
+pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
 /// What the server needs from the app around it.
 pub trait ServerCallbacks: Send + Sync + 'static {
     /// Runs an accepted operation (already validated, authenticated and serialized
@@ -59,6 +63,10 @@ pub trait ServerCallbacks: Send + Sync + 'static {
 pub trait Clock: Send + Sync + 'static {
     /// The current instant.
     fn now(&self) -> Instant;
+    /// How long a caller waits for a queued answer ([`ANSWER_WAIT`]; tests shorten it).
+    fn answer_wait(&self) -> Duration {
+        ANSWER_WAIT
+    }
 }
 
 /// The real clock.
@@ -161,6 +169,8 @@ enum Lifecycle {
     Running {
         http: http::Http,
         endpoint: Endpoint,
+        /// The data directory's flock (see `lock`), released after `server.lock`.
+        held: lock::Held,
     },
     Closed,
 }
@@ -178,6 +188,11 @@ pub struct AgentToolServer {
     callbacks: Arc<dyn ServerCallbacks>,
     clock: Arc<dyn Clock>,
     sessions: Mutex<session::SessionStore>,
+    /// Held while a session file is written or deleted along with its in-memory session
+    /// (provision, set_status, revoke), so the two never disagree and a revoked session's
+    /// file is never written again. Separate from `sessions`, which the accept thread
+    /// takes to authenticate, so that it never waits for a disk write.
+    session_files: Mutex<()>,
     queues: queue::ProjectQueues,
     lifecycle: Mutex<Lifecycle>,
 }
@@ -223,6 +238,7 @@ impl AgentToolServer {
             callbacks,
             clock,
             sessions: Mutex::default(),
+            session_files: Mutex::default(),
             queues: queue::ProjectQueues::default(),
             lifecycle: Mutex::new(Lifecycle::New),
         }))
@@ -259,6 +275,7 @@ impl AgentToolServer {
         reuse: bool,
     ) -> Result<ToolSession, ServerError> {
         let file = self.session_file(&identity.node_id)?;
+        let files = lock_or_recover(&self.session_files);
         let persisted = if reuse {
             self.persisted(&file, identity)
         } else {
@@ -288,6 +305,7 @@ impl AgentToolServer {
         };
         self.persist(&session)?;
         lock_or_recover(&self.sessions).insert(session.clone());
+        drop(files);
         self.callbacks.on_status(&session.node_id, &status);
         Ok(session)
     }
@@ -327,11 +345,14 @@ impl AgentToolServer {
 
     /// Sets `node_id`'s status, persists it and reports it through `on_status`.
     pub fn set_status(&self, node_id: &str, status: IntegrationStatus) -> Result<(), ServerError> {
+        let files = lock_or_recover(&self.session_files);
+        // Still present (under `session_files`, so a revoke cannot come in between).
         let session = lock_or_recover(&self.sessions)
             .set_status(node_id, status.clone())
             .cloned()
             .ok_or_else(|| ServerError::UnknownSession(node_id.to_string()))?;
         self.persist(&session)?;
+        drop(files);
         self.callbacks.on_status(node_id, &status);
         Ok(())
     }
@@ -349,6 +370,7 @@ impl AgentToolServer {
     /// Forgets `node_id`'s session and deletes its file; its queued work then fails
     /// with `Session revoked`.
     pub fn revoke(&self, node_id: &str) {
+        let _files = lock_or_recover(&self.session_files);
         lock_or_recover(&self.sessions).remove(node_id);
         if let Ok(file) = self.session_file(node_id) {
             let _ = std::fs::remove_file(file);
@@ -367,9 +389,11 @@ impl AgentToolServer {
             Ok(request) => request,
             Err(e) => return ToolResult::Err(e.to_string()),
         };
-        // 2. The identity must still be valid.
+        // 2. The session's token must still be the node's current one, and its identity
+        // still valid: a session revoked since it authenticated is never answered.
         let identity = session.identity();
-        if !self.callbacks.valid(&identity) {
+        let current = lock_or_recover(&self.sessions).is_current(session);
+        if !current || !self.callbacks.valid(&identity) {
             return ToolResult::Err("Session revoked".into());
         }
         // 3 and 4. Discovery and status, answered directly.
@@ -415,9 +439,17 @@ impl AgentToolServer {
         if let Err(e) = self.queues.push(&identity.project_id, work) {
             return ToolResult::Err(e);
         }
-        answer.recv().unwrap_or_else(|_| {
-            ToolResult::Err("The operation failed unexpectedly; no result was returned".into())
-        })
+        // The operation may still run after we stop waiting: its outcome is unknown.
+        match answer.recv_timeout(self.clock.answer_wait()) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(
+                "Operation did not finish in time; its outcome is unknown. Inspect before retrying."
+                    .into(),
+            ),
+            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(
+                "The operation failed unexpectedly; no result was returned".into(),
+            ),
+        }
     }
 
     /// Steps 7 and 8, on the project's worker thread.
@@ -428,6 +460,9 @@ impl AgentToolServer {
         queued_at: Instant,
         browser: bool,
     ) -> ToolResult {
+        if matches!(*lock_or_recover(&self.lifecycle), Lifecycle::Closed) {
+            return ToolResult::Err("Tool service is shutting down; no change applied".into());
+        }
         if self.clock.now().saturating_duration_since(queued_at) > QUEUE_EXPIRY {
             return ToolResult::Err(
                 "Queued operation expired before execution; no change applied".into(),
@@ -455,8 +490,9 @@ impl AgentToolServer {
         if mcp && status.state != IntegrationState::Connected {
             status.state = IntegrationState::Connected;
             status.reason = Some("Authenticated tool connection established".into());
-            // The status still reaches the app if the file cannot be written.
-            if self.set_status(&session.node_id, status.clone()).is_err() {
+            // The status still reaches the app if only the file could not be written
+            // (not if the session is gone: a revoked session is never marked connected).
+            if let Err(ServerError::Io { .. }) = self.set_status(&session.node_id, status.clone()) {
                 self.callbacks.on_status(&session.node_id, &status);
             }
         }
@@ -494,7 +530,7 @@ impl AgentToolServer {
             Lifecycle::Closed => return Err(ServerError::Closed),
         }
         let lock_file = self.directory.join("server.lock");
-        lock::acquire(&lock_file, &self.instance_id)?;
+        let held = lock::acquire(&lock_file, &self.instance_id)?;
         let started = http::Http::start(self.me.clone()).and_then(|http| {
             let port = http.port();
             let endpoint = Endpoint {
@@ -517,6 +553,7 @@ impl AgentToolServer {
                 *lifecycle = Lifecycle::Running {
                     http,
                     endpoint: endpoint.clone(),
+                    held,
                 };
                 Ok(endpoint)
             }
@@ -541,7 +578,7 @@ impl AgentToolServer {
     /// signal handler. Operations already running finish on their own threads.
     pub fn close(&self) {
         let previous = std::mem::replace(&mut *lock_or_recover(&self.lifecycle), Lifecycle::Closed);
-        let Lifecycle::Running { http, .. } = previous else {
+        let Lifecycle::Running { http, held, .. } = previous else {
             return;
         };
         let endpoint_file = self.directory.join("endpoint.json");
@@ -553,6 +590,7 @@ impl AgentToolServer {
         }
         http.stop();
         lock::release(&self.directory.join("server.lock"), &self.instance_id);
+        drop(held);
     }
 
     /// How many project worker threads are alive (for tests and diagnostics).

@@ -26,8 +26,9 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs `f` on descriptor `fd` as a socket, without taking ownership of it.
 fn with_socket<T>(fd: RawFd, f: impl FnOnce(&TcpStream) -> T) -> T {
-    // Every call made through the stream is a plain socket syscall that fails harmlessly
-    // (ENOTSOCK, EBADF) if `fd` is not, or no longer, a socket.
+    // Every call made through the stream is a plain socket syscall: memory-safe whatever
+    // `fd` names. If `fd` was closed and its number reused it may name another socket,
+    // so `Connection` re-checks its addresses right before acting on it.
     // SAFETY: the stream is never dropped (ManuallyDrop), so `fd` is never closed here.
     let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
     f(&stream)
@@ -46,54 +47,83 @@ pub fn stop_listening(listener: &TcpListener) {
     let _ = with_socket(listener.as_raw_fd(), |s| s.shutdown(Shutdown::Read));
 }
 
+/// True while descriptor `fd` still names `listener`'s socket (same inode; a closed
+/// descriptor, or its number reused for anything else, is not).
+pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |fd: RawFd| fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino());
+    matches!((inode(fd), inode(listener.as_raw_fd())), (Ok(a), Ok(b)) if a == b)
+}
+
 /// One connection of ours, found by its addresses.
 #[derive(Clone, Copy, Debug)]
-pub struct Connection(RawFd);
+pub struct Connection {
+    fd: RawFd,
+    local: SocketAddr,
+    peer: SocketAddr,
+}
 
 impl Connection {
     /// The connection from `peer` to our listening address `local`, if still open.
     pub fn find(local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
         connected_fds(local)
             .find(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
-            .map(Connection)
+            .map(|fd| Connection { fd, local, peer })
+    }
+
+    /// Runs `f` on the socket only if `fd` still connects `peer` to `local` (it may have
+    /// been closed and its number reused since it was found); else `NotFound`.
+    fn act<T>(self, f: impl FnOnce(&TcpStream) -> io::Result<T>) -> io::Result<T> {
+        with_socket(self.fd, |s| {
+            let ours =
+                s.local_addr().ok() == Some(self.local) && s.peer_addr().ok() == Some(self.peer);
+            if ours {
+                f(s)
+            } else {
+                Err(io::ErrorKind::NotFound.into())
+            }
+        })
     }
 
     /// Bounds the next reads (`None`: no bound).
     pub fn set_read_timeout(self, timeout: Option<Duration>) -> io::Result<()> {
-        with_socket(self.0, |s| s.set_read_timeout(timeout))
+        self.act(|s| s.set_read_timeout(timeout))
     }
 
     /// Makes every further read return end-of-file; writing still works.
     pub fn stop_reading(self) {
-        let _ = with_socket(self.0, |s| s.shutdown(Shutdown::Read));
+        let _ = self.act(|s| s.shutdown(Shutdown::Read));
     }
 
     /// Writes `bytes` raw, then ends the connection.
     pub fn write_and_close(self, bytes: &[u8]) {
-        with_socket(self.0, |s| {
+        let _ = self.act(|s| {
             let mut writer: &TcpStream = s;
-            let _ = writer.write_all(bytes);
+            writer.write_all(bytes)
         });
         self.end();
     }
 
     /// Ends the connection both ways; tiny_http's thread for it then sees end-of-file.
     pub fn end(self) {
-        let _ = with_socket(self.0, |s| s.shutdown(Shutdown::Both));
+        let _ = self.act(|s| s.shutdown(Shutdown::Both));
     }
 }
 
 /// Ends every connection accepted on `local` (their threads see end-of-file).
 pub fn end_connections(local: SocketAddr) {
-    for fd in connected_fds(local) {
-        let _ = with_socket(fd, |s| s.shutdown(Shutdown::Both));
+    for connection in connections(local).into_values() {
+        connection.end();
     }
 }
 
 /// Our open connections by peer address (tiny_http holds two descriptors for each).
 pub fn connections(local: SocketAddr) -> std::collections::HashMap<SocketAddr, Connection> {
     connected_fds(local)
-        .filter_map(|fd| Some((with_socket(fd, |s| s.peer_addr().ok())?, Connection(fd))))
+        .filter_map(|fd| {
+            let peer = with_socket(fd, |s| s.peer_addr().ok())?;
+            Some((peer, Connection { fd, local, peer }))
+        })
         .collect()
 }
 
