@@ -214,7 +214,8 @@ fn ten_thousand_projects_touched_in_turn_leave_no_threads() {
         );
         most_workers = most_workers.max(t.server.project_workers());
     }
-    // A worker exits right after answering, so at most a few overlap at any moment.
+    // Only a few idle workers linger; the rest exit right after answering, so at most a
+    // few overlap at any moment (the lingering ones exit within `LINGER`).
     assert!(most_workers <= 16, "{most_workers} workers alive at once");
     wait_until("workers to exit", || t.server.project_workers() == 0);
     wait_until("threads to be released", || thread_count() <= before + 2);

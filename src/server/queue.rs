@@ -1,20 +1,31 @@
 //! Per-project queues: each project with work waiting has one worker thread that owns
 //! an `mpsc` queue and runs that project's operations one at a time, in arrival order.
 //!
-//! A worker exits as soon as its queue is empty, so live workers never outnumber the
-//! projects that have work queued right now (10,000 projects touched in turn leave no
-//! threads behind). Exiting is race-free: senders send while holding the `workers` lock,
-//! and a worker only decides to exit, and removes its sender, under that same lock after
-//! finding its queue empty. Nothing here knows what an operation does: the worker calls
+//! A worker whose queue is empty waits up to [`LINGER`] for more before it exits, so a
+//! project served one request at a time keeps one thread instead of starting one per
+//! request. At most [`MAX_LINGERING`] workers wait at once; the others exit as soon as
+//! their queue is empty, so live workers never outnumber the projects that have work
+//! queued right now plus [`MAX_LINGERING`] (10,000 projects touched in turn leave no
+//! threads behind). Exiting is
+//! race-free: senders send while holding the `workers` lock, and a worker only decides to
+//! exit, and removes its sender, under that same lock after finding its queue empty. Nothing here knows what an operation does: the worker calls
 //! the `turn` closure the server gave it.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use super::lock_or_recover;
+
+/// How long an idle worker waits for more work before its thread exits.
+pub const LINGER: Duration = Duration::from_secs(5);
+
+/// How many idle workers may linger at once.
+pub const MAX_LINGERING: usize = 8;
 
 /// A unit of work queued behind a project.
 pub type Work = Box<dyn FnOnce() + Send>;
@@ -23,6 +34,8 @@ pub type Work = Box<dyn FnOnce() + Send>;
 #[derive(Default)]
 pub struct ProjectQueues {
     workers: Arc<Mutex<HashMap<String, Sender<Work>>>>,
+    /// Workers waiting in [`linger`] right now.
+    lingering: Arc<AtomicUsize>,
 }
 
 impl ProjectQueues {
@@ -42,9 +55,10 @@ impl ProjectQueues {
         let _ = queue.send(work);
         let project = project_id.to_string();
         let registry = Arc::clone(&self.workers);
+        let lingering = Arc::clone(&self.lingering);
         thread::Builder::new()
             .name("agent-tools-project".into())
-            .spawn(move || run_worker(&project, &receiver, &registry))
+            .spawn(move || run_worker(&project, &receiver, &registry, &lingering))
             .map_err(|e| format!("Could not start a project worker ({e}); try again"))?;
         workers.insert(project_id.to_string(), queue);
         Ok(())
@@ -60,11 +74,12 @@ fn run_worker(
     project: &str,
     receiver: &Receiver<Work>,
     registry: &Mutex<HashMap<String, Sender<Work>>>,
+    lingering: &AtomicUsize,
 ) {
     loop {
-        let work = match receiver.try_recv() {
-            Ok(work) => work,
-            Err(_) => {
+        let work = match receiver.try_recv().ok().or_else(|| linger(receiver, lingering)) {
+            Some(work) => work,
+            None => {
                 let mut workers = lock_or_recover(registry);
                 match receiver.try_recv() {
                     Ok(work) => work,
@@ -81,11 +96,23 @@ fn run_worker(
     }
 }
 
+/// Waits up to [`LINGER`] for more work (without the `workers` lock, so senders are not
+/// held up), unless [`MAX_LINGERING`] workers already wait.
+fn linger(receiver: &Receiver<Work>, lingering: &AtomicUsize) -> Option<Work> {
+    let work = if lingering.fetch_add(1, Ordering::SeqCst) < MAX_LINGERING {
+        receiver.recv_timeout(LINGER).ok()
+    } else {
+        None
+    };
+    lingering.fetch_sub(1, Ordering::SeqCst);
+    work
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     #[test]
     fn runs_a_projects_work_in_order_and_then_exits() {
@@ -127,7 +154,7 @@ mod tests {
     }
 
     fn wait_until(done: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + LINGER + Duration::from_secs(5);
         while !done() {
             assert!(Instant::now() < deadline, "timed out");
             thread::sleep(Duration::from_millis(1));
