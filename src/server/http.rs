@@ -73,7 +73,7 @@ use tiny_http::{Header, Method, Request, Response};
 use super::sockets::{self, Connection};
 use super::{lock_or_recover, AgentToolServer};
 use crate::protocol::limits::MAX_BODY_BYTES;
-use crate::protocol::{ToolResult, ToolSession};
+use crate::protocol::ToolSession;
 
 /// A whole request must arrive within this long.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(15);
@@ -557,13 +557,8 @@ fn run(owner: &AgentToolServer, session: &ToolSession, body: &[u8]) -> (u16, Vec
         let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
         return (400, error_body(message));
     };
-    let result = owner.invoke(session, &raw);
-    let status = if matches!(result, ToolResult::Ok(_)) {
-        200
-    } else {
-        400
-    };
-    (status, serde_json::to_vec(&result).unwrap_or_default())
+    let (ok, answer) = owner.invoke_wire(session, &raw);
+    (if ok { 200 } else { 400 }, answer)
 }
 
 impl BodyError {

@@ -26,6 +26,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::protocol::{
@@ -184,6 +185,9 @@ enum Lifecycle {
 pub struct AgentToolServer {
     me: Weak<AgentToolServer>,
     directory: PathBuf,
+    /// `<directory>/launch` and `<directory>/preferences.json`, for `session_info`.
+    launch_directory: PathBuf,
+    preferences_file: PathBuf,
     instance_id: String,
     callbacks: Arc<dyn ServerCallbacks>,
     clock: Arc<dyn Clock>,
@@ -199,6 +203,38 @@ pub struct AgentToolServer {
 
 /// Locks `mutex` even if a thread panicked while holding it: every critical section
 /// here leaves its data consistent, so the data is still good.
+/// `session_info`'s value. Fields in alphabetical order: the wire order of the
+/// `serde_json` map it used to be built as.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionInfo<'a> {
+    app_version: String,
+    browser_enabled: bool,
+    guides_directory: PathBuf,
+    host: &'static str,
+    instance_id: &'a str,
+    node_id: &'a str,
+    operations: &'static [&'static str],
+    preferences_file: &'a Path,
+    project_id: &'a str,
+    status: Value,
+}
+
+/// Every operation's name, without the browser's unless `browser_enabled`; built once.
+fn operation_names(browser_enabled: bool) -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<[Vec<&'static str>; 2]> = std::sync::OnceLock::new();
+    let [without_browser, all] = NAMES.get_or_init(|| {
+        let all: Vec<&str> = AGENT_TOOLS.iter().map(|tool| tool.name).collect();
+        let without = all.iter().copied().filter(|name| !is_browser_operation(name));
+        [without.collect(), all]
+    });
+    if browser_enabled {
+        all
+    } else {
+        without_browser
+    }
+}
+
 pub(crate) fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -233,6 +269,8 @@ impl AgentToolServer {
         let instance_id = random_hex(16)?;
         Ok(Arc::new_cyclic(|me| AgentToolServer {
             me: me.clone(),
+            launch_directory: directory.join("launch"),
+            preferences_file: directory.join("preferences.json"),
             directory,
             instance_id,
             callbacks,
@@ -384,21 +422,56 @@ impl AgentToolServer {
 
     /// Runs one raw request for an authenticated session: the spec's eight steps.
     pub fn invoke(&self, session: &ToolSession, raw: &Value) -> ToolResult {
-        // 1. Validate.
-        let request = match validate_tool_request(raw) {
-            Ok(request) => request,
-            Err(e) => return ToolResult::Err(e.to_string()),
+        match self.admit(session, raw) {
+            Ok(request) => self.answer(session, request),
+            Err(refused) => refused,
+        }
+    }
+
+    /// [`invoke`](Self::invoke)'s answer as wire bytes, and whether it succeeded.
+    /// `session_info`, the most frequent call, is serialized straight from borrowed
+    /// fields instead of through a `Value` (the same JSON).
+    pub(crate) fn invoke_wire(&self, session: &ToolSession, raw: &Value) -> (bool, Vec<u8>) {
+        #[derive(Serialize)]
+        struct WireOk<'a, T> {
+            ok: bool,
+            value: &'a T,
+        }
+        let result = match self.admit(session, raw) {
+            Ok(request) if request.operation == "session_info" => {
+                let value = &self.session_info(session);
+                let wire = serde_json::to_vec(&WireOk { ok: true, value });
+                return (true, wire.unwrap_or_default());
+            }
+            Ok(request) => self.answer(session, request),
+            Err(refused) => refused,
         };
+        let ok = matches!(result, ToolResult::Ok(_));
+        (ok, serde_json::to_vec(&result).unwrap_or_default())
+    }
+
+    /// Steps 1 and 2: the validated request, or why it is refused.
+    fn admit(&self, session: &ToolSession, raw: &Value) -> Result<ToolRequest, ToolResult> {
+        // 1. Validate.
+        let request = validate_tool_request(raw).map_err(|e| ToolResult::Err(e.to_string()))?;
         // 2. The session's token must still be the node's current one, and its identity
         // still valid: a session revoked since it authenticated is never answered.
-        let identity = session.identity();
         let current = lock_or_recover(&self.sessions).is_current(session);
-        if !current || !self.callbacks.valid(&identity) {
-            return ToolResult::Err("Session revoked".into());
+        if !current || !self.callbacks.valid(&session.identity()) {
+            return Err(ToolResult::Err("Session revoked".into()));
         }
+        Ok(request)
+    }
+
+    /// Steps 3 to 8 for an admitted request.
+    fn answer(&self, session: &ToolSession, request: ToolRequest) -> ToolResult {
+        let identity = session.identity();
         // 3 and 4. Discovery and status, answered directly.
         match request.operation.as_str() {
-            "session_info" => return ToolResult::Ok(self.session_info(session)),
+            "session_info" => {
+                let info = serde_json::to_value(self.session_info(session));
+                return ToolResult::Ok(info.unwrap_or(Value::Null));
+            }
             "guide_read" => {
                 let topic = request
                     .args
@@ -480,7 +553,7 @@ impl AgentToolServer {
     }
 
     /// `session_info`'s value; marks MCP adapters connected (step 4). Never the token.
-    fn session_info(&self, session: &ToolSession) -> Value {
+    fn session_info<'a>(&'a self, session: &'a ToolSession) -> SessionInfo<'a> {
         let mut status = self
             .session(&session.node_id)
             .map_or_else(|| session.status.clone(), |s| s.status);
@@ -497,28 +570,19 @@ impl AgentToolServer {
             }
         }
         let browser_enabled = self.callbacks.browser_enabled();
-        let operations: Vec<&str> = AGENT_TOOLS
-            .iter()
-            .map(|tool| tool.name)
-            .filter(|name| browser_enabled || !is_browser_operation(name))
-            .collect();
-        let guides = self
-            .directory
-            .join("launch")
-            .join(&session.node_id)
-            .join("skills");
-        json!({
-            "nodeId": session.node_id,
-            "projectId": session.project_id,
-            "instanceId": self.instance_id,
-            "host": "local",
-            "status": status,
-            "appVersion": self.callbacks.app_version(),
-            "preferencesFile": self.directory.join("preferences.json"),
-            "guidesDirectory": guides,
-            "browserEnabled": browser_enabled,
-            "operations": operations,
-        })
+        SessionInfo {
+            app_version: self.callbacks.app_version(),
+            browser_enabled,
+            guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
+            host: "local",
+            instance_id: &self.instance_id,
+            node_id: &session.node_id,
+            operations: operation_names(browser_enabled),
+            preferences_file: &self.preferences_file,
+            project_id: &session.project_id,
+            // Through a `Value`, so its keys stay sorted as they always were.
+            status: serde_json::to_value(&status).unwrap_or(Value::Null),
+        }
     }
 
     /// Takes `server.lock`, listens on `127.0.0.1:0` and writes `endpoint.json`.
