@@ -503,7 +503,12 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
         Verdict::Refuse(status, message) => (status, error_body(message), !on_socket),
         Verdict::Accept(session) => {
             let deadline = arrived + REQUEST_DEADLINE;
-            match read_body(&mut request, connection, deadline) {
+            let body = if on_socket {
+                read_body(&mut request, connection, deadline)
+            } else {
+                read_memory_body(&mut request)
+            };
+            match body {
                 Ok(body) => {
                     let (status, answer) = run(owner, &session, &body);
                     (status, answer, true)
@@ -571,6 +576,18 @@ impl BodyError {
     }
 }
 
+/// The body tiny_http already holds in memory (at most [`EAGER_BODY_BYTES`]): no
+/// deadline and no read buffer needed.
+fn read_memory_body(request: &mut Request) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::with_capacity(request.body_length().unwrap_or(0).min(EAGER_BODY_BYTES));
+    match request.as_reader().read_to_end(&mut body) {
+        Ok(_) if body.len() > MAX_BODY_BYTES => Err(BodyError::TooLarge),
+        Ok(_) => Ok(body),
+        Err(_) => Err(BodyError::Broken),
+    }
+}
+
+/// The body still on the socket, read under `deadline`.
 fn read_body(
     request: &mut Request,
     connection: Option<Connection>,
