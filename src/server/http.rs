@@ -17,8 +17,8 @@
 //!
 //! and hands the request, with that verdict, to a handler thread. The handler reads the
 //! body, if any, under a deadline of [`REQUEST_DEADLINE`] from when the headers arrived
-//! (checked between reads, and as each read's `SO_RCVTIMEO`, so neither a stall nor a
-//! trickle outlasts it), refuses bodies that grow past 128 KiB, parses the JSON, calls
+//! (checked between reads, each bounded by `SO_RCVTIMEO` to at most [`READ_SLICE`],
+//! the last slice ending at the deadline, so neither a stall nor a trickle outlasts it), refuses bodies that grow past 128 KiB, parses the JSON, calls
 //! `invoke` and writes the answer (bounded by `SO_SNDTIMEO`, see `sockets`).
 //!
 //! Before answering a request whose body is still partly unread on the socket, the
@@ -70,7 +70,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
-use super::sockets::{self, Connection};
+use super::sockets::{self, Connection, KnownConnections};
 use super::{lock_or_recover, AgentToolServer};
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolSession;
@@ -90,6 +90,9 @@ pub const QUIET_CONNECTIONS_MAX: usize = 256;
 pub const WAITING_CALLS_MAX: usize = 8;
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
+
+/// The longest one body read may block before the deadline is checked again.
+const READ_SLICE: Duration = Duration::from_secs(1);
 
 /// The tiny_http server the accept thread receives from, with the descriptor of the
 /// listener clone it owns; replaced when tiny_http's own accept thread has died (see
@@ -295,7 +298,7 @@ fn dispatch(
         let peer = call.request.remote_addr().copied();
         let mut next = Some(call);
         while let Some(call) = next {
-            if !handle(&owner, call, local) {
+            if !handle(&owner, call, local, &in_order.known) {
                 in_order.discard(peer);
                 return;
             }
@@ -324,6 +327,8 @@ struct InOrder {
     /// Connections ended for pipelining past the cap: calls tiny_http still delivers
     /// for them are dropped, never run (the reaper forgets them once they are gone).
     ended: Arc<Mutex<HashSet<SocketAddr>>>,
+    /// Descriptors of connections whose bodies were read from the socket.
+    known: Arc<KnownConnections>,
 }
 
 impl InOrder {
@@ -401,6 +406,7 @@ fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.ended).retain(|peer| open.contains_key(peer));
+        in_order.known.retain_open(&open);
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
             let first_seen = *seen.entry(*peer).or_insert(now);
@@ -488,7 +494,12 @@ enum BodyError {
 
 /// On a handler thread: read the body if accepted, invoke, answer. Returns false when
 /// the connection had to be ended.
-fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
+fn handle(
+    owner: &AgentToolServer,
+    call: Call,
+    local: SocketAddr,
+    known: &KnownConnections,
+) -> bool {
     let Call {
         mut request,
         verdict,
@@ -498,7 +509,7 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
     let peer = request.remote_addr().copied();
     let connection = peer
         .filter(|_| on_socket)
-        .and_then(|p| Connection::find(local, p));
+        .and_then(|p| known.find(local, p));
     let (status, answer, body_read) = match verdict {
         Verdict::Refuse(status, message) => (status, error_body(message), !on_socket),
         Verdict::Accept(session) => {
@@ -540,7 +551,7 @@ fn handle(owner: &AgentToolServer, call: Call, local: SocketAddr) -> bool {
     if request.respond(response).is_err() {
         // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
         // mid-answer, so end it (its waiting calls then fail fast).
-        if let Some(connection) = peer.and_then(|peer| Connection::find(local, peer)) {
+        if let Some(connection) = peer.and_then(|peer| known.find(local, peer)) {
             connection.end();
         }
         return false;
@@ -595,15 +606,21 @@ fn read_body(
 ) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
+    // Each read blocks at most `READ_SLICE` (set once), then the final slice is set to
+    // end exactly at the deadline: two `setsockopt`s per body, not one per read.
+    let mut slice_set: Option<Duration> = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(BodyError::TimedOut);
         }
-        if let Some(connection) = connection {
+        let slice = left.min(READ_SLICE);
+        let stale = slice_set.map_or(true, |set| set == READ_SLICE && slice < READ_SLICE);
+        if let (true, Some(connection)) = (stale, connection) {
             connection
-                .set_read_timeout(Some(left))
+                .set_read_timeout(Some(slice))
                 .map_err(|_| BodyError::Broken)?;
+            slice_set = Some(slice);
         }
         match request.as_reader().read(&mut chunk) {
             Ok(0) => return Ok(body),

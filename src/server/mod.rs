@@ -225,7 +225,10 @@ fn operation_names(browser_enabled: bool) -> &'static [&'static str] {
     static NAMES: std::sync::OnceLock<[Vec<&'static str>; 2]> = std::sync::OnceLock::new();
     let [without_browser, all] = NAMES.get_or_init(|| {
         let all: Vec<&str> = AGENT_TOOLS.iter().map(|tool| tool.name).collect();
-        let without = all.iter().copied().filter(|name| !is_browser_operation(name));
+        let without = all
+            .iter()
+            .copied()
+            .filter(|name| !is_browser_operation(name));
         [without.collect(), all]
     });
     if browser_enabled {

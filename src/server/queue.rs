@@ -77,7 +77,11 @@ fn run_worker(
     lingering: &AtomicUsize,
 ) {
     loop {
-        let work = match receiver.try_recv().ok().or_else(|| linger(receiver, lingering)) {
+        let work = match receiver
+            .try_recv()
+            .ok()
+            .or_else(|| linger(receiver, lingering))
+        {
             Some(work) => work,
             None => {
                 let mut workers = lock_or_recover(registry);

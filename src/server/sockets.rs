@@ -8,18 +8,24 @@
 //! connection's peer address is unique, and while we hold its `Request` tiny_http keeps
 //! that descriptor open, so the match is the right socket. This is only done for the
 //! rare request whose body tiny_http has not already read (over 1 KiB) and at close.
+//! [`KnownConnections`] remembers each connection's descriptor, so the search runs once
+//! per connection, not per request.
 //!
 //! The listener gets `SO_SNDTIMEO` before tiny_http takes it; Linux copies it to every
 //! accepted socket, so writing a response to a client that never reads gives up after
 //! [`WRITE_TIMEOUT`]. (`SO_RCVTIMEO` cannot be set the same way: `accept` would time
 //! out too, and tiny_http's accept loop ends on its first error.)
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
 use std::mem::ManuallyDrop;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::sync::Mutex;
 use std::time::Duration;
+
+use super::lock_or_recover;
 
 /// How long writing one response may block on a client that does not read.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -71,6 +77,11 @@ impl Connection {
             .map(|fd| Connection { fd, local, peer })
     }
 
+    /// True while `fd` still connects `peer` to `local`.
+    fn is_current(self) -> bool {
+        self.act(|_| Ok(())).is_ok()
+    }
+
     /// Runs `f` on the socket only if `fd` still connects `peer` to `local` (it may have
     /// been closed and its number reused since it was found); else `NotFound`.
     fn act<T>(self, f: impl FnOnce(&TcpStream) -> io::Result<T>) -> io::Result<T> {
@@ -110,6 +121,37 @@ impl Connection {
     }
 }
 
+/// The descriptors of connections found so far, by peer address (unique among open
+/// connections), so [`Connection::find`]'s scan of every descriptor runs once per
+/// connection. A remembered descriptor is checked (`getsockname`, `getpeername`) before
+/// it is handed out, and every action re-checks it, so a stale entry is never acted on.
+#[derive(Default)]
+pub struct KnownConnections {
+    found: Mutex<HashMap<SocketAddr, Connection>>,
+}
+
+impl KnownConnections {
+    /// Like [`Connection::find`], from memory when the remembered descriptor still fits.
+    pub fn find(&self, local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
+        let known = lock_or_recover(&self.found).get(&peer).copied();
+        if let Some(connection) = known.filter(|c| c.local == local && c.is_current()) {
+            return Some(connection);
+        }
+        let found = Connection::find(local, peer);
+        let mut remembered = lock_or_recover(&self.found);
+        match found {
+            Some(connection) => remembered.insert(peer, connection),
+            None => remembered.remove(&peer),
+        };
+        found
+    }
+
+    /// Forgets connections that are no longer in `open`.
+    pub fn retain_open(&self, open: &HashMap<SocketAddr, Connection>) {
+        lock_or_recover(&self.found).retain(|peer, _| open.contains_key(peer));
+    }
+}
+
 /// Ends every connection accepted on `local` (their threads see end-of-file).
 pub fn end_connections(local: SocketAddr) {
     for connection in connections(local).into_values() {
@@ -118,7 +160,7 @@ pub fn end_connections(local: SocketAddr) {
 }
 
 /// Our open connections by peer address (tiny_http holds two descriptors for each).
-pub fn connections(local: SocketAddr) -> std::collections::HashMap<SocketAddr, Connection> {
+pub fn connections(local: SocketAddr) -> HashMap<SocketAddr, Connection> {
     connected_fds(local)
         .filter_map(|fd| {
             let peer = with_socket(fd, |s| s.peer_addr().ok())?;
