@@ -157,6 +157,40 @@ mod tests {
         assert_eq!(result.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
     }
 
+    #[test]
+    fn an_idle_worker_lingers_and_serves_the_next_request() {
+        let queues = ProjectQueues::default();
+        let (done, ran_on) = mpsc::channel();
+        let mut threads = Vec::new();
+        for _ in 0..2 {
+            let done = done.clone();
+            let work = Box::new(move || done.send(thread::current().id()).unwrap());
+            queues.push("a", work).unwrap();
+            threads.push(ran_on.recv_timeout(Duration::from_secs(5)).unwrap());
+            // Let the worker find its queue empty and start lingering.
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(threads[0], threads[1], "the lingering worker ran both");
+        assert_eq!(queues.active(), 1);
+        wait_until(|| queues.active() == 0);
+    }
+
+    #[test]
+    fn many_projects_in_turn_leave_only_a_few_lingering_workers() {
+        let queues = ProjectQueues::default();
+        let mut most_workers = 0;
+        for i in 0..10_000 {
+            let (done, finished) = mpsc::channel();
+            queues
+                .push(&format!("p{i}"), Box::new(move || done.send(()).unwrap()))
+                .unwrap();
+            finished.recv_timeout(Duration::from_secs(5)).unwrap();
+            most_workers = most_workers.max(queues.active());
+        }
+        assert!(most_workers <= 16, "{most_workers} workers alive at once");
+        wait_until(|| queues.active() == 0);
+    }
+
     fn wait_until(done: impl Fn() -> bool) {
         let deadline = Instant::now() + LINGER + Duration::from_secs(5);
         while !done() {
