@@ -28,6 +28,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::pty::{send_signal, wait_exited_unreaped};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
@@ -798,17 +799,8 @@ fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finishe
         return Err(e);
     }
     let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            // Kill can only fail if it already exited; wait reaps it either way.
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        thread::sleep(Duration::from_millis(2));
+    let Some(status) = wait_with_deadline(&mut child, timeout)? else {
+        return Ok(None);
     };
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     for _ in 0..readers {
@@ -825,6 +817,39 @@ fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finishe
         stdout,
         stderr,
     }))
+}
+
+/// Blocks until `child` exits (no polling); a watchdog thread kills it at `timeout`.
+/// `None` when it was killed (it is reaped either way). The child is reaped only after
+/// the watchdog is done, so the watchdog's kill can only ever reach this child.
+fn wait_with_deadline(child: &mut Child, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let (finished, watch) = mpsc::channel::<()>();
+    let watchdog = thread::Builder::new()
+        .name("tmux-watchdog".into())
+        .spawn(move || {
+            // Dropping `finished` (the child exited) ends the wait early.
+            let late = watch.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout);
+            late && send_signal(pid, libc::SIGKILL).is_ok()
+        });
+    let watchdog = match watchdog {
+        Ok(watchdog) => watchdog,
+        Err(error) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(error);
+        }
+    };
+    let exited = wait_exited_unreaped(pid);
+    drop(finished);
+    let killed = watchdog.join().unwrap_or(false);
+    if let Err(error) = exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(error);
+    }
+    let status = child.wait()?;
+    Ok((!killed).then_some(status))
 }
 
 /// Starts a pipe reader; `Err` (instead of std's panic) when no thread can be made.
