@@ -32,6 +32,7 @@ use super::pty::{send_signal, wait_exited_unreaped};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
+use crate::runtime::holds_private_file;
 use crate::server::{private_dir, private_write};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).
@@ -197,10 +198,13 @@ impl TmuxServer {
             )));
         }
         let config = socket_dir.join("tmux.conf");
-        private_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
-            what: format!("writing {}", config.display()),
-            source,
-        })?;
+        // Unchanged since the last host (the usual restart): skip the fsynced rewrite.
+        if !holds_private_file(&config, TMUX_CONFIG.as_bytes(), 0o600) {
+            private_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
+                what: format!("writing {}", config.display()),
+                source,
+            })?;
+        }
         Ok(TmuxServer {
             tmux,
             socket,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, Permissions};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -91,9 +91,25 @@ pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf
         .ok_or_else(|| io::Error::other("the termsprawlctl path is not UTF-8"))?;
     let launcher = dir.join(LAUNCHER_NAME);
     let script = format!("#!/bin/sh\nexec {} \"$@\"\n", shell_quote(target));
-    private_write(&launcher, script.as_bytes())?;
-    fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
+    // A restart with the same executable finds it in place: skip the fsynced rewrite.
+    if !holds_private_file(&launcher, script.as_bytes(), 0o700) {
+        private_write(&launcher, script.as_bytes())?;
+        fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
+    }
     Ok(launcher)
+}
+
+/// Whether `path` already is a regular file (not a symlink) with exactly permission bits
+/// `mode`, one link, and exactly `bytes` as its content: then rewriting it changes nothing.
+pub(crate) fn holds_private_file(path: &Path, bytes: &[u8], mode: u32) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    let same_shape = meta.file_type().is_file()
+        && meta.permissions().mode() & 0o7777 == mode
+        && meta.nlink() == 1
+        && meta.len() == bytes.len() as u64;
+    same_shape && fs::read(path).is_ok_and(|content| content == bytes)
 }
 
 /// What [`prepare_tool_launch`] needs.
@@ -276,6 +292,23 @@ mod tests {
             assert!(error.contains(path.to_str().unwrap()), "{junk}: {error}");
         }
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unchanged_launcher_is_not_rewritten() {
+        let dir = scratch("launcher-same");
+        let launcher = install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        let inode = fs::metadata(&launcher).unwrap().ino();
+        install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        assert_eq!(fs::metadata(&launcher).unwrap().ino(), inode, "rewritten");
+        // Wrong mode or other content: written again (a new file renamed over it).
+        fs::set_permissions(&launcher, Permissions::from_mode(0o755)).unwrap();
+        install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        let meta = fs::metadata(&launcher).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        assert_ne!(meta.ino(), inode);
+        install_launcher(&dir, Path::new("/bin/true")).unwrap();
+        assert!(fs::read_to_string(&launcher).unwrap().contains("/bin/true"));
     }
 
     #[test]
