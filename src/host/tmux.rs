@@ -280,6 +280,13 @@ impl TmuxServer {
 
     /// Every session on our server (empty when the server is not running).
     pub fn sessions(&self) -> Result<Vec<SessionInfo>, TmuxError> {
+        // No socket file, no server that could answer on it (tmux would only say "error
+        // connecting"): skip starting a tmux client, e.g. at the first start in a data dir.
+        if let Err(error) = std::fs::symlink_metadata(&self.socket) {
+            if error.kind() == io::ErrorKind::NotFound {
+                return Ok(Vec::new());
+            }
+        }
         let format = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}";
         match self.run("list-sessions", &["list-sessions", "-F", format]) {
             Ok(out) => Ok(String::from_utf8_lossy(&out)
