@@ -99,6 +99,15 @@ pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf
     Ok(launcher)
 }
 
+/// `private_write`, skipped when `path` already holds `bytes` as a 0600 file (a restart
+/// finds the guides of an agent in place).
+fn write_unless_same(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if holds_private_file(path, bytes, 0o600) {
+        return Ok(());
+    }
+    private_write(path, bytes)
+}
+
 /// Whether `path` already is a regular file (not a symlink) with exactly permission bits
 /// `mode`, one link, and exactly `bytes` as its content: then rewriting it changes nothing.
 pub(crate) fn holds_private_file(path: &Path, bytes: &[u8], mode: u32) -> bool {
@@ -166,14 +175,14 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
     private_dir(&dir)?;
     let overview = guide("overview").unwrap_or_default();
     let system_prompt_file = dir.join("termsprawl-system.md");
-    private_write(&system_prompt_file, overview.as_bytes())?;
+    write_unless_same(&system_prompt_file, overview.as_bytes())?;
     for (topic, body) in TOOL_GUIDES {
         let skill_dir = dir.join("skills").join(format!("termsprawl-{topic}"));
         private_dir(&skill_dir)?;
         let skill = format!(
             "---\nname: termsprawl-{topic}\ndescription: \"How to use the Termsprawl {topic} tools; read it before using them.\"\n---\n\n{body}\n"
         );
-        private_write(&skill_dir.join("SKILL.md"), skill.as_bytes())?;
+        write_unless_same(&skill_dir.join("SKILL.md"), skill.as_bytes())?;
     }
 
     let server_args = ["--session", session_file.as_str(), "mcp"];
