@@ -39,9 +39,11 @@ fn open_submit_read_interrupt_close() {
         &dirs,
         "me",
         "terminal_submit",
-        json!({"nodeId": term, "command": "echo marker; pwd; echo \"[$TERMSPRAWL_SESSION_FILE]\""}),
+        json!({"nodeId": term, "command": "echo marker; pwd; echo \"[$TERMSPRAWL_SESSION_FILE]\"; echo end-$((1+1))"}),
     );
-    let output = wait_for_output(&serve, &dirs, &term, "\nmarker\n");
+    // Wait for the last line: the shell writes each command's output separately.
+    let output = wait_for_output(&serve, &dirs, &term, "end-2");
+    assert!(output.contains("marker\n"), "{output}");
     assert!(output.contains(dirs.project.to_str().unwrap()), "{output}");
     assert!(output.contains("\n[]"), "{output}");
 

@@ -451,9 +451,17 @@ fn start_session(
 /// `canvas_list`'s nodes with each terminal's `session: {backend, live, warm}`
 /// (`null` when it has none).
 fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
+    let is_terminal = |n: &Value| n["type"] == "terminal";
+    let lists_terminal = list
+        .as_array()
+        .is_some_and(|nodes| nodes.iter().any(is_terminal));
+    if !lists_terminal {
+        // Nothing to annotate: don't ask the backend (for tmux, that is a process).
+        return list;
+    }
     let states = terminals.states();
     if let Some(nodes) = list.as_array_mut() {
-        for node in nodes.iter_mut().filter(|n| n["type"] == "terminal") {
+        for node in nodes.iter_mut().filter(|n| is_terminal(n)) {
             let id = node["id"].as_str().unwrap_or_default();
             let session = states.get(id).map(|state| {
                 json!({ "backend": terminals.backend_name(), "live": state.live, "warm": state.warm })

@@ -152,6 +152,29 @@ pub fn wait_child(pid: libc::pid_t, block: bool) -> io::Result<Option<libc::c_in
     }
 }
 
+/// Blocks until child `pid` has exited, without reaping it: the pid stays ours (a zombie)
+/// until a later `waitpid`, so signalling it in between can never reach another process.
+/// `pid` must be > 0.
+pub fn wait_exited_unreaped(pid: libc::pid_t) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOWAIT;
+        // SAFETY: info is a valid siginfo_t to write; P_PID with pid > 0 names one child.
+        let result = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        if result == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
 /// The step of the child's setup that failed, as reported back through the exec pipe.
 const STEP_TERMINAL: i32 = 1;
 const STEP_CWD: i32 = 2;

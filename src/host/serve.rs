@@ -74,6 +74,7 @@ fn raise_fd_limit() {
 /// inherit another agent's identity; agents get theirs from `prepare`.
 pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     raise_fd_limit();
+    limit_malloc_arenas();
     let inherited: Vec<_> = std::env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| name.to_string_lossy().starts_with("TERMSPRAWL_"))
@@ -126,3 +127,27 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     host.shutdown(options.kill_terminals);
     Ok(())
 }
+
+/// At most this many glibc malloc arenas in `serve`. glibc gives threads their own arena
+/// (up to 8 per core) and keeps what each one grew to, so after a burst on many connection
+/// threads the resident memory stays up; two arenas keep that small at little contention
+/// cost (the threads mostly wait on sockets). Library embedders keep their own setting.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MALLOC_ARENA_MAX: libc::c_int = 2;
+
+/// Caps glibc's malloc arenas at [`MALLOC_ARENA_MAX`] (before any thread exists).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn limit_malloc_arenas() {
+    // Called first thing in `serve`, before this process starts any thread.
+    // SAFETY: mallopt takes two ints and changes only malloc's own settings.
+    let applied = unsafe { libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENA_MAX) };
+    if applied == 0 {
+        eprintln!(
+            "termsprawl-tools: note: could not limit malloc arenas (memory may stay up after load)"
+        );
+    }
+}
+
+/// Other C libraries keep their own allocator settings.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn limit_malloc_arenas() {}

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
@@ -26,6 +26,14 @@ use crate::runtime::Terminals;
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
 const MAX_CAPTURE_CHARS: usize = 100_000;
+
+/// How long `canvas_list` reuses one `tmux list-sessions` answer (tmux backend). Opening
+/// or closing a terminal through this host (and adopting at start) drops it at once, so the
+/// only change it can lag behind is one nobody here made: a program exiting on its own, or
+/// a session killed from outside, shows in `canvas_list` at most this much later. That
+/// lag is below what an agent can act on (its next call takes longer), and it turns one
+/// tmux process per listing into a few per second.
+const LISTING_TTL: Duration = Duration::from_millis(250);
 
 /// The message for `terminal_external` on the PTY backend.
 pub const EXTERNAL_NEEDS_TMUX: &str = "terminal_external needs the tmux backend: install tmux and restart `termsprawl-tools serve` (or start it with --terminals tmux); built-in PTY terminals cannot be opened in a second window";
@@ -77,6 +85,9 @@ pub struct HostTerminals {
     opened: Mutex<HashSet<String>>,
     /// `<data>/agent-tools/preferences.json` (for `externalTerminal.command`).
     preferences: PathBuf,
+    /// The last tmux listing for [`HostTerminals::states`] and when it was taken (see
+    /// [`LISTING_TTL`]); `None` once a start, close or adopt may have changed it.
+    listing: Mutex<Option<(Instant, HashMap<String, SessionState>)>>,
 }
 
 /// The private tmux server's directory of a data directory.
@@ -118,6 +129,7 @@ impl HostTerminals {
             started_at: SystemTime::now(),
             opened: Mutex::default(),
             preferences: data.join("agent-tools").join("preferences.json"),
+            listing: Mutex::default(),
         })
     }
 
@@ -142,10 +154,13 @@ impl HostTerminals {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         match &self.backend {
             Backend::Tmux(tmux) => {
-                tmux.open(node_id, cwd, &env, command, size.cols, size.rows)
-                    .map_err(|e| e.to_string())?;
-                self.lock_opened().insert(node_id.to_string());
-                Ok(())
+                let opened = tmux.open(node_id, cwd, &env, command, size.cols, size.rows);
+                if opened.is_ok() {
+                    self.lock_opened().insert(node_id.to_string());
+                }
+                // After `opened` is updated, so no listing taken before it can be kept.
+                self.forget_listing();
+                opened.map_err(|e| e.to_string())
             }
             Backend::Pty(pty) => {
                 let options = TerminalOptions {
@@ -166,7 +181,9 @@ impl HostTerminals {
         match &self.backend {
             Backend::Tmux(tmux) => {
                 self.lock_opened().remove(node_id);
-                tmux.kill(node_id).map_err(|e| e.to_string())
+                let killed = tmux.kill(node_id);
+                self.forget_listing();
+                killed.map_err(|e| e.to_string())
             }
             Backend::Pty(pty) => {
                 pty.close(node_id);
@@ -183,17 +200,29 @@ impl HostTerminals {
         }
     }
 
-    /// Every session, by node id (one `tmux list-sessions` for the tmux backend).
+    /// Every session, by node id. The tmux backend answers from one `tmux list-sessions`
+    /// at most [`LISTING_TTL`] old, taken after this host's last start, close or adopt.
     pub fn states(&self) -> HashMap<String, SessionState> {
         match &self.backend {
             Backend::Tmux(tmux) => {
+                let mut listing = crate::server::lock_or_recover(&self.listing);
+                if let Some((taken, states)) = listing.as_ref() {
+                    if taken.elapsed() < LISTING_TTL {
+                        return states.clone();
+                    }
+                }
+                let taken = Instant::now();
                 let started = self
                     .started_at
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
+                let Ok(sessions) = tmux.sessions() else {
+                    // A failed listing is not kept: the next call asks again.
+                    *listing = None;
+                    return HashMap::new();
+                };
                 let opened = self.lock_opened();
-                tmux.sessions()
-                    .unwrap_or_default()
+                let states: HashMap<String, SessionState> = sessions
                     .into_iter()
                     .map(|s| {
                         let warm = !opened.contains(&s.name) && s.created_unix <= started;
@@ -203,7 +232,9 @@ impl HostTerminals {
                         };
                         (s.name, state)
                     })
-                    .collect()
+                    .collect();
+                *listing = Some((taken, states.clone()));
+                states
             }
             Backend::Pty(pty) => pty
                 .ids()
@@ -224,10 +255,13 @@ impl HostTerminals {
     /// the node ids kept. The PTY backend has no sessions from before.
     pub fn adopt(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<String>, String> {
         match &self.backend {
-            Backend::Tmux(tmux) => tmux
-                .adopt(keep)
-                .map(|kept| kept.into_iter().map(|s| s.name).collect())
-                .map_err(|e| e.to_string()),
+            Backend::Tmux(tmux) => {
+                let adopted = tmux.adopt(keep);
+                self.forget_listing();
+                adopted
+                    .map(|kept| kept.into_iter().map(|s| s.name).collect())
+                    .map_err(|e| e.to_string())
+            }
             Backend::Pty(_) => Ok(Vec::new()),
         }
     }
@@ -237,7 +271,9 @@ impl HostTerminals {
     pub fn shutdown(&self, kill_tmux: bool) {
         match &self.backend {
             Backend::Tmux(tmux) if kill_tmux => {
-                if let Err(error) = tmux.kill_server() {
+                let killed = tmux.kill_server();
+                self.forget_listing();
+                if let Err(error) = killed {
                     eprintln!("termsprawl-tools: could not stop the tmux server: {error}");
                 }
             }
@@ -274,6 +310,11 @@ impl HostTerminals {
                 "externalTerminal.command must be a non-empty array of strings, e.g. [\"xterm\", \"-e\", \"{attach}\"]",
             )),
         }
+    }
+
+    /// Drops the cached tmux listing (after this host changed the sessions).
+    fn forget_listing(&self) {
+        *crate::server::lock_or_recover(&self.listing) = None;
     }
 
     fn lock_opened(&self) -> MutexGuard<'_, HashSet<String>> {
@@ -427,5 +468,32 @@ mod tests {
         terminals.close("n1").unwrap();
         assert!(!terminals.has_session("n1"));
         terminals.shutdown(false);
+    }
+
+    #[test]
+    fn tmux_listing_is_reused_but_dropped_on_start_and_close() {
+        if !TmuxServer::available() {
+            eprintln!("skipped: no tmux");
+            return;
+        }
+        let data = std::env::temp_dir().join(format!("ht-list-{}", std::process::id()));
+        let terminals = HostTerminals::new(TerminalsMode::Tmux, &data).unwrap();
+        assert!(terminals.states().is_empty());
+        let cwd = std::env::temp_dir();
+        terminals
+            .start("n1", &cwd, &BTreeMap::new(), Some("sleep 30"))
+            .unwrap();
+        // Seen at once although the empty listing above is younger than LISTING_TTL.
+        assert_eq!(
+            terminals.states().get("n1"),
+            Some(&SessionState {
+                live: true,
+                warm: false
+            })
+        );
+        terminals.close("n1").unwrap();
+        assert!(!terminals.states().contains_key("n1"));
+        terminals.shutdown(true);
+        let _ = std::fs::remove_dir_all(&data);
     }
 }

@@ -28,9 +28,11 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::pty::{send_signal, wait_exited_unreaped};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
+use crate::runtime::holds_private_file;
 use crate::server::{private_dir, private_write};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).
@@ -196,10 +198,13 @@ impl TmuxServer {
             )));
         }
         let config = socket_dir.join("tmux.conf");
-        private_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
-            what: format!("writing {}", config.display()),
-            source,
-        })?;
+        // Unchanged since the last host (the usual restart): skip the fsynced rewrite.
+        if !holds_private_file(&config, TMUX_CONFIG.as_bytes(), 0o600) {
+            private_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
+                what: format!("writing {}", config.display()),
+                source,
+            })?;
+        }
         Ok(TmuxServer {
             tmux,
             socket,
@@ -275,6 +280,13 @@ impl TmuxServer {
 
     /// Every session on our server (empty when the server is not running).
     pub fn sessions(&self) -> Result<Vec<SessionInfo>, TmuxError> {
+        // No socket file, no server that could answer on it (tmux would only say "error
+        // connecting"): skip starting a tmux client, e.g. at the first start in a data dir.
+        if let Err(error) = std::fs::symlink_metadata(&self.socket) {
+            if error.kind() == io::ErrorKind::NotFound {
+                return Ok(Vec::new());
+            }
+        }
         let format = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}";
         match self.run("list-sessions", &["list-sessions", "-F", format]) {
             Ok(out) => Ok(String::from_utf8_lossy(&out)
@@ -798,17 +810,8 @@ fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finishe
         return Err(e);
     }
     let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            // Kill can only fail if it already exited; wait reaps it either way.
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        thread::sleep(Duration::from_millis(2));
+    let Some(status) = wait_with_deadline(&mut child, timeout)? else {
+        return Ok(None);
     };
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     for _ in 0..readers {
@@ -825,6 +828,39 @@ fn run_bounded(mut child: Child, timeout: Duration) -> io::Result<Option<Finishe
         stdout,
         stderr,
     }))
+}
+
+/// Blocks until `child` exits (no polling); a watchdog thread kills it at `timeout`.
+/// `None` when it was killed (it is reaped either way). The child is reaped only after
+/// the watchdog is done, so the watchdog's kill can only ever reach this child.
+fn wait_with_deadline(child: &mut Child, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let (finished, watch) = mpsc::channel::<()>();
+    let watchdog = thread::Builder::new()
+        .name("tmux-watchdog".into())
+        .spawn(move || {
+            // Dropping `finished` (the child exited) ends the wait early.
+            let late = watch.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout);
+            late && send_signal(pid, libc::SIGKILL).is_ok()
+        });
+    let watchdog = match watchdog {
+        Ok(watchdog) => watchdog,
+        Err(error) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(error);
+        }
+    };
+    let exited = wait_exited_unreaped(pid);
+    drop(finished);
+    let killed = watchdog.join().unwrap_or(false);
+    if let Err(error) = exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(error);
+    }
+    let status = child.wait()?;
+    Ok((!killed).then_some(status))
 }
 
 /// Starts a pipe reader; `Err` (instead of std's panic) when no thread can be made.

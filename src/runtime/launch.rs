@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, Permissions};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -91,9 +91,34 @@ pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf
         .ok_or_else(|| io::Error::other("the termsprawlctl path is not UTF-8"))?;
     let launcher = dir.join(LAUNCHER_NAME);
     let script = format!("#!/bin/sh\nexec {} \"$@\"\n", shell_quote(target));
-    private_write(&launcher, script.as_bytes())?;
-    fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
+    // A restart with the same executable finds it in place: skip the fsynced rewrite.
+    if !holds_private_file(&launcher, script.as_bytes(), 0o700) {
+        private_write(&launcher, script.as_bytes())?;
+        fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
+    }
     Ok(launcher)
+}
+
+/// `private_write`, skipped when `path` already holds `bytes` as a 0600 file (a restart
+/// finds the guides of an agent in place).
+fn write_unless_same(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if holds_private_file(path, bytes, 0o600) {
+        return Ok(());
+    }
+    private_write(path, bytes)
+}
+
+/// Whether `path` already is a regular file (not a symlink) with exactly permission bits
+/// `mode`, one link, and exactly `bytes` as its content: then rewriting it changes nothing.
+pub(crate) fn holds_private_file(path: &Path, bytes: &[u8], mode: u32) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    let same_shape = meta.file_type().is_file()
+        && meta.permissions().mode() & 0o7777 == mode
+        && meta.nlink() == 1
+        && meta.len() == bytes.len() as u64;
+    same_shape && fs::read(path).is_ok_and(|content| content == bytes)
 }
 
 /// What [`prepare_tool_launch`] needs.
@@ -150,14 +175,14 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
     private_dir(&dir)?;
     let overview = guide("overview").unwrap_or_default();
     let system_prompt_file = dir.join("termsprawl-system.md");
-    private_write(&system_prompt_file, overview.as_bytes())?;
+    write_unless_same(&system_prompt_file, overview.as_bytes())?;
     for (topic, body) in TOOL_GUIDES {
         let skill_dir = dir.join("skills").join(format!("termsprawl-{topic}"));
         private_dir(&skill_dir)?;
         let skill = format!(
             "---\nname: termsprawl-{topic}\ndescription: \"How to use the Termsprawl {topic} tools; read it before using them.\"\n---\n\n{body}\n"
         );
-        private_write(&skill_dir.join("SKILL.md"), skill.as_bytes())?;
+        write_unless_same(&skill_dir.join("SKILL.md"), skill.as_bytes())?;
     }
 
     let server_args = ["--session", session_file.as_str(), "mcp"];
@@ -276,6 +301,23 @@ mod tests {
             assert!(error.contains(path.to_str().unwrap()), "{junk}: {error}");
         }
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_unchanged_launcher_is_not_rewritten() {
+        let dir = scratch("launcher-same");
+        let launcher = install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        let inode = fs::metadata(&launcher).unwrap().ino();
+        install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        assert_eq!(fs::metadata(&launcher).unwrap().ino(), inode, "rewritten");
+        // Wrong mode or other content: written again (a new file renamed over it).
+        fs::set_permissions(&launcher, Permissions::from_mode(0o755)).unwrap();
+        install_launcher(&dir, Path::new("/bin/echo")).unwrap();
+        let meta = fs::metadata(&launcher).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        assert_ne!(meta.ino(), inode);
+        install_launcher(&dir, Path::new("/bin/true")).unwrap();
+        assert!(fs::read_to_string(&launcher).unwrap().contains("/bin/true"));
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub use canvas::{
 };
 pub use context::read_context;
 pub use host::{Browsers, CanvasOwner, Host, ProjectSnapshot, PtyRequest, Terminals, Workspace};
+pub(crate) use launch::holds_private_file;
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     PreparedLaunch, LAUNCHER_NAME,
