@@ -201,7 +201,7 @@ impl HostTerminals {
     }
 
     /// Every session, by node id. The tmux backend answers from one `tmux list-sessions`
-    /// at most [`LISTING_TTL`] old, taken after this host's last start, close or adopt.
+    /// at most `LISTING_TTL` (250 ms) old, taken after this host's last start, close or adopt.
     pub fn states(&self) -> HashMap<String, SessionState> {
         match &self.backend {
             Backend::Tmux(tmux) => {
