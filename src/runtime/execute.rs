@@ -191,11 +191,16 @@ impl Core {
         let node_id = node_field(&created, "nodeId")
             .ok_or("The canvas did not report the new browser's nodeId")?;
         let tab_id = node_field(&created, "tabId").ok_or(super::tool_runtime::GUEST_NOT_READY)?;
-        lock(&self.owners)
-            .set(node_id, &identity.node_id)
-            .map_err(|e| format!("Could not record browser ownership: {e}"))?;
+        self.set_owner(node_id, &identity.node_id)?;
         let target_id = self.wait_for_guest(node_id, tab_id)?;
         Ok(json!({ "nodeId": node_id, "tabId": tab_id, "targetId": target_id }))
+    }
+
+    /// Records (and persists) who owns a browser node.
+    fn set_owner(&self, node_id: &str, agent: &str) -> Result<(), String> {
+        lock(&self.owners)
+            .set(node_id, agent)
+            .map_err(|e| format!("Could not record browser ownership: {e}"))
     }
 
     fn browser_operation(
@@ -215,9 +220,7 @@ impl Core {
                 if owner.as_deref().is_some_and(|o| o != me) {
                     return Err("Ask the current owner to transfer browser control".into());
                 }
-                lock(&self.owners)
-                    .set(node_id, me)
-                    .map_err(|e| format!("Could not record browser ownership: {e}"))?;
+                self.set_owner(node_id, me)?;
                 Ok(json!({ "nodeId": node_id, "owner": me }))
             }
             _ if owner.as_deref() != Some(me) => Err(CLAIM_FIRST.into()),
@@ -231,9 +234,7 @@ impl Core {
                 if !connected {
                     return Err("Recipient agent is not connected to this project".into());
                 }
-                lock(&self.owners)
-                    .set(node_id, recipient)
-                    .map_err(|e| format!("Could not record browser ownership: {e}"))?;
+                self.set_owner(node_id, recipient)?;
                 Ok(json!({ "nodeId": node_id, "owner": recipient }))
             }
             operation => {
