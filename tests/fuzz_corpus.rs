@@ -6,11 +6,10 @@
 
 #[path = "../fuzz/check_validate.rs"]
 mod check_validate;
-
-use std::fs;
-use std::path::PathBuf;
+mod seeded;
 
 use check_validate::check_validate;
+use seeded::{seeds, Rng};
 use serde_json::Value;
 use termsprawl_tools::protocol::{validate_tool_request, AGENT_TOOLS};
 
@@ -36,37 +35,6 @@ const SNIPPETS: &[&[u8]] = &[
     b"\xc3\xa9",
     b"\xff",
 ];
-
-/// xorshift64*: deterministic, so a failure reproduces on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n`; `n` must be non-zero.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn seeds() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/validate");
-    let mut seeds: Vec<(String, Vec<u8>)> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| {
-            let path = entry.expect("a directory entry").path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, fs::read(&path).expect("a readable seed"))
-        })
-        .collect();
-    seeds.sort();
-    seeds
-}
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8]) {
     match rng.below(7) {
@@ -116,7 +84,7 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8]) {
 
 #[test]
 fn seed_corpus_has_a_valid_request_for_every_operation() {
-    let seeds = seeds();
+    let seeds = seeds("validate");
     assert!(
         seeds.len() >= 40,
         "a few dozen seeds, found {}",
@@ -135,7 +103,7 @@ fn seed_corpus_has_a_valid_request_for_every_operation() {
 
 #[test]
 fn fuzz_body_holds_on_every_seed() {
-    for (name, bytes) in seeds() {
+    for (name, bytes) in seeds("validate") {
         // A panic names the seed through this message in the test output.
         eprintln!("seed {name}");
         check_validate(&bytes);
@@ -144,7 +112,7 @@ fn fuzz_body_holds_on_every_seed() {
 
 #[test]
 fn fuzz_body_holds_on_deterministic_mutations() {
-    let seeds = seeds();
+    let seeds = seeds("validate");
     let mut rng = Rng(0x5eed_0f7e_57ca_fe00);
     let (mut json, mut accepted) = (0usize, 0usize);
     for _ in 0..MUTATIONS {

@@ -10,46 +10,11 @@ mod check_http;
 mod check_mcp;
 #[path = "../fuzz/check_transcript.rs"]
 mod check_transcript;
+mod seeded;
+
+use seeded::{seeds, Rng};
 
 use std::fs;
-use std::path::PathBuf;
-
-/// xorshift64*: deterministic, so a failure reproduces on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target);
-    let mut seeds: Vec<(String, Vec<u8>)> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, fs::read(&path).unwrap())
-        })
-        .collect();
-    seeds.sort();
-    assert!(
-        seeds.len() >= 5,
-        "{target}: a few seeds, found {}",
-        seeds.len()
-    );
-    seeds
-}
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8], snippets: &[&[u8]]) {
     match rng.below(7) {
@@ -86,6 +51,11 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, other: &[u8], snippets: &[&[u8]]) 
 
 fn replay(target: &str, check: fn(&[u8]), mutations: usize, snippets: &[&[u8]], seed: u64) {
     let seeds = seeds(target);
+    assert!(
+        seeds.len() >= 5,
+        "{target}: a few seeds, found {}",
+        seeds.len()
+    );
     for (name, bytes) in &seeds {
         eprintln!("{target} seed {name}");
         check(bytes);

@@ -5,24 +5,9 @@ mod fakes;
 
 use std::time::Duration;
 
-use fakes::{call, Rig, PROJECT};
+use fakes::{call, run, who, Rig};
 use serde_json::{json, Value};
-use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest};
-
-fn who(node: &str) -> ToolIdentity {
-    ToolIdentity {
-        node_id: node.into(),
-        project_id: PROJECT.into(),
-    }
-}
-
-fn run(rig: &Rig, node: &str, operation: &str, args: Value) -> Result<Value, String> {
-    let request = ToolRequest {
-        operation: operation.into(),
-        args: args.as_object().cloned().unwrap(),
-    };
-    rig.runtime.execute(&who(node), &request)
-}
+use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus};
 
 fn web_node(rig: &Rig) {
     rig.canvas.add(json!({"id": "web", "type": "browser", "data": {"title": "Docs", "tabs": [{"id": "t1"}, {"id": "t2"}], "activeTabId": "t2"}}));

@@ -6,24 +6,9 @@ mod fakes;
 use std::fs;
 use std::os::unix::fs::symlink;
 
-use fakes::{script, Rig, PROJECT};
-use serde_json::{json, Value};
+use fakes::{run, script, who, Rig, PROJECT};
+use serde_json::json;
 use termsprawl_tools::protocol::{ToolIdentity, ToolRequest};
-
-fn who(node: &str) -> ToolIdentity {
-    ToolIdentity {
-        node_id: node.into(),
-        project_id: PROJECT.into(),
-    }
-}
-
-fn run(rig: &Rig, node: &str, operation: &str, args: Value) -> Result<Value, String> {
-    let request = ToolRequest {
-        operation: operation.into(),
-        args: args.as_object().cloned().unwrap(),
-    };
-    rig.runtime.execute(&who(node), &request)
-}
 
 #[test]
 fn live_state_is_checked_first() {

@@ -7,17 +7,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use fakes::{call, Rig, PROJECT};
+use fakes::{call, who, Rig, PROJECT};
 use serde_json::json;
-use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
+use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus};
 use termsprawl_tools::runtime::PtyRequest;
-
-fn who(node: &str) -> ToolIdentity {
-    ToolIdentity {
-        node_id: node.into(),
-        project_id: PROJECT.into(),
-    }
-}
 
 fn status() -> IntegrationStatus {
     IntegrationStatus {

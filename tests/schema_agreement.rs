@@ -3,7 +3,10 @@
 //! `jsonschema` crate) judges a deterministic, generated set of valid and invalid
 //! args objects for each operation, and `validate_tool_request` must agree on each.
 
+mod seeded;
+
 use jsonschema::{Draft, Validator};
+use seeded::Rng;
 use serde_json::{json, Map, Value};
 use termsprawl_tools::protocol::{
     catalogue_json, find_tool, validate_tool_request, ArgKind, ToolSpec, NO_NUL_PATTERN,
@@ -11,30 +14,6 @@ use termsprawl_tools::protocol::{
 
 /// Cases generated per operation (28 operations: about 8,400 requests).
 const CASES_PER_OPERATION: usize = 300;
-
-/// xorshift64*: a tiny deterministic PRNG, so every run judges the same requests.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// Strings at and around every string limit, plus NULs at different places.
 fn interesting_strings() -> Vec<String> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use termsprawl_tools::protocol::{
-    CanvasToolReply, CanvasToolRequest, IntegrationStatus, ToolResult,
+    CanvasToolReply, CanvasToolRequest, IntegrationStatus, ToolIdentity, ToolRequest, ToolResult,
 };
 use termsprawl_tools::runtime::{
     AgentToolRuntime, Browsers, CanvasOwner, Host, ProjectSnapshot, Terminals, Workspace,
@@ -408,4 +408,21 @@ pub fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The identity of agent `node` in the fake project.
+pub fn who(node: &str) -> ToolIdentity {
+    ToolIdentity {
+        node_id: node.into(),
+        project_id: PROJECT.into(),
+    }
+}
+
+/// Runs one operation through the runtime's `execute` as agent `node`.
+pub fn run(rig: &Rig, node: &str, operation: &str, args: Value) -> Result<Value, String> {
+    let request = ToolRequest {
+        operation: operation.into(),
+        args: args.as_object().cloned().unwrap(),
+    };
+    rig.runtime.execute(&who(node), &request)
 }
