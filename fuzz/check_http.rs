@@ -23,6 +23,9 @@ const STATUSES: &[u16] = &[
 /// A complete answer (or the server closing) must come within this long once the
 /// client has finished sending.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// Descriptors this process may hold at once: the server's few, plus two per connection
+/// still closing (inputs run one at a time), with a wide margin.
+const DESCRIPTORS_MAX: usize = 200;
 
 /// Counts `execute` calls; every identity is valid, browser control is on.
 struct CountingHost {
@@ -100,23 +103,42 @@ fn substitute(bytes: &[u8], fixture: &Fixture) -> Vec<u8> {
     out
 }
 
-/// The status codes of every response in `reply`.
+/// The status codes of every response in `reply` ("HTTP/1.x NNN", or "HTTP/0.9 NNN"
+/// from tiny_http, see `check_http`).
 fn statuses(reply: &[u8]) -> Vec<u16> {
     let mut found = Vec::new();
     let mut at = 0;
-    while let Some(offset) = find(&reply[at..], b"HTTP/1.") {
-        // "HTTP/1.x NNN"
+    while let Some(offset) = find(&reply[at..], b"HTTP/") {
         let start = at + offset + 9;
+        let version = &reply[at + offset..reply.len().min(at + offset + 9)];
+        let known = [&b"HTTP/1.1 "[..], b"HTTP/1.0 ", b"HTTP/0.9 "].contains(&version);
         let code = reply
             .get(start..start + 3)
+            .filter(|_| known)
             .and_then(|c| std::str::from_utf8(c).ok())
             .and_then(|c| c.parse().ok());
         if let Some(code) = code {
             found.push(code);
         }
-        at = start;
+        at += offset + 5;
     }
     found
+}
+
+/// True when some header line is `Expect:` with a value other than `100-continue`.
+/// tiny_http answers such a request with 417 at once, without waiting for the answer to
+/// the request before it on the connection (it drops the writer that would have made it
+/// wait), so on a pipelined connection the two answers can interleave byte-wise: a
+/// tiny_http 0.12 defect that garbles only that client's own answers, recorded in the
+/// README. The other checks still apply to such input.
+fn unknown_expect(input: &[u8]) -> bool {
+    input.split(|b| *b == b'\n').any(|line| {
+        let line = String::from_utf8_lossy(line);
+        line.split_once(':').is_some_and(|(name, value)| {
+            name.trim().eq_ignore_ascii_case("expect")
+                && !value.trim().eq_ignore_ascii_case("100-continue")
+        })
+    })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -168,8 +190,15 @@ pub fn check_http(bytes: &[u8]) {
         assert!(began.elapsed() < ANSWER_WITHIN * 2, "answer kept trickling");
     }
     let executed = fixture.host.executed.load(Ordering::SeqCst) - before;
-    if !reply.is_empty() {
-        let http1 = reply.starts_with(b"HTTP/1.1 ") || reply.starts_with(b"HTTP/1.0 ");
+    // Answers that may interleave (see `unknown_expect`) are not parsed.
+    let interleaving = unknown_expect(&input);
+    if !reply.is_empty() && !interleaving {
+        // tiny_http answers a malformed header or an unknown `Expect` itself, in the
+        // request line's version: "HTTP/0.9 400" for a request that claims 0.9.
+        let claims_0_9 = find(&input, b"HTTP/0.9").is_some();
+        let http1 = reply.starts_with(b"HTTP/1.1 ")
+            || reply.starts_with(b"HTTP/1.0 ")
+            || (claims_0_9 && reply.starts_with(b"HTTP/0.9 "));
         assert!(
             http1,
             "not an HTTP/1.x answer: {:?}",
@@ -177,7 +206,7 @@ pub fn check_http(bytes: &[u8]) {
         );
     }
     let codes = statuses(&reply);
-    for code in &codes {
+    for code in codes.iter().filter(|_| !interleaving) {
         assert!(STATUSES.contains(code), "unexpected status {code}");
     }
     let has_token = find(&input, fixture.token.as_bytes()).is_some();
@@ -189,4 +218,16 @@ pub fn check_http(bytes: &[u8]) {
         find(&reply, fixture.token.as_bytes()).is_none(),
         "an answer carries the token"
     );
+    check_descriptors();
+}
+
+/// Every 256th input: this process's open descriptors stay bounded (a server that
+/// leaked one per some input would reach the limit in a long run, then stop accepting).
+fn check_descriptors() {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    if RUNS.fetch_add(1, Ordering::Relaxed) % 256 != 0 {
+        return;
+    }
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count());
+    assert!(open < DESCRIPTORS_MAX, "{open} descriptors open: a leak");
 }

@@ -26,11 +26,12 @@
 //! instead of waiting for the rest; that connection then closes after the answer.
 //! tiny_http's drop also allocates the unread remainder of a declared length in one
 //! buffer (a length of 10^14 aborts the process), so for a declared length over
-//! [`DROP_SAFE_BYTES`] the handler writes its answer itself, ends the connection and
-//! never drops the `Request`. That leaks one blocked tiny_http thread and the
-//! connection's two descriptors per such request: no worse than a client holding a
-//! connection open, which tiny_http cannot bound either. (A request tiny_http queues
-//! after `close()` has drained the queue is dropped by tiny_http itself.)
+//! [`DROP_SAFE_BYTES`] the handler writes its answer itself, never drops the `Request`
+//! and closes the connection's two descriptors (`sockets::close_leaked` says why that
+//! is sound). That leaks one tiny_http thread, parked for good, and the request's few
+//! hundred bytes per such request; tiny_http 0.12 offers no way to release them. (A
+//! request tiny_http queues after `close()` has drained the queue is dropped by
+//! tiny_http itself.)
 //!
 //! A client that does not read its answers holds one handler (and no one else) until
 //! it reads or closes; a single write that makes no progress for 15 s (`SO_SNDTIMEO`)
@@ -340,7 +341,7 @@ impl InOrder {
             return Some(call);
         };
         if lock_or_recover(&self.ended).contains(&peer) {
-            forget_if_huge(call.request);
+            drop_unless_huge(call.request, local);
             return None;
         }
         let mut waiting = lock_or_recover(&self.waiting);
@@ -353,7 +354,7 @@ impl InOrder {
                     connection.end();
                 }
                 for waiting_call in dropped.into_iter().chain([call]) {
-                    forget_if_huge(waiting_call.request);
+                    drop_unless_huge(waiting_call.request, local);
                 }
                 None
             }
@@ -536,10 +537,7 @@ fn handle(
     }
     if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
         // Never drop this request: tiny_http's drop would allocate the whole rest.
-        if let Some(connection) = connection {
-            connection.write_and_close(&raw_response(status, &answer));
-        }
-        std::mem::forget(request);
+        leak(request, local, Some(&raw_response(status, &answer)));
         return false;
     }
     if let (false, Some(connection)) = (body_read, connection) {
@@ -561,9 +559,19 @@ fn handle(
 
 /// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
 /// (module docs): that one is leaked instead, as `handle` does.
-fn forget_if_huge(request: Request) {
+fn drop_unless_huge(request: Request, local: SocketAddr) {
     if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
-        std::mem::forget(request);
+        leak(request, local, None);
+    }
+}
+
+/// Leaks `request` without running tiny_http's drop (module docs), after answering
+/// with the raw `answer`, if any, and closes its connection's descriptors.
+fn leak(request: Request, local: SocketAddr, answer: Option<&[u8]>) {
+    let peer = request.remote_addr().copied();
+    std::mem::forget(request);
+    if let Some(peer) = peer {
+        sockets::close_leaked(local, peer, answer);
     }
 }
 

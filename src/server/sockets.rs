@@ -56,9 +56,51 @@ pub fn stop_listening(listener: &TcpListener) {
 /// True while descriptor `fd` still names `listener`'s socket (same inode; a closed
 /// descriptor, or its number reused for anything else, is not).
 pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
+    matches!((inode(fd), inode(listener.as_raw_fd())), (Some(a), Some(b)) if a == b)
+}
+
+/// The inode descriptor `fd` names (unique among open sockets), if `fd` is open.
+fn inode(fd: RawFd) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let inode = |fd: RawFd| fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino());
-    matches!((inode(fd), inode(listener.as_raw_fd())), (Ok(a), Ok(b)) if a == b)
+    fs::metadata(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// Answers and closes a connection whose tiny_http objects were leaked on purpose (a
+/// `Request` that cannot be dropped, see `http`): writes `answer`, if any, ends the
+/// connection both ways, then closes both of tiny_http's descriptors for it. The leak
+/// then costs one parked tiny_http thread and no descriptors.
+///
+/// Closing descriptors that tiny_http owns is sound only because no tiny_http code will
+/// use or close them again: the read side belongs to the leaked `Request`, and the write
+/// side is shared with the connection's tiny_http thread, which waits forever for the
+/// leaked request to hand its reader back. Each descriptor is closed only if it still
+/// names the socket it named when found (same inode).
+pub fn close_leaked(local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) {
+    let found: Vec<(Connection, u64)> = connected_fds(local)
+        .filter(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
+        .filter_map(|fd| Some((Connection { fd, local, peer }, inode(fd)?)))
+        .collect();
+    if let (Some(answer), Some((connection, _))) = (answer, found.first()) {
+        let _ = connection.act(|s| {
+            let mut writer: &TcpStream = s;
+            writer.write_all(answer)
+        });
+    }
+    for (connection, socket) in found {
+        connection.end();
+        if inode(connection.fd) == Some(socket) {
+            close(connection.fd);
+        }
+    }
+}
+
+/// Closes descriptor `fd` (see [`close_leaked`] for why it may be closed).
+fn close(fd: RawFd) {
+    // SAFETY: `close` on any number is memory-safe; the caller has checked that `fd`
+    // names a socket nothing else will use again.
+    unsafe { libc::close(fd) };
 }
 
 /// One connection of ours, found by its addresses.
@@ -104,15 +146,6 @@ impl Connection {
     /// Makes every further read return end-of-file; writing still works.
     pub fn stop_reading(self) {
         let _ = self.act(|s| s.shutdown(Shutdown::Read));
-    }
-
-    /// Writes `bytes` raw, then ends the connection.
-    pub fn write_and_close(self, bytes: &[u8]) {
-        let _ = self.act(|s| {
-            let mut writer: &TcpStream = s;
-            writer.write_all(bytes)
-        });
-        self.end();
     }
 
     /// Ends the connection both ways; tiny_http's thread for it then sees end-of-file.
