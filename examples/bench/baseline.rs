@@ -2,9 +2,17 @@
 //! it: the same header checks as ours (Origin, method, path, Host, bearer token, declared
 //! length), reading the body, and a fixed JSON answer of the size of our `session_info`.
 //! It is what tiny_http gives without any of our threads, queues or JSON handling.
+//!
+//! `--handoffs` adds our thread handoffs and nothing else, to show what they cost:
+//! `direct` answers on a handler thread (our `session_info` path: accept thread →
+//! handler), `queued` also passes each request to one worker thread, which asks one
+//! owner thread and waits for its reply, and back (our `canvas_list` path: handler →
+//! project worker → canvas owner → worker → handler). Same std channels, no work.
 
 use std::collections::HashSet;
 use std::io::{BufRead, Read};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 use serde_json::json;
@@ -12,10 +20,16 @@ use termsprawl_tools::protocol::limits::MAX_BODY_BYTES;
 use termsprawl_tools::protocol::AGENT_TOOLS;
 use tiny_http::{Header, Method, Request, Response};
 
-/// `baseline-server [--sessions N]`: prints a ready line with its tokens and serves until
-/// its stdin closes.
+/// `baseline-server [--sessions N] [--handoffs none|direct|queued]`: prints a ready line
+/// with its tokens and serves until its stdin closes.
 pub fn main(args: &[String]) -> Result<(), String> {
     let sessions: usize = crate::flag(args, "--sessions", 1)?;
+    let handoffs: String = crate::flag(args, "--handoffs", "none".to_string())?;
+    if !["none", "direct", "queued"].contains(&handoffs.as_str()) {
+        return Err(format!(
+            "--handoffs is none, direct or queued, not {handoffs}"
+        ));
+    }
     let server =
         tiny_http::Server::http("127.0.0.1:0").map_err(|e| format!("baseline: bind: {e}"))?;
     let port = server
@@ -41,10 +55,85 @@ pub fn main(args: &[String]) -> Result<(), String> {
         while std::io::stdin().lock().read_line(&mut sink).unwrap_or(0) > 0 {}
         std::process::exit(0);
     });
+    if handoffs == "none" {
+        loop {
+            let Ok(request) = server.recv() else { continue };
+            answer_one(request, &known, &hosts, &answer);
+        }
+    }
+    let shared = Arc::new((known, hosts, answer));
+    let worker = (handoffs == "queued").then(start_worker);
+    let handlers = Handlers::default();
     loop {
         let Ok(request) = server.recv() else { continue };
-        answer_one(request, &known, &hosts, &answer);
+        let (shared, worker) = (shared.clone(), worker.clone());
+        handlers.run(Box::new(move || {
+            if let Some(worker) = worker {
+                // handler -> worker -> owner -> worker -> handler, as a queued call.
+                let (reply, answer) = channel::<()>();
+                let _ = worker.send(reply);
+                let _ = answer.recv();
+            }
+            let (known, hosts, answer) = &*shared;
+            answer_one(request, known, hosts, answer);
+        }));
     }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Handler threads like ours: an idle one is reused (each has its own channel), else a
+/// new one starts.
+#[derive(Clone, Default)]
+struct Handlers {
+    idle: Arc<Mutex<Vec<Sender<Job>>>>,
+}
+
+impl Handlers {
+    fn run(&self, job: Job) {
+        let idle = self.idle.lock().unwrap().pop();
+        let job = match idle {
+            Some(handler) => match handler.send(job) {
+                Ok(()) => return,
+                Err(returned) => returned.0,
+            },
+            None => job,
+        };
+        let idle = self.idle.clone();
+        thread::spawn(move || {
+            let mut job = job;
+            loop {
+                job();
+                let (sender, jobs) = channel();
+                idle.lock().unwrap().push(sender);
+                match jobs.recv() {
+                    Ok(next) => job = next,
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+}
+
+/// One worker thread that, for each request, asks one owner thread and waits for its
+/// reply before answering the handler.
+fn start_worker() -> Sender<Sender<()>> {
+    let (to_owner, owner_jobs) = channel::<Sender<()>>();
+    thread::spawn(move || {
+        for reply in owner_jobs {
+            let _ = reply.send(());
+        }
+    });
+    let (to_worker, worker_jobs) = channel::<Sender<()>>();
+    thread::spawn(move || {
+        for reply in worker_jobs {
+            let (acknowledge, acknowledged) = channel();
+            let _ = to_owner.send(acknowledge);
+            let _ = acknowledged.recv();
+            let _ = reply.send(());
+        }
+    });
+    to_worker
 }
 
 fn header<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {

@@ -9,7 +9,9 @@
 //!
 //! Subcommands used by the bench itself (each a separate process so its CPU and memory
 //! are read from /proc the same way as ours): `baseline-server [--sessions N]` and
-//! `lib-server --data DIR [--sessions N] [--projects P]`.
+//! `lib-server --data DIR [--sessions N] [--projects P]`. For profiling one workload
+//! against a server you started (e.g. under `perf record`):
+//! `load --port P --token T --pid PID [--operation OP] [--connections N] [--duration S]`.
 
 mod baseline;
 mod libserver;
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     let outcome = match args.first().map(String::as_str) {
         Some("baseline-server") => baseline::main(&args[1..]),
         Some("lib-server") => libserver::main(&args[1..]),
+        Some("load") => load_only(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())
@@ -52,6 +55,40 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `load`: one closed-loop run against a running server, printed as one line.
+fn load_only(args: &[String]) -> Result<(), String> {
+    let port: u16 = flag(args, "--port", 0)?;
+    let token: String = flag(args, "--token", String::new())?;
+    let pid: u32 = flag(args, "--pid", 0)?;
+    let operation: String = flag(args, "--operation", "canvas_list".to_string())?;
+    let connections: usize = flag(args, "--connections", 64)?;
+    let seconds: f64 = flag(args, "--duration", 5.0)?;
+    if port == 0 || token.is_empty() || pid == 0 {
+        return Err("load needs --port, --token and --pid".into());
+    }
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let request = target::request(addr, &token, &target::body(&operation, 0));
+    let result = load::run(LoadSpec {
+        addr,
+        requests: vec![request; connections],
+        warmup: Duration::from_secs(1),
+        duration: Duration::from_secs_f64(seconds),
+        server_pid: pid,
+        expect: 200,
+        trickle: None,
+    })
+    .map_err(|e| format!("load: {e}"))?;
+    println!(
+        "{operation} x{connections}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, server CPU {:.1} µs/req, errors {}",
+        result.rate(),
+        result.quantile_ms(0.5),
+        result.quantile_ms(0.99),
+        result.cpu_per_request_us(),
+        result.errors
+    );
+    Ok(())
 }
 
 /// The value after `name` in `args`, parsed; `default` when absent.
@@ -149,8 +186,15 @@ impl Options {
 #[derive(Clone, Copy)]
 enum Kind {
     Serve,
-    Baseline { sessions: usize },
-    Lib { sessions: usize, projects: usize },
+    /// `handoffs`: `none` (the bare baseline), `direct` or `queued` (see `baseline`).
+    Baseline {
+        sessions: usize,
+        handoffs: &'static str,
+    },
+    Lib {
+        sessions: usize,
+        projects: usize,
+    },
 }
 
 struct Bench {
@@ -238,6 +282,16 @@ fn choose_pins() -> (Option<(usize, usize)>, String) {
 }
 
 /// The main rows' workloads.
+/// The bare baseline.
+const BARE: Kind = Kind::Baseline {
+    sessions: 1,
+    handoffs: "none",
+};
+/// The baseline with only our thread handoffs added, for the two target workloads.
+const HANDOFFS: &[(&str, usize, &str)] = &[
+    ("session_info", 16, "direct"),
+    ("canvas_list", 64, "queued"),
+];
 const WORKLOADS: &[(&str, usize)] = &[
     ("session_info", 1),
     ("session_info", 16),
@@ -304,13 +358,11 @@ impl Bench {
             Kind::Serve
         };
         let ours_ready = self.startup(us)?;
-        let base_ready = self.startup(Kind::Baseline { sessions: 1 })?;
-        let [ours, base] = self.main_processes(
-            [us, Kind::Baseline { sessions: 1 }],
-            [ours_ready, base_ready],
-        )?;
+        let base_ready = self.startup(BARE)?;
+        let [ours, base] = self.main_processes([us, BARE], [ours_ready, base_ready])?;
+        let handoffs = self.handoff_runs()?;
         let ours_trickle = self.trickle_run(us)?;
-        let base_trickle = self.trickle_run(Kind::Baseline { sessions: 1 })?;
+        let base_trickle = self.trickle_run(BARE)?;
         let (sessions, projects) = if self.options.growth {
             (self.session_growth()?, self.project_growth()?)
         } else {
@@ -321,6 +373,7 @@ impl Bench {
         self.write_report(
             &ours,
             &base,
+            &handoffs,
             &ours_trickle,
             &base_trickle,
             &sessions,
@@ -348,9 +401,10 @@ impl Bench {
                 command.args(["--project-id", "bench", "--agent", "bench-agent"]);
                 (command, false, log)
             }
-            Kind::Baseline { sessions } => {
+            Kind::Baseline { sessions, handoffs } => {
                 let mut command = Command::new(&self.me);
                 command.args(["baseline-server", "--sessions", &sessions.to_string()]);
+                command.args(["--handoffs", handoffs]);
                 (command, true, log)
             }
             Kind::Lib { sessions, projects } => {
@@ -588,6 +642,20 @@ impl Bench {
         Ok(rows)
     }
 
+    /// [`HANDOFFS`] on the baseline with those thread handoffs added (one process each).
+    fn handoff_runs(&mut self) -> Result<Vec<LoadResult>, String> {
+        let mut results = Vec::new();
+        for &(operation, connections, handoffs) in HANDOFFS {
+            let server = self.spawn(Kind::Baseline {
+                sessions: 1,
+                handoffs,
+            })?;
+            results.push(self.load(&server, operation, connections, 0, false)?);
+            server.stop();
+        }
+        Ok(results)
+    }
+
     fn project_growth(&mut self) -> Result<Vec<GrowthRow>, String> {
         let mut rows = Vec::new();
         for &projects in PROJECT_COUNTS {
@@ -615,6 +683,7 @@ impl Bench {
         &self,
         ours: &ProcessReport,
         base: &ProcessReport,
+        handoffs: &[LoadResult],
         ours_trickle: &TrickleRun,
         base_trickle: &TrickleRun,
         sessions: &[GrowthRow],
@@ -754,7 +823,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             ]);
         }
         process.row(vec![
-            "settling time (threads within 10 % of idle)".into(),
+            "settling time (threads and RSS within 10 % of idle, at most 15 s)".into(),
             format!("{:.1} s", ours.settle_time.as_secs_f64()),
             format!("{:.1} s", base.settle_time.as_secs_f64()),
             "".into(),
@@ -804,6 +873,46 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             cut(ours_trickle),
             cut(base_trickle),
         ]);
+        let mut hops = Table::new(&[
+            "workload",
+            "conns",
+            "handoffs added",
+            "bare base req/s",
+            "base + handoffs req/s",
+            "handoffs alone cost",
+            "ours req/s",
+            "ours / (base + handoffs)",
+            "base + handoffs CPU µs/req",
+            "ours CPU µs/req",
+        ]);
+        for (&(operation, connections, added), with) in HANDOFFS.iter().zip(handoffs) {
+            let at = WORKLOADS
+                .iter()
+                .position(|w| *w == (operation, connections))
+                .expect("a main workload");
+            let (o, b) = (&ours.loads[at], &base.loads[at]);
+            hops.row(vec![
+                operation.to_string(),
+                connections.to_string(),
+                added.to_string(),
+                format!("{:.0}", b.rate()),
+                format!("{:.0}", with.rate()),
+                ratio(with.rate(), b.rate()),
+                format!("{:.0}", o.rate()),
+                ratio(o.rate(), with.rate()),
+                format!("{:.1}", with.cpu_per_request_us()),
+                format!("{:.1}", o.cpu_per_request_us()),
+            ]);
+        }
+        md.push_str(
+            "\n## Thread handoffs\n\nThe baseline again with only our thread handoffs added \
+(`baseline-server --handoffs`): `direct` answers on a handler thread (our `session_info` \
+path), `queued` adds a worker thread that asks an owner thread and waits for it (our \
+`canvas_list` path: handler → project worker → canvas owner → worker → handler). Same std \
+channels, no work: what the design's threads cost by themselves.\n\n",
+        );
+        md.push_str(&hops.markdown());
+
         md.push_str("\n## Trickling client\n\n");
         md.push_str(&trickle.markdown());
 
@@ -1143,12 +1252,16 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
 }
 
 /// Waits (up to 15 s) until the server's threads are back within 10 % of idle.
+/// Waits (up to 15 s) for the threads and the resident size to come back within 10 % of
+/// idle, and returns the last sample and how long that took.
 fn settle(server: &Server) -> (ProcSample, Duration) {
     let began = Instant::now();
-    let limit = (server.idle.threads as f64 * 1.1).floor() as u64;
+    let within = |now: u64, idle: u64| now as f64 <= idle as f64 * 1.1;
+    let settled = |s: &ProcSample| {
+        within(s.threads, server.idle.threads) && within(s.rss_kib, server.idle.rss_kib)
+    };
     let mut last = procfs::sample(server.pid).unwrap_or_default();
-    while began.elapsed() < Duration::from_secs(15) && last.threads > limit.max(server.idle.threads)
-    {
+    while began.elapsed() < Duration::from_secs(15) && !settled(&last) {
         thread::sleep(Duration::from_millis(250));
         last = procfs::sample(server.pid).unwrap_or(last);
     }

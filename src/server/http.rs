@@ -47,7 +47,8 @@
 //! [`REQUEST_DEADLINE`] is ended, which cuts header slowloris, a TLS or HTTP/2 preface
 //! and idle keep-alive alike; and when more than [`QUIET_CONNECTIONS_MAX`] are quiet,
 //! the longest-quiet ones beyond that are ended, so threads and descriptors fall back
-//! within one period after a flood of idle connections.
+//! within one period after a flood of idle connections. Once no connection has been
+//! open for [`TRIM_AFTER`], it hands the heap the burst freed back to the OS.
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
@@ -89,6 +90,9 @@ pub const QUIET_CONNECTIONS_MAX: usize = 256;
 /// At most this many calls wait behind a connection's call in flight; one more ends
 /// that connection (a client pipelining without reading cannot grow memory unbounded).
 pub const WAITING_CALLS_MAX: usize = 8;
+/// With no connection open for this long, the burst's threads (ours and tiny_http's
+/// connection threads, both idle-timed at 5 s) are gone: the reaper then trims the heap.
+const TRIM_AFTER: Duration = Duration::from_secs(6);
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
 
@@ -400,10 +404,18 @@ impl InOrder {
 fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
     // When the reaper first saw each connection (an estimate of when it connected).
     let mut seen: HashMap<SocketAddr, Instant> = HashMap::new();
+    // Since when no connection has been open, and whether the heap was trimmed since.
+    let (mut closed_since, mut trimmed) = (None::<Instant>, true);
     while !stopping.load(Ordering::SeqCst) {
         thread::sleep(REAP_EVERY);
         let now = Instant::now();
         let open = sockets::connections(local);
+        if !open.is_empty() {
+            (closed_since, trimmed) = (None, false);
+        } else if !trimmed && now.duration_since(*closed_since.get_or_insert(now)) >= TRIM_AFTER {
+            release_free_heap();
+            trimmed = true;
+        }
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.ended).retain(|peer| open.contains_key(peer));
@@ -755,6 +767,19 @@ fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
         };
     }
 }
+
+/// Hands the heap that a burst of calls freed back to the OS (the reaper calls it once
+/// the burst is over): glibc keeps freed memory in its arenas, so without this the
+/// resident size stays near its peak after a load has gone.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_free_heap() {
+    // SAFETY: malloc_trim takes a size and only returns free pages of malloc's own heap.
+    unsafe { libc::malloc_trim(0) };
+}
+
+/// Other C libraries keep their own policy.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_free_heap() {}
 
 #[cfg(test)]
 mod tests {
