@@ -142,6 +142,10 @@ impl Http {
                         in_order: &in_order,
                         handlers: &handlers,
                         local,
+                        hosts: [
+                            format!("127.0.0.1:{}", local.port()),
+                            format!("localhost:{}", local.port()),
+                        ],
                     };
                     accept_loop(&server, &listener, &stopping, &front)
                 })?
@@ -195,6 +199,8 @@ struct Front<'a> {
     in_order: &'a InOrder,
     handlers: &'a Handlers,
     local: SocketAddr,
+    /// The `Host` values accepted (see `check_headers`), made once.
+    hosts: [String; 2],
 }
 
 impl Front<'_> {
@@ -207,7 +213,7 @@ impl Front<'_> {
         };
         let verdict = match refuse {
             Some(message) => Verdict::Refuse(503, message),
-            None => check_headers(&owner, &request, self.local.port()),
+            None => check_headers(&owner, &request, &self.hosts),
         };
         let call = Call {
             request,
@@ -447,7 +453,9 @@ fn header<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
         .map(|h| h.value.as_str())
 }
 
-fn check_headers(owner: &AgentToolServer, request: &Request, port: u16) -> Verdict {
+/// `hosts`: the only `Host` values accepted, `127.0.0.1:PORT` and `localhost:PORT` (the
+/// latter in any case).
+fn check_headers(owner: &AgentToolServer, request: &Request, hosts: &[String; 2]) -> Verdict {
     let upgrade =
         header(request, "Connection").is_some_and(|v| v.to_ascii_lowercase().contains("upgrade"));
     // `Sec-Fetch-Site` is sent only by browsers, and no browser page is a client of
@@ -460,10 +468,9 @@ fn check_headers(owner: &AgentToolServer, request: &Request, port: u16) -> Verdi
     {
         return Verdict::Refuse(403, "Unsupported request");
     }
-    let host_ok = header(request, "Host").is_some_and(|host| {
-        host == format!("127.0.0.1:{port}")
-            || host.eq_ignore_ascii_case(&format!("localhost:{port}"))
-    });
+    let [ip_host, name_host] = hosts;
+    let host_ok = header(request, "Host")
+        .is_some_and(|host| host == ip_host || host.eq_ignore_ascii_case(name_host));
     if !host_ok {
         return Verdict::Refuse(403, "Unsupported request");
     }
@@ -802,8 +809,15 @@ mod tests {
             let done = done.clone();
             pool.run(Box::new(move || done.send(thread::current().id()).unwrap()));
             threads.insert(ran.recv_timeout(Duration::from_secs(5)).unwrap());
+            // The job has run; wait until its handler has listed itself idle again, so
+            // the next job must go to it rather than to a new thread.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while lock_or_recover(&pool.idle).is_empty() {
+                assert!(Instant::now() < deadline, "the handler never became idle");
+                thread::yield_now();
+            }
         }
-        assert!(threads.len() <= 2, "{} threads", threads.len());
+        assert_eq!(threads.len(), 1, "{} threads for 200 jobs", threads.len());
         pool.release_idle();
     }
 

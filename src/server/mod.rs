@@ -557,9 +557,9 @@ impl AgentToolServer {
 
     /// `session_info`'s value; marks MCP adapters connected (step 4). Never the token.
     fn session_info<'a>(&'a self, session: &'a ToolSession) -> SessionInfo<'a> {
-        let mut status = self
-            .session(&session.node_id)
-            .map_or_else(|| session.status.clone(), |s| s.status);
+        let mut status = lock_or_recover(&self.sessions)
+            .get(&session.node_id)
+            .map_or_else(|| session.status.clone(), |s| s.status.clone());
         // The spec names claude-mcp and codex-mcp; every `<agent>-mcp` adapter (e.g. the
         // runtime's opencode-mcp) is wired the same way, so it connects the same way.
         let mcp = status.adapter.ends_with("-mcp");
