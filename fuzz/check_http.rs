@@ -129,19 +129,28 @@ fn statuses(reply: &[u8]) -> Vec<u16> {
     found
 }
 
-/// True when some header line declares a `Content-Length` over 64 MiB (the server's
-/// `DROP_SAFE_BYTES`), read as loosely as tiny_http might read it.
-fn declares_huge_length(input: &[u8]) -> bool {
-    input.split(|b| *b == b'\n').any(|line| {
-        let line = String::from_utf8_lossy(line);
-        line.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case("content-length")
-                && value
-                    .trim()
-                    .parse::<u64>()
-                    .is_ok_and(|n| n > 64 * 1024 * 1024)
+/// The values of every line of `input` that looks like a `name:` header (any case,
+/// whitespace trimmed), read as loosely as tiny_http might read them.
+fn header_values(input: &[u8], name: &str) -> Vec<String> {
+    input
+        .split(|b| *b == b'\n')
+        .filter_map(|line| {
+            let line = String::from_utf8_lossy(line);
+            let (field, value) = line.split_once(':')?;
+            field
+                .trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
         })
-    })
+        .collect()
+}
+
+/// True when some header line declares a `Content-Length` over 64 MiB (the server's
+/// `DROP_SAFE_BYTES`).
+fn declares_huge_length(input: &[u8]) -> bool {
+    header_values(input, "content-length")
+        .iter()
+        .any(|value| value.parse::<u64>().is_ok_and(|n| n > 64 * 1024 * 1024))
 }
 
 /// True when some header line is `Expect:` with a value other than `100-continue`.
@@ -151,13 +160,9 @@ fn declares_huge_length(input: &[u8]) -> bool {
 /// tiny_http 0.12 defect that garbles only that client's own answers, recorded in the
 /// README. The other checks still apply to such input.
 fn unknown_expect(input: &[u8]) -> bool {
-    input.split(|b| *b == b'\n').any(|line| {
-        let line = String::from_utf8_lossy(line);
-        line.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case("expect")
-                && !value.trim().eq_ignore_ascii_case("100-continue")
-        })
-    })
+    header_values(input, "expect")
+        .iter()
+        .any(|value| !value.eq_ignore_ascii_case("100-continue"))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
