@@ -248,13 +248,13 @@ pub fn check_http(bytes: &[u8]) {
         find(&reply, fixture.token.as_bytes()).is_none(),
         "an answer carries the token"
     );
-    check_descriptors();
+    check_resources();
 }
 
 /// Every 256th input: this process's open descriptors and threads stay bounded (a server
 /// that leaked either per some input would reach a limit in a long run, then stop
 /// accepting).
-fn check_descriptors() {
+fn check_resources() {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     if RUNS.fetch_add(1, Ordering::Relaxed) % 256 != 0 {
         return;

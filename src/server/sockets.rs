@@ -7,7 +7,8 @@
 //! (`/proc/self/fd`), the one connected from `peer` to our listening address. Each
 //! connection's peer address is unique, and while we hold its `Request` tiny_http keeps
 //! that descriptor open, so the match is the right socket. This is only done for the
-//! rare request whose body tiny_http has not already read (over 1 KiB) and at close.
+//! rare request whose body tiny_http has not already read (over 1 KiB), for a request
+//! leaked for its absurd length ([`close_leaked`]), by the reaper, and at close.
 //! [`KnownConnections`] remembers each connection's descriptor, so the search runs once
 //! per connection, not per request.
 //!
