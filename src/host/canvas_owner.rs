@@ -1,12 +1,20 @@
-//! The headless canvas owner: one thread that owns every project's [`Canvas`] and is its
-//! only writer (the spec's renderer).
+//! The headless canvas owner: every project's [`Canvas`] behind one lock, and the code
+//! that applies canvas requests to them (the spec's renderer).
 //!
-//! The runtime's [`CanvasOwner::send`] puts each `CanvasToolRequest` on the thread's mpsc
-//! inbox; the thread refuses a request that arrives after its `expiresAt` (nothing
-//! applied), applies the rest, does their side effects and answers through
-//! [`AgentToolRuntime::canvas_reply`] with [`CANVAS_SENDER_ID`]. Host code that needs the
-//! canvases (adding a project or an `--agent` node, restoring terminals at start) sends a
-//! job to the same thread with [`HeadlessCanvas::with`], so there is never a second writer.
+//! The runtime's [`CanvasOwner::send`] applies each `CanvasToolRequest` on the caller's
+//! thread (a project worker) under that lock: it refuses a request that arrives after its
+//! `expiresAt` (nothing applied), applies the rest, does their side effects and answers
+//! through [`AgentToolRuntime::canvas_reply`] with [`CANVAS_SENDER_ID`] before `send`
+//! returns, so the runtime's `recv_timeout` finds the reply waiting. Host code that needs
+//! the canvases (adding a project or an `--agent` node, restoring terminals at start) runs
+//! under the same lock with [`HeadlessCanvas::with`], so there is never a second writer.
+//!
+//! Why no thread of its own: the real app's renderer is another process, so its replies
+//! arrive later; this owner is in-process, and a thread of its own only added two
+//! context switches to every canvas call (half the throughput of `canvas_list`, measured
+//! by the bench's `--handoffs queued` baseline). One lock serializes all projects, as the
+//! one thread did. A panic while applying poisons the lock, and every later request is
+//! then refused as "The canvas has stopped", as when that thread died.
 //!
 //! Side effects, in the order done:
 //! - `terminal_open`: the node is added, then its shell starts in the project folder (the
@@ -19,14 +27,12 @@
 //!   so that starting Chromium fits in the request (the runtime then waits for the guest).
 //! - `canvas_list`: terminal nodes carry `session: {backend, live, warm}` (not saved).
 //!
-//! The runtime owns the inbox (through the host) and this thread needs the runtime to
+//! The runtime owns the owner (through the host) and the owner needs the runtime to
 //! reply: the cycle is broken by a `OnceLock<Weak<AgentToolRuntime>>` set after both exist.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use serde_json::{json, Value};
 
@@ -46,15 +52,7 @@ pub const CANVAS_SENDER_ID: u64 = 1;
 pub const EXPIRED: &str =
     "The canvas received this request after it expired; nothing was applied. Inspect the canvas before retrying.";
 
-/// A job run on the owner thread with the canvases.
-type Job = Box<dyn FnOnce(&mut OwnerState) + Send>;
-
-enum Message {
-    Request(CanvasToolRequest),
-    Job(Job),
-}
-
-/// What the owner thread owns: the canvases, and handles to publish and act through.
+/// What the owner holds: the canvases, and handles to publish and act through.
 pub struct OwnerState {
     /// Project id -> (project folder, canvas).
     canvases: HashMap<String, (PathBuf, Canvas)>,
@@ -66,24 +64,23 @@ pub struct OwnerState {
 
 /// The [`CanvasOwner`] of the default host; see the module docs.
 pub struct HeadlessCanvas {
-    inbox: Mutex<Option<Sender<Message>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// `None` once stopped.
+    state: Mutex<Option<OwnerState>>,
     workspace: Arc<HostWorkspace>,
     runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
 }
 
-// Each guarded value is replaced whole; a panic elsewhere cannot leave it half-set.
-use crate::server::lock_or_recover as lock;
+/// Why a request or job was not run: stopped, or an earlier one panicked.
+const STOPPED: &str = "The canvas has stopped";
 
 impl HeadlessCanvas {
-    /// Starts the owner thread (with no projects yet).
+    /// Makes the owner (with no projects yet).
     pub fn spawn(
         workspace: Arc<HostWorkspace>,
         terminals: Arc<HostTerminals>,
         browsers: Arc<ChromiumBrowsers>,
     ) -> Result<Arc<HeadlessCanvas>, HostError> {
         let runtime = Arc::new(OnceLock::new());
-        let (inbox, messages) = mpsc::channel();
         let state = OwnerState {
             canvases: HashMap::new(),
             workspace: workspace.clone(),
@@ -91,13 +88,8 @@ impl HeadlessCanvas {
             browsers,
             runtime: runtime.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name("canvas-owner".into())
-            .spawn(move || run(state, messages))
-            .map_err(|e| HostError::Other(format!("could not start the canvas thread: {e}")))?;
         Ok(Arc::new(HeadlessCanvas {
-            inbox: Mutex::new(Some(inbox)),
-            thread: Mutex::new(Some(thread)),
+            state: Mutex::new(Some(state)),
             workspace,
             runtime,
         }))
@@ -144,34 +136,27 @@ impl HeadlessCanvas {
         added.map(|()| id)
     }
 
-    /// Runs `job` on the owner thread with the canvases and returns its result.
-    pub fn with<T: Send + 'static>(
-        &self,
-        job: impl FnOnce(&mut OwnerState) -> T + Send + 'static,
-    ) -> Result<T, HostError> {
-        let (done, result) = mpsc::channel();
-        let job: Job = Box::new(move |state| {
-            let _ = done.send(job(state));
-        });
-        self.post(Message::Job(job))
-            .map_err(|_| HostError::Stopped)?;
-        result.recv().map_err(|_| HostError::Stopped)
+    /// Runs `job` with the canvases, under the owner's lock, and returns its result.
+    pub fn with<T>(&self, job: impl FnOnce(&mut OwnerState) -> T) -> Result<T, HostError> {
+        let mut state = self.lock().map_err(|_| HostError::Stopped)?;
+        let state = state.as_mut().ok_or(HostError::Stopped)?;
+        Ok(job(state))
     }
 
-    /// Stops the owner thread once it has answered what it already received. Idempotent.
+    /// Stops the owner once the request or job in progress is done: later ones are
+    /// refused. Idempotent.
     pub fn stop(&self) {
-        lock(&self.inbox).take();
-        if let Some(thread) = lock(&self.thread).take() {
-            let _ = thread.join();
-        }
+        let stopped = match self.state.lock() {
+            Ok(mut state) => state.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        drop(stopped);
     }
 
-    fn post(&self, message: Message) -> Result<(), String> {
-        let inbox = lock(&self.inbox);
-        let sender = inbox.as_ref().ok_or("The canvas has stopped")?;
-        sender
-            .send(message)
-            .map_err(|_| "The canvas has stopped".to_string())
+    /// The state, unless an earlier request or job panicked while holding it (then it
+    /// may be half-changed and is never used again).
+    fn lock(&self) -> Result<MutexGuard<'_, Option<OwnerState>>, &'static str> {
+        self.state.lock().map_err(|_| STOPPED)
     }
 }
 
@@ -180,18 +165,11 @@ impl CanvasOwner for HeadlessCanvas {
         self.workspace.project(project_id).map(|_| CANVAS_SENDER_ID)
     }
 
+    /// Applies `request` now and replies before returning (module docs).
     fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
-        self.post(Message::Request(request))
-    }
-}
-
-/// The owner thread: one message at a time until every sender is gone.
-fn run(mut state: OwnerState, messages: Receiver<Message>) {
-    for message in messages {
-        match message {
-            Message::Request(request) => state.handle(request),
-            Message::Job(job) => job(&mut state),
-        }
+        let mut state = self.lock()?;
+        state.as_mut().ok_or(STOPPED)?.handle(request);
+        Ok(())
     }
 }
 
