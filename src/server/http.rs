@@ -73,7 +73,7 @@ use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
 use super::sockets::{self, Connection, KnownConnections};
-use super::{lock_or_recover, AgentToolServer};
+use super::{lock_or_recover, AgentToolServer, Answered, WireAnswer, ANSWER_TIMEOUT_ERROR};
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolSession;
 
@@ -95,6 +95,10 @@ pub const WAITING_CALLS_MAX: usize = 8;
 const TRIM_AFTER: Duration = Duration::from_secs(6);
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
+/// Answers up to this size may be written by a thread that must not block, when the
+/// connection's send queue is empty: far below the smallest send buffer Linux gives a
+/// TCP socket (tcp_wmem's default 16 KiB; `SO_SNDBUF` cannot go below 4.5 KiB).
+const WRITE_NOW_BYTES: usize = 2048;
 
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
@@ -129,32 +133,29 @@ impl Http {
         let handle = Arc::new(listener.try_clone()?);
         let server = Arc::new(Mutex::new(serve_on(listener)?));
         let stopping = Arc::new(AtomicBool::new(false));
-        let handlers = Handlers::default();
-        let in_order = InOrder::default();
+        let front = Arc::new(Front {
+            owner,
+            in_order: InOrder::default(),
+            handlers: Handlers::default(),
+            local,
+            hosts: [
+                format!("127.0.0.1:{}", local.port()),
+                format!("localhost:{}", local.port()),
+            ],
+            queued: Mutex::default(),
+        });
         let accept = {
-            let (server, stopping, handlers) = (server.clone(), stopping.clone(), handlers.clone());
-            let (in_order, listener) = (in_order.clone(), handle.clone());
+            let (server, stopping, front) = (server.clone(), stopping.clone(), front.clone());
+            let listener = handle.clone();
             thread::Builder::new()
                 .name("agent-tools-accept".into())
-                .spawn(move || {
-                    let front = Front {
-                        owner: &owner,
-                        in_order: &in_order,
-                        handlers: &handlers,
-                        local,
-                        hosts: [
-                            format!("127.0.0.1:{}", local.port()),
-                            format!("localhost:{}", local.port()),
-                        ],
-                    };
-                    accept_loop(&server, &listener, &stopping, &front)
-                })?
+                .spawn(move || accept_loop(&server, &listener, &stopping, &front))?
         };
         let reaper = {
-            let stopping = stopping.clone();
+            let (stopping, front) = (stopping.clone(), front.clone());
             thread::Builder::new()
                 .name("agent-tools-reaper".into())
-                .spawn(move || reap_loop(&in_order, &stopping, local))?
+                .spawn(move || reap_loop(&front, &stopping))?
         };
         Ok(Http {
             server,
@@ -162,7 +163,7 @@ impl Http {
             accept,
             reaper,
             stopping,
-            handlers,
+            handlers: front.handlers.clone(),
             local,
         })
     }
@@ -193,20 +194,45 @@ enum Verdict {
     Accept(ToolSession),
 }
 
-/// What the accept thread hands requests to.
-struct Front<'a> {
-    owner: &'a Weak<AgentToolServer>,
-    in_order: &'a InOrder,
-    handlers: &'a Handlers,
+/// What every thread that answers calls shares: the accept thread, handlers, project
+/// workers (answering their queued calls) and the reaper (answering overdue ones).
+struct Front {
+    owner: Weak<AgentToolServer>,
+    in_order: InOrder,
+    handlers: Handlers,
     local: SocketAddr,
     /// The `Host` values accepted (see `check_headers`), made once.
     hosts: [String; 2],
+    /// Calls whose operation went to a project queue, for the reaper's answer deadline.
+    queued: Mutex<Vec<Weak<Unanswered>>>,
 }
 
-impl Front<'_> {
-    /// Checks `request`'s headers (or refuses it with `refuse`) and dispatches it.
-    /// False once the server is gone.
-    fn take(&self, request: Request, refuse: Option<&'static str>) -> bool {
+/// A queued call's request: answered by whoever takes it first, the project worker
+/// with the operation's result or the reaper once [`AgentToolServer::answer_wait`] has
+/// passed.
+struct Unanswered {
+    request: Mutex<Option<Request>>,
+    since: Instant,
+}
+
+impl Unanswered {
+    fn take(&self) -> Option<Request> {
+        lock_or_recover(&self.request).take()
+    }
+}
+
+/// Where a call is being handled: a handler thread may block on its client (reading a
+/// body, writing an answer); the accept thread, a project worker and the reaper must not.
+#[derive(Clone, Copy, PartialEq)]
+enum On {
+    Handler,
+    SharedThread,
+}
+
+impl Front {
+    /// On the accept thread: checks `request`'s headers (or refuses it with `refuse`)
+    /// and handles it. False once the server is gone.
+    fn take(self: &Arc<Self>, request: Request, refuse: Option<&'static str>) -> bool {
         let arrived = Instant::now();
         let Some(owner) = self.owner.upgrade() else {
             return false;
@@ -220,8 +246,176 @@ impl Front<'_> {
             verdict,
             arrived,
         };
-        dispatch(&owner, self.in_order, self.handlers, call, self.local);
+        if let Some(call) = self.in_order.admit(call, self.local) {
+            self.drive(&owner, call, On::SharedThread);
+        }
         true
+    }
+
+    /// Handles `call` and then each next call of its connection that this thread answers,
+    /// in a loop (not by recursion: a client pipelining without end must not grow the
+    /// stack). On a thread that must not block, a body still on the socket goes to a
+    /// handler with the rest.
+    fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
+        let mut next = Some(call);
+        while let Some(call) = next {
+            if on == On::SharedThread && !body_in_memory(&call.request) {
+                let (front, owner) = (self.clone(), owner.clone());
+                self.handlers
+                    .run(Box::new(move || front.drive(&owner, call, On::Handler)));
+                return;
+            }
+            next = self.run(owner, call, on);
+        }
+    }
+
+    /// Reads the body (from memory, or from the socket under the request deadline),
+    /// then answers a refusal or invokes. The connection's next call, when this thread
+    /// answered this one.
+    fn run(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) -> Option<Call> {
+        let Call {
+            mut request,
+            verdict,
+            arrived,
+        } = call;
+        let session = match verdict {
+            Verdict::Refuse(status, message) => {
+                let body_read = body_in_memory(&request);
+                return self.finish(owner, request, (status, error_body(message)), body_read, on);
+            }
+            Verdict::Accept(session) => session,
+        };
+        let body = if body_in_memory(&request) {
+            read_memory_body(&mut request)
+        } else {
+            let connection = request
+                .remote_addr()
+                .and_then(|peer| self.in_order.known.find(self.local, *peer));
+            let body = read_body(&mut request, connection, arrived + REQUEST_DEADLINE);
+            if let Some(connection) = connection {
+                let _ = connection.set_read_timeout(None);
+            }
+            body
+        };
+        let raw = match body.map(|body| serde_json::from_slice::<Value>(&body)) {
+            Ok(Ok(raw)) => raw,
+            Ok(Err(_)) => {
+                let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
+                return self.finish(owner, request, (400, error_body(message)), true, on);
+            }
+            Err(e) => {
+                let (status, message) = e.answer();
+                return self.finish(owner, request, (status, error_body(message)), false, on);
+            }
+        };
+        let slot = Arc::new(Unanswered {
+            request: Mutex::new(Some(request)),
+            since: Instant::now(),
+        });
+        let later = {
+            let (front, owner, slot) = (self.clone(), owner.clone(), slot.clone());
+            move |answer: WireAnswer| {
+                // On the project worker, which must not block either.
+                if let Some(request) = slot.take() {
+                    let answer = (if answer.0 { 200 } else { 400 }, answer.1);
+                    if let Some(next) =
+                        front.finish(&owner, request, answer, true, On::SharedThread)
+                    {
+                        front.drive(&owner, next, On::SharedThread);
+                    }
+                }
+            }
+        };
+        match owner.invoke_wire(&session, &raw, later) {
+            Answered::Now((ok, answer)) => {
+                let request = slot.take()?;
+                self.finish(
+                    owner,
+                    request,
+                    (if ok { 200 } else { 400 }, answer),
+                    true,
+                    on,
+                )
+            }
+            Answered::Queued => {
+                lock_or_recover(&self.queued).push(Arc::downgrade(&slot));
+                None
+            }
+        }
+    }
+
+    /// Answers `request` with `(status, body)`: here when this thread may block or the
+    /// write cannot ([`Front::can_write_now`]), else on a handler. `body_read`: the whole
+    /// body was read (else it is still partly on the socket). The connection's next
+    /// call, when answered here.
+    fn finish(
+        self: &Arc<Self>,
+        owner: &Arc<AgentToolServer>,
+        request: Request,
+        (status, answer): (u16, Vec<u8>),
+        body_read: bool,
+        on: On,
+    ) -> Option<Call> {
+        let peer = request.remote_addr().copied();
+        if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+            // Never drop this request: tiny_http's drop would allocate the whole rest.
+            leak(request, self.local, Some(&raw_response(status, &answer)));
+            self.in_order.discard(peer);
+            return None;
+        }
+        if !body_read && !body_in_memory(&request) {
+            // tiny_http's drop then sees end-of-file instead of waiting for the rest.
+            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+                connection.stop_reading();
+            }
+        }
+        if on == On::Handler || self.can_write_now(peer, answer.len()) {
+            return self.respond(request, status, answer);
+        }
+        let (front, owner) = (self.clone(), owner.clone());
+        self.handlers.run(Box::new(move || {
+            if let Some(next) = front.respond(request, status, answer) {
+                front.drive(&owner, next, On::Handler);
+            }
+        }));
+        None
+    }
+
+    /// True when writing `len` bytes to `peer`'s connection cannot block: the answer is
+    /// small and nothing written earlier is still unacknowledged. A connection never
+    /// answered has nothing written; else its descriptor must be known (the reaper
+    /// remembers every open one) and its send queue empty (`SIOCOUTQ`).
+    fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
+        let Some(peer) = peer else { return false };
+        if len > WRITE_NOW_BYTES {
+            return false;
+        }
+        if !self.in_order.was_answered(&peer) {
+            return true;
+        }
+        self.in_order
+            .known
+            .remembered(self.local, peer)
+            .is_some_and(|connection| connection.send_queue_empty())
+    }
+
+    /// Writes the answer; then the connection's next call, if one waits. A failed write
+    /// ends the connection and drops the calls waiting behind it.
+    fn respond(&self, request: Request, status: u16, answer: Vec<u8>) -> Option<Call> {
+        let peer = request.remote_addr().copied();
+        let response = Response::from_data(answer)
+            .with_status_code(status)
+            .with_header(json_header());
+        if request.respond(response).is_err() {
+            // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
+            // mid-answer, so end it (its waiting calls then fail fast).
+            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+                connection.end();
+            }
+            self.in_order.discard(peer);
+            return None;
+        }
+        self.in_order.next(peer)
     }
 }
 
@@ -247,7 +441,7 @@ fn accept_loop(
     current: &CurrentServer,
     listener: &TcpListener,
     stopping: &AtomicBool,
-    front: &Front,
+    front: &Arc<Front>,
 ) {
     let mut pause = REBUILD_BACKOFF.0;
     let mut logged = false;
@@ -290,32 +484,6 @@ fn accept_loop(
             return;
         }
     }
-}
-
-/// Gives `call` to a handler, unless its connection already has a call in flight: then
-/// that call's handler takes this one next.
-fn dispatch(
-    owner: &Arc<AgentToolServer>,
-    in_order: &InOrder,
-    handlers: &Handlers,
-    call: Call,
-    local: SocketAddr,
-) {
-    let Some(call) = in_order.admit(call, local) else {
-        return;
-    };
-    let (owner, in_order) = (owner.clone(), in_order.clone());
-    handlers.run(Box::new(move || {
-        let peer = call.request.remote_addr().copied();
-        let mut next = Some(call);
-        while let Some(call) = next {
-            if !handle(&owner, call, local, &in_order.known) {
-                in_order.discard(peer);
-                return;
-            }
-            next = in_order.next(peer);
-        }
-    }));
 }
 
 /// A request with the accept thread's verdict on its headers.
@@ -391,13 +559,18 @@ impl InOrder {
     /// there is none (the connection then has nothing in flight).
     fn next(&self, peer: Option<SocketAddr>) -> Option<Call> {
         let peer = peer?;
+        lock_or_recover(&self.answered).insert(peer, Instant::now());
         let mut waiting = lock_or_recover(&self.waiting);
         let next = waiting.get_mut(&peer)?.pop_front();
         if next.is_none() {
             waiting.remove(&peer);
-            lock_or_recover(&self.answered).insert(peer, Instant::now());
         }
         next
+    }
+
+    /// True once any call of the connection from `peer` has been answered.
+    fn was_answered(&self, peer: &SocketAddr) -> bool {
+        lock_or_recover(&self.answered).contains_key(peer)
     }
 
     fn in_flight(&self, peer: &SocketAddr) -> bool {
@@ -406,14 +579,17 @@ impl InOrder {
 }
 
 /// The reaper (module docs): ends connections quiet for [`REQUEST_DEADLINE`], and the
-/// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`].
-fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
+/// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`]; answers queued calls left unanswered
+/// for [`AgentToolServer::answer_wait`]; remembers every open connection's descriptor.
+fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
+    let (in_order, local) = (&front.in_order, front.local);
     // When the reaper first saw each connection (an estimate of when it connected).
     let mut seen: HashMap<SocketAddr, Instant> = HashMap::new();
     // Since when no connection has been open, and whether the heap was trimmed since.
     let (mut closed_since, mut trimmed) = (None::<Instant>, true);
     while !stopping.load(Ordering::SeqCst) {
         thread::sleep(REAP_EVERY);
+        answer_overdue(front);
         let now = Instant::now();
         let open = sockets::connections(local);
         if !open.is_empty() {
@@ -425,7 +601,7 @@ fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.ended).retain(|peer| open.contains_key(peer));
-        in_order.known.retain_open(&open);
+        in_order.known.remember(&open);
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
             let first_seen = *seen.entry(*peer).or_insert(now);
@@ -440,6 +616,32 @@ fn reap_loop(in_order: &InOrder, stopping: &AtomicBool, local: SocketAddr) {
         for (n, (since, connection)) in quiet.into_iter().enumerate() {
             if n < over_cap || now.saturating_duration_since(since) >= REQUEST_DEADLINE {
                 connection.end();
+            }
+        }
+    }
+}
+
+/// Answers each queued call whose operation has not finished within the answer wait:
+/// its outcome is unknown (the operation may still run; its result is then dropped).
+fn answer_overdue(front: &Arc<Front>) {
+    let Some(owner) = front.owner.upgrade() else {
+        return;
+    };
+    let wait = owner.answer_wait();
+    let overdue: Vec<Arc<Unanswered>> = {
+        let mut queued = lock_or_recover(&front.queued);
+        queued.retain(|slot| slot.strong_count() > 0);
+        queued
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|slot| slot.since.elapsed() >= wait)
+            .collect()
+    };
+    for slot in overdue {
+        if let Some(request) = slot.take() {
+            let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
+            if let Some(next) = front.finish(&owner, request, answer, true, On::SharedThread) {
+                front.drive(&owner, next, On::SharedThread);
             }
         }
     }
@@ -512,72 +714,8 @@ enum BodyError {
     Broken,
 }
 
-/// On a handler thread: read the body if accepted, invoke, answer. Returns false when
-/// the connection had to be ended.
-fn handle(
-    owner: &AgentToolServer,
-    call: Call,
-    local: SocketAddr,
-    known: &KnownConnections,
-) -> bool {
-    let Call {
-        mut request,
-        verdict,
-        arrived,
-    } = call;
-    let on_socket = !body_in_memory(&request);
-    let peer = request.remote_addr().copied();
-    let connection = peer
-        .filter(|_| on_socket)
-        .and_then(|p| known.find(local, p));
-    let (status, answer, body_read) = match verdict {
-        Verdict::Refuse(status, message) => (status, error_body(message), !on_socket),
-        Verdict::Accept(session) => {
-            let deadline = arrived + REQUEST_DEADLINE;
-            let body = if on_socket {
-                read_body(&mut request, connection, deadline)
-            } else {
-                read_memory_body(&mut request)
-            };
-            match body {
-                Ok(body) => {
-                    let (status, answer) = run(owner, &session, &body);
-                    (status, answer, true)
-                }
-                Err(e) => {
-                    let (status, message) = e.answer();
-                    (status, error_body(message), false)
-                }
-            }
-        }
-    };
-    if let Some(connection) = connection {
-        let _ = connection.set_read_timeout(None);
-    }
-    if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
-        // Never drop this request: tiny_http's drop would allocate the whole rest.
-        leak(request, local, Some(&raw_response(status, &answer)));
-        return false;
-    }
-    if let (false, Some(connection)) = (body_read, connection) {
-        connection.stop_reading();
-    }
-    let response = Response::from_data(answer)
-        .with_status_code(status)
-        .with_header(json_header());
-    if request.respond(response).is_err() {
-        // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
-        // mid-answer, so end it (its waiting calls then fail fast).
-        if let Some(connection) = peer.and_then(|peer| known.find(local, peer)) {
-            connection.end();
-        }
-        return false;
-    }
-    true
-}
-
 /// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
-/// (module docs): that one is leaked instead, as `handle` does.
+/// (module docs): that one is leaked instead, as `Front::finish` does.
 fn drop_unless_huge(request: Request, local: SocketAddr) {
     if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
         leak(request, local, None);
@@ -592,16 +730,6 @@ fn leak(request: Request, local: SocketAddr, answer: Option<&[u8]>) {
     if let Some(peer) = peer {
         sockets::close_leaked(local, peer, answer);
     }
-}
-
-/// Parses and invokes an accepted body: the status and the JSON answer.
-fn run(owner: &AgentToolServer, session: &ToolSession, body: &[u8]) -> (u16, Vec<u8>) {
-    let Ok(raw) = serde_json::from_slice::<Value>(body) else {
-        let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
-        return (400, error_body(message));
-    };
-    let (ok, answer) = owner.invoke_wire(session, &raw);
-    (if ok { 200 } else { 400 }, answer)
 }
 
 impl BodyError {

@@ -19,8 +19,10 @@ mod queue;
 mod session;
 mod sockets;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -35,6 +37,7 @@ use crate::protocol::{
 };
 
 pub use files::{private_dir, private_json, private_write, read_json, read_private_json};
+pub(crate) use session::to_hex;
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -42,6 +45,29 @@ pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
 /// How long a caller waits for its queued operation's answer before giving up on it:
 /// [`QUEUE_EXPIRY`] plus a budget covering the longest runtime operation (45 s).
 pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
+/// The answer to a call whose queued operation did not finish within [`ANSWER_WAIT`].
+pub(crate) const ANSWER_TIMEOUT_ERROR: &str =
+    "Operation did not finish in time; its outcome is unknown. Inspect before retrying.";
+
+/// The answer to a call whose operation panicked.
+const FAILED_ERROR: &str = "The operation failed unexpectedly; no result was returned";
+
+/// A call's answer on the wire: whether it succeeded, and its JSON.
+pub(crate) type WireAnswer = (bool, Vec<u8>);
+
+/// What [`AgentToolServer::invoke_wire`] did with a call.
+pub(crate) enum Answered {
+    /// Answered at once.
+    Now(WireAnswer),
+    /// Queued behind its project; the answer comes later.
+    Queued,
+}
+
+fn wire(result: &ToolResult) -> WireAnswer {
+    let ok = matches!(result, ToolResult::Ok(_));
+    (ok, serde_json::to_vec(result).unwrap_or_default())
+}
 
 /// What the server needs from the app around it.
 pub trait ServerCallbacks: Send + Sync + 'static {
@@ -199,10 +225,24 @@ pub struct AgentToolServer {
     session_files: Mutex<()>,
     queues: queue::ProjectQueues,
     lifecycle: Mutex<Lifecycle>,
+    /// The last `session_info` answer on the wire for each node, with what it was made
+    /// from (see [`AgentToolServer::session_info_wire`]).
+    session_info_answers: Mutex<HashMap<String, (SessionInfoSource, Vec<u8>)>>,
 }
 
-/// Locks `mutex` even if a thread panicked while holding it: every critical section
-/// here leaves its data consistent, so the data is still good.
+/// What a `session_info` answer depends on beyond the server's fixed paths and ids.
+#[derive(Clone, PartialEq)]
+struct SessionInfoSource {
+    project_id: String,
+    status: IntegrationStatus,
+    browser_enabled: bool,
+    app_version: String,
+}
+
+/// At most this many `session_info` answers are kept (then all are dropped and made
+/// again as asked): a bound on memory with 10,000 sessions.
+const SESSION_INFO_ANSWERS_MAX: usize = 256;
+
 /// `session_info`'s value. Fields in alphabetical order: the wire order of the
 /// `serde_json` map it used to be built as.
 #[derive(Serialize)]
@@ -238,6 +278,8 @@ fn operation_names(browser_enabled: bool) -> &'static [&'static str] {
     }
 }
 
+/// Locks `mutex` even if a thread panicked while holding it: every critical section
+/// here leaves its data consistent, so the data is still good.
 pub(crate) fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -282,6 +324,7 @@ impl AgentToolServer {
             session_files: Mutex::default(),
             queues: queue::ProjectQueues::default(),
             lifecycle: Mutex::new(Lifecycle::New),
+            session_info_answers: Mutex::default(),
         }))
     }
 
@@ -413,6 +456,7 @@ impl AgentToolServer {
     pub fn revoke(&self, node_id: &str) {
         let _files = lock_or_recover(&self.session_files);
         lock_or_recover(&self.sessions).remove(node_id);
+        lock_or_recover(&self.session_info_answers).remove(node_id);
         if let Ok(file) = self.session_file(node_id) {
             let _ = std::fs::remove_file(file);
         }
@@ -431,26 +475,35 @@ impl AgentToolServer {
         }
     }
 
-    /// [`invoke`](Self::invoke)'s answer as wire bytes, and whether it succeeded.
-    /// `session_info`, the most frequent call, is serialized straight from borrowed
-    /// fields instead of through a `Value` (the same JSON).
-    pub(crate) fn invoke_wire(&self, session: &ToolSession, raw: &Value) -> (bool, Vec<u8>) {
-        #[derive(Serialize)]
-        struct WireOk<'a, T> {
-            ok: bool,
-            value: &'a T,
-        }
-        let result = match self.admit(session, raw) {
-            Ok(request) if request.operation == "session_info" => {
-                let value = &self.session_info(session);
-                let wire = serde_json::to_vec(&WireOk { ok: true, value });
-                return (true, wire.unwrap_or_default());
-            }
-            Ok(request) => self.answer(session, request),
-            Err(refused) => refused,
+    /// [`invoke`](Self::invoke) for the HTTP front, which must not wait: the answer as
+    /// wire bytes now, or [`Answered::Queued`] when the operation went to its project's
+    /// queue, and `later` then gets the answer on the worker thread once it has run.
+    /// `session_info`, the most frequent call, comes from [`Self::session_info_wire`].
+    pub(crate) fn invoke_wire(
+        &self,
+        session: &ToolSession,
+        raw: &Value,
+        later: impl FnOnce(WireAnswer) + Send + 'static,
+    ) -> Answered {
+        let request = match self.admit(session, raw) {
+            Ok(request) => request,
+            Err(refused) => return Answered::Now(wire(&refused)),
         };
-        let ok = matches!(result, ToolResult::Ok(_));
-        (ok, serde_json::to_vec(&result).unwrap_or_default())
+        if request.operation == "session_info" {
+            return Answered::Now((true, self.session_info_wire(session)));
+        }
+        if let Some(result) = self.answer_now(session, &request) {
+            return Answered::Now(wire(&result));
+        }
+        match self.queue(session, request, move |result| later(wire(&result))) {
+            Ok(()) => Answered::Queued,
+            Err(refused) => Answered::Now(wire(&refused)),
+        }
+    }
+
+    /// How long the HTTP front lets a queued call go unanswered ([`ANSWER_WAIT`]).
+    pub(crate) fn answer_wait(&self) -> Duration {
+        self.clock.answer_wait()
     }
 
     /// Steps 1 and 2: the validated request, or why it is refused.
@@ -466,14 +519,35 @@ impl AgentToolServer {
         Ok(request)
     }
 
-    /// Steps 3 to 8 for an admitted request.
+    /// Steps 3 to 8 for an admitted request, waiting up to [`Clock::answer_wait`] for a
+    /// queued one.
     fn answer(&self, session: &ToolSession, request: ToolRequest) -> ToolResult {
-        let identity = session.identity();
+        if let Some(result) = self.answer_now(session, &request) {
+            return result;
+        }
+        let (reply, answer) = mpsc::channel();
+        let queued = self.queue(session, request, move |result| {
+            let _ = reply.send(result);
+        });
+        if let Err(refused) = queued {
+            return refused;
+        }
+        // The operation may still run after we stop waiting: its outcome is unknown.
+        match answer.recv_timeout(self.clock.answer_wait()) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(ANSWER_TIMEOUT_ERROR.into()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(FAILED_ERROR.into()),
+        }
+    }
+
+    /// Steps 3 to 5: the answer of a request answered without its project's queue
+    /// (discovery, status, and browser operations while browser control is off).
+    fn answer_now(&self, session: &ToolSession, request: &ToolRequest) -> Option<ToolResult> {
         // 3 and 4. Discovery and status, answered directly.
         match request.operation.as_str() {
             "session_info" => {
                 let info = serde_json::to_value(self.session_info(session));
-                return ToolResult::Ok(info.unwrap_or(Value::Null));
+                return Some(ToolResult::Ok(info.unwrap_or(Value::Null)));
             }
             "guide_read" => {
                 let topic = request
@@ -481,10 +555,10 @@ impl AgentToolServer {
                     .get("topic")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                return match guide(topic) {
+                return Some(match guide(topic) {
                     Some(text) => ToolResult::Ok(json!({ "topic": topic, "guide": text })),
                     None => ToolResult::Err("Invalid topic".into()),
-                };
+                });
             }
             "agent_status" => {
                 let agents: Vec<Value> = self
@@ -492,40 +566,43 @@ impl AgentToolServer {
                     .into_iter()
                     .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
                     .collect();
-                return ToolResult::Ok(json!({ "agents": agents }));
+                return Some(ToolResult::Ok(json!({ "agents": agents })));
             }
             _ => {}
         }
         // 5. Browser operations need browser control.
-        let browser = is_browser_operation(&request.operation);
-        if browser && !self.callbacks.browser_enabled() {
-            return ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into());
+        if is_browser_operation(&request.operation) && !self.callbacks.browser_enabled() {
+            return Some(ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into()));
         }
-        // 6 to 8. Queue behind the project; recheck when the turn comes; execute.
+        None
+    }
+
+    /// Steps 6 to 8: queues `request` behind its project; when its turn comes it is
+    /// checked again and executed, and `then` gets the result on the worker thread.
+    /// `Err` when it could not be queued (then `then` is never called).
+    fn queue(
+        &self,
+        session: &ToolSession,
+        request: ToolRequest,
+        then: impl FnOnce(ToolResult) + Send + 'static,
+    ) -> Result<(), ToolResult> {
         let Some(server) = self.me.upgrade() else {
-            return ToolResult::Err("Tool service is shutting down; try again".into());
+            return Err(ToolResult::Err(
+                "Tool service is shutting down; try again".into(),
+            ));
         };
-        let (reply, answer) = mpsc::channel();
+        let project_id = session.project_id.clone();
+        let browser = is_browser_operation(&request.operation);
         let queued_at = self.clock.now();
         let session = session.clone();
         let work = Box::new(move || {
-            let result = server.take_turn(&session, &request, queued_at, browser);
-            let _ = reply.send(result);
+            // A panicking operation still gets an answer.
+            let turn = || server.take_turn(&session, &request, queued_at, browser);
+            let result = catch_unwind(AssertUnwindSafe(turn))
+                .unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()));
+            then(result);
         });
-        if let Err(e) = self.queues.push(&identity.project_id, work) {
-            return ToolResult::Err(e);
-        }
-        // The operation may still run after we stop waiting: its outcome is unknown.
-        match answer.recv_timeout(self.clock.answer_wait()) {
-            Ok(result) => result,
-            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(
-                "Operation did not finish in time; its outcome is unknown. Inspect before retrying."
-                    .into(),
-            ),
-            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(
-                "The operation failed unexpectedly; no result was returned".into(),
-            ),
-        }
+        self.queues.push(&project_id, work).map_err(ToolResult::Err)
     }
 
     /// Steps 7 and 8, on the project's worker thread.
@@ -557,6 +634,38 @@ impl AgentToolServer {
 
     /// `session_info`'s value; marks MCP adapters connected (step 4). Never the token.
     fn session_info<'a>(&'a self, session: &'a ToolSession) -> SessionInfo<'a> {
+        let source = self.session_info_source(session);
+        self.session_info_from(session, source)
+    }
+
+    /// `{"ok":true,"value":<session_info>}` as wire bytes: serialized straight from
+    /// borrowed fields (the same JSON as through a `Value`), and only again when what it
+    /// is made from changed; an agent asks for the same answer again and again.
+    fn session_info_wire(&self, session: &ToolSession) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct WireOk<'a, T> {
+            ok: bool,
+            value: &'a T,
+        }
+        let source = self.session_info_source(session);
+        let mut answers = lock_or_recover(&self.session_info_answers);
+        if let Some((made_from, answer)) = answers.get(&session.node_id) {
+            if *made_from == source {
+                return answer.clone();
+            }
+        }
+        let key = source.clone();
+        let value = &self.session_info_from(session, source);
+        let answer = serde_json::to_vec(&WireOk { ok: true, value }).unwrap_or_default();
+        if answers.len() >= SESSION_INFO_ANSWERS_MAX {
+            answers.clear();
+        }
+        answers.insert(session.node_id.clone(), (key, answer.clone()));
+        answer
+    }
+
+    /// What `session_info` answers depend on; marks MCP adapters connected (step 4).
+    fn session_info_source(&self, session: &ToolSession) -> SessionInfoSource {
         let mut status = lock_or_recover(&self.sessions)
             .get(&session.node_id)
             .map_or_else(|| session.status.clone(), |s| s.status.clone());
@@ -572,19 +681,32 @@ impl AgentToolServer {
                 self.callbacks.on_status(&session.node_id, &status);
             }
         }
-        let browser_enabled = self.callbacks.browser_enabled();
-        SessionInfo {
+        SessionInfoSource {
+            project_id: session.project_id.clone(),
+            status,
+            browser_enabled: self.callbacks.browser_enabled(),
             app_version: self.callbacks.app_version(),
-            browser_enabled,
+        }
+    }
+
+    /// `session_info`'s value (never the token).
+    fn session_info_from<'a>(
+        &'a self,
+        session: &'a ToolSession,
+        source: SessionInfoSource,
+    ) -> SessionInfo<'a> {
+        SessionInfo {
+            app_version: source.app_version,
+            browser_enabled: source.browser_enabled,
             guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
             host: "local",
             instance_id: &self.instance_id,
             node_id: &session.node_id,
-            operations: operation_names(browser_enabled),
+            operations: operation_names(source.browser_enabled),
             preferences_file: &self.preferences_file,
             project_id: &session.project_id,
             // Through a `Value`, so its keys stay sorted as they always were.
-            status: serde_json::to_value(&status).unwrap_or(Value::Null),
+            status: serde_json::to_value(&source.status).unwrap_or(Value::Null),
         }
     }
 

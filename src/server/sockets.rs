@@ -9,8 +9,10 @@
 //! that descriptor open, so the match is the right socket. This is only done for the
 //! rare request whose body tiny_http has not already read (over 1 KiB), for a request
 //! leaked for its absurd length ([`close_leaked`]), by the reaper, and at close.
-//! [`KnownConnections`] remembers each connection's descriptor, so the search runs once
-//! per connection, not per request.
+//! [`KnownConnections`] remembers each connection's descriptor (the reaper refreshes it
+//! from its scan of all of them), so the search runs at most once per connection, not
+//! per request; a thread that must not block only ever asks it for a remembered one, to
+//! see whether the connection's send queue is empty ([`Connection::send_queue_empty`]).
 //!
 //! The listener gets `SO_SNDTIMEO` before tiny_http takes it; Linux copies it to every
 //! accepted socket, so writing a response to a client that never reads gives up after
@@ -149,6 +151,18 @@ impl Connection {
         let _ = self.act(|s| s.shutdown(Shutdown::Read));
     }
 
+    /// True when every byte written to the connection has been acknowledged by the peer
+    /// (`SIOCOUTQ` is 0), so a small write cannot block. Unlike the other actions this
+    /// does not re-check the addresses: use it on a descriptor just checked
+    /// ([`KnownConnections::remembered`]); on any other it can only answer wrongly.
+    pub fn send_queue_empty(self) -> bool {
+        let mut unacknowledged: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (Linux's name for TIOCOUTQ on sockets) writes one int through
+        // the pointer, which points to a live c_int; any `fd` is memory-safe.
+        let done = unsafe { libc::ioctl(self.fd, libc::TIOCOUTQ, &mut unacknowledged) };
+        done == 0 && unacknowledged == 0
+    }
+
     /// Ends the connection both ways; tiny_http's thread for it then sees end-of-file.
     pub fn end(self) {
         let _ = self.act(|s| s.shutdown(Shutdown::Both));
@@ -157,33 +171,58 @@ impl Connection {
 
 /// The descriptors of connections found so far, by peer address (unique among open
 /// connections), so [`Connection::find`]'s scan of every descriptor runs once per
-/// connection. A remembered descriptor is checked (`getsockname`, `getpeername`) before
-/// it is handed out, and every action re-checks it, so a stale entry is never acted on.
+/// connection. A remembered descriptor is checked before it is handed out, and every
+/// action re-checks it, so a stale entry is never acted on.
 #[derive(Default)]
 pub struct KnownConnections {
-    found: Mutex<HashMap<SocketAddr, Connection>>,
+    /// Each with the inode of its socket when remembered by [`KnownConnections::remember`].
+    found: Mutex<HashMap<SocketAddr, (Connection, Option<u64>)>>,
 }
 
 impl KnownConnections {
     /// Like [`Connection::find`], from memory when the remembered descriptor still fits.
     pub fn find(&self, local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
-        let known = lock_or_recover(&self.found).get(&peer).copied();
+        let known = lock_or_recover(&self.found).get(&peer).map(|(c, _)| *c);
         if let Some(connection) = known.filter(|c| c.local == local && c.is_current()) {
             return Some(connection);
         }
         let found = Connection::find(local, peer);
         let mut remembered = lock_or_recover(&self.found);
         match found {
-            Some(connection) => remembered.insert(peer, connection),
+            Some(connection) => remembered.insert(peer, (connection, None)),
             None => remembered.remove(&peer),
         };
         found
     }
 
-    /// Forgets connections that are no longer in `open`.
-    pub fn retain_open(&self, open: &HashMap<SocketAddr, Connection>) {
-        lock_or_recover(&self.found).retain(|peer, _| open.contains_key(peer));
+    /// The remembered descriptor of the connection from `peer`, if it still names the
+    /// same socket (one `fstat`: same inode); never searches, for threads that must not
+    /// spend long.
+    pub fn remembered(&self, local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
+        let known = lock_or_recover(&self.found).get(&peer).copied();
+        let (connection, socket) = known.filter(|(c, _)| c.local == local)?;
+        (socket.is_some() && socket_inode(connection.fd) == socket).then_some(connection)
     }
+
+    /// Remembers exactly the connections in `open` (the reaper's scan of all of them),
+    /// each with its socket's inode.
+    pub fn remember(&self, open: &HashMap<SocketAddr, Connection>) {
+        let found = open
+            .iter()
+            .map(|(peer, c)| (*peer, (*c, socket_inode(c.fd))))
+            .collect();
+        *lock_or_recover(&self.found) = found;
+    }
+}
+
+/// The inode of the socket descriptor `fd` names, by `fstat` (no path lookup).
+fn socket_inode(fd: RawFd) -> Option<u64> {
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one `stat` through the pointer, which points to a live one;
+    // any `fd` is memory-safe (a closed one fails with EBADF).
+    let done = unsafe { libc::fstat(fd, &mut stat) };
+    (done == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK).then_some(stat.st_ino)
 }
 
 /// Ends every connection accepted on `local` (their threads see end-of-file).
