@@ -105,6 +105,39 @@ fn session_info_connects_mcp_adapters_once() {
 }
 
 #[test]
+fn session_info_follows_status_and_browser_changes() {
+    // The answer is kept between calls; each change must still show at once.
+    let t = start("info-changes");
+    let mut client = Client::connect(t.port);
+    let mut info = || client.call(Some(&t.session.token), SESSION_INFO).json()["value"].clone();
+    let first = info();
+    assert_eq!(first, info(), "the same answer again");
+    assert_eq!(first["status"]["state"], "cli-fallback");
+    let mut ready = status("external");
+    ready.state = termsprawl_tools::protocol::IntegrationState::Connected;
+    t.server.set_status("agent-1", ready).unwrap();
+    assert_eq!(info()["status"]["state"], "connected");
+    let has_browser = |info: &serde_json::Value| {
+        info["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o == "browser_open")
+    };
+    assert!(!has_browser(&info()));
+    t.app
+        .browser
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let on = info();
+    assert!(has_browser(&on) && on["browserEnabled"] == true, "{on}");
+    t.app
+        .browser
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(!has_browser(&info()));
+    t.server.close();
+}
+
+#[test]
 fn guide_read_and_agent_status_are_answered_directly() {
     let t = start("direct");
     let guide = call(

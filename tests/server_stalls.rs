@@ -156,3 +156,42 @@ fn a_client_that_never_reads_does_not_stall_others() {
     serve_others(&t);
     t.server.close();
 }
+
+#[test]
+fn a_client_that_never_reads_small_answers_does_not_stall_the_accept_thread() {
+    let t = start("non-reading-small");
+    // Small answers to a body in memory are written by the accept thread itself, but only
+    // while the connection's send queue is empty; once this client's unread answers back
+    // up, its answers go to a handler. Were the accept thread to write one, it would
+    // block until `SO_SNDTIMEO` (15 s), and so would every other client's call.
+    let requests = post_bytes(t.port, Some(&t.session.token), SESSION_INFO).repeat(40_000);
+    let stream = TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sender = thread::spawn(move || writer.write_all(&requests).is_ok());
+    // Its answers back up within a moment (megabytes of them, none read).
+    thread::sleep(Duration::from_secs(2));
+    for _ in 0..20 {
+        for keep_alive in [true, false] {
+            let begun = Instant::now();
+            let reply = if keep_alive {
+                Client::connect(t.port).call(Some(&t.session.token), SESSION_INFO)
+            } else {
+                call(
+                    t.port,
+                    Some(&t.session.token),
+                    &op("canvas_list", json!({})),
+                )
+            };
+            assert_eq!(reply.status, 200);
+            let took = begun.elapsed();
+            assert!(
+                took < Duration::from_secs(5),
+                "a call took {took:?} behind the client that does not read"
+            );
+        }
+    }
+    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    let _ = sender.join();
+    serve_others(&t);
+    t.server.close();
+}

@@ -526,4 +526,37 @@ mod tests {
         assert!(matches!(canvas.with(|_| ()), Err(HostError::Stopped)));
         let _ = std::fs::remove_dir_all(&root);
     }
+
+    #[test]
+    fn after_a_panic_while_applying_nothing_more_is_applied() {
+        let root = std::env::temp_dir().join(format!("canvas-panic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("project")).unwrap();
+        let workspace = Arc::new(HostWorkspace::new(false));
+        let terminals =
+            Arc::new(HostTerminals::new(TerminalsMode::Pty, &root.join("data")).unwrap());
+        let browsers = Arc::new(ChromiumBrowsers::new(&root.join("data")));
+        let canvas = HeadlessCanvas::spawn(workspace, terminals, browsers).unwrap();
+        let id = canvas
+            .add_project(&root.join("project"), Some("p1"))
+            .unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            canvas.with(|_| panic!("half-way through a change"))
+        }));
+        assert!(panicked.is_err());
+        // The canvases may be half-changed: refused from now on, as a dead thread was.
+        assert!(matches!(canvas.with(|_| ()), Err(HostError::Stopped)));
+        let sticky = request(
+            &id,
+            "sticky_open",
+            json!({"text": "x"}),
+            unix_millis() + 9_000,
+        );
+        assert_eq!(
+            canvas.send(CANVAS_SENDER_ID, sticky),
+            Err(STOPPED.to_string())
+        );
+        canvas.stop();
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
