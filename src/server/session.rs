@@ -55,7 +55,13 @@ fn hex_digit(c: u8) -> Option<u8> {
 
 /// Lowercase hex of `bytes`.
 pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 /// Compares two equal-length byte strings in time independent of their contents.
