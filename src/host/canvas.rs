@@ -2,7 +2,7 @@
 //! `<project>/.termsprawl/project.json`.
 //!
 //! Plain state and operations, synchronous, with no thread and no knowledge of the
-//! runtime: the host's canvas-owner thread holds one [`Canvas`] per project and calls
+//! runtime: the host's canvas owner holds one [`Canvas`] per project and calls
 //! [`Canvas::apply`] for each `CanvasToolRequest`.
 //!
 //! Rules an auditor can check here:

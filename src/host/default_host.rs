@@ -48,7 +48,7 @@ pub struct HostConfig {
     pub browser: bool,
 }
 
-/// The default host: workspace, canvas owner thread, terminals, browsers, and once
+/// The default host: workspace, canvas owner, terminals, browsers, and once
 /// started the runtime. Dropping it shuts it down, leaving tmux terminals running.
 pub struct DefaultHost {
     data: PathBuf,
@@ -60,7 +60,7 @@ pub struct DefaultHost {
 }
 
 impl DefaultHost {
-    /// Chooses the terminal backend and starts the canvas owner thread (no projects yet).
+    /// Chooses the terminal backend and makes the canvas owner (no projects yet).
     pub fn new(config: HostConfig) -> Result<DefaultHost, HostError> {
         let terminals = Arc::new(HostTerminals::new(config.terminals, &config.data)?);
         let workspace = Arc::new(HostWorkspace::new(config.browser));
@@ -212,7 +212,7 @@ impl DefaultHost {
     }
 
     /// Closes the runtime (endpoint.json and server.lock removed, sessions kept), stops
-    /// the canvas thread, ends PTY terminals (tmux sessions only when `kill_terminals`)
+    /// the canvas owner, ends PTY terminals (tmux sessions only when `kill_terminals`)
     /// and Chromium. Idempotent.
     pub fn shutdown(&mut self, kill_terminals: bool) {
         if let Some(runtime) = self.runtime.take() {

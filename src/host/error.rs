@@ -17,7 +17,7 @@ pub enum HostError {
     Terminal(String),
     /// Something else failed; the message says what.
     Other(String),
-    /// The canvas owner thread has stopped (the host is shutting down).
+    /// The canvas owner has stopped (the host is shutting down, or a change panicked).
     Stopped,
 }
 

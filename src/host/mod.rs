@@ -2,7 +2,7 @@
 //! real terminals and a browser engine, behind the runtime's traits.
 //!
 //! - [`workspace`]: folder projects and the browser setting ([`HostWorkspace`]).
-//! - [`canvas_owner`]: the thread that owns the canvases ([`HeadlessCanvas`]).
+//! - [`canvas_owner`]: the owner of the canvases, applying canvas requests ([`HeadlessCanvas`]).
 //! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
 //! - [`browsers`]: browser guests, pages of the headless Chromium [`browser`] engine.
 //! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.

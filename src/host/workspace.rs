@@ -1,9 +1,9 @@
 //! The default host's [`Workspace`]: local folder projects (never remote) whose node ids
 //! come from the canvas owner, and the `--browser` setting.
 //!
-//! The canvas owner thread is the only writer of the canvases; after each change it
+//! The canvas owner is the only writer of the canvases; after each change it
 //! publishes the node ids here ([`HostWorkspace::publish`]), so the runtime's identity
-//! checks read a snapshot without waiting for that thread.
+//! checks read a snapshot without taking the owner's lock.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

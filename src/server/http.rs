@@ -1,25 +1,42 @@
-//! The HTTP front: one accept thread, the only caller of tiny_http's `recv`, and
-//! handler threads that do all socket I/O.
+//! The HTTP front: one accept thread, the only caller of tiny_http's `recv`; handler
+//! threads for everything that may block on a client; and the rule that decides which
+//! thread does what.
 //!
-//! ## Why the accept thread never touches a socket
+//! ## Who may block on a client, and who must not
 //! tiny_http reads a body over 1 KiB lazily, from the socket, on whichever thread reads
 //! the `Request`, with no timeout; dropping a `Request` reads and discards the rest of
 //! its declared body; writing a response blocks while the client does not read. Any of
-//! these on the accept thread would let one client stall every other. So the accept
-//! thread only looks at headers, in the spec's order:
+//! these on the accept thread (or on a project worker, or the reaper) would let one
+//! client stall every other. The accept thread first checks the headers, in the spec's
+//! order:
 //! 1. `Origin` or `Sec-Fetch-Site` present, method not POST, path not exactly `/call`, or a protocol
 //!    upgrade -> 403 `Unsupported request`;
 //! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
 //!    both `Transfer-Encoding` and `Content-Length` -> 400 (smuggling), connection closed;
 //! 3. bearer token unknown -> 401 `Unknown or revoked session` (constant time, see
 //!    `session`);
-//! 4. declared body over 128 KiB -> 400 `Request too large`;
+//! 4. declared body over 128 KiB -> 400 `Request too large`.
 //!
-//! and hands the request, with that verdict, to a handler thread. The handler reads the
-//! body, if any, under a deadline of [`REQUEST_DEADLINE`] from when the headers arrived
-//! (checked between reads, each bounded by `SO_RCVTIMEO` to at most [`READ_SLICE`],
-//! the last slice ending at the deadline, so neither a stall nor a trickle outlasts it), refuses bodies that grow past 128 KiB, parses the JSON, calls
-//! `invoke` and writes the answer (bounded by `SO_SNDTIMEO`, see `sockets`).
+//! Then (`Front::drive`):
+//! - a body still on the socket (over 1 KiB, `Expect`, chunked) goes to a handler thread,
+//!   which reads it under a deadline of [`REQUEST_DEADLINE`] from when the headers
+//!   arrived (checked between reads, each bounded by `SO_RCVTIMEO` to at most
+//!   [`READ_SLICE`], the last slice ending at the deadline, so neither a stall nor a
+//!   trickle outlasts it) and refuses bodies that grow past 128 KiB;
+//! - a body tiny_http already holds in memory is parsed and validated right there, on
+//!   the accept thread (no thread hop: that hop was most of a call's cost). Answers that
+//!   need no queue (`session_info`, `guide_read`, `agent_status`, every refusal) are
+//!   made there; a queued operation goes to its project's worker, which answers it
+//!   when it has run (`AgentToolServer::invoke_wire`).
+//!
+//! Whoever has an answer writes it itself only if the write cannot block
+//! (`Front::can_write_now`): the answer is at most [`WRITE_NOW_BYTES`] and the
+//! connection has nothing unacknowledged in its send queue (`SIOCOUTQ`; a connection
+//! never answered has nothing written). Otherwise, and for handlers always, a handler
+//! writes it (bounded by `SO_SNDTIMEO`, see `sockets`). So a client that does not read
+//! can hold a handler, never the accept thread or a worker. A queued call whose
+//! operation has not finished within [`AgentToolServer::answer_wait`] is answered by
+//! the reaper ("outcome unknown"); the operation's later result is then dropped.
 //!
 //! Before answering a request whose body is still partly unread on the socket, the
 //! handler shuts the connection's read side, so tiny_http's drop sees end-of-file
@@ -48,13 +65,15 @@
 //! and idle keep-alive alike; and when more than [`QUIET_CONNECTIONS_MAX`] are quiet,
 //! the longest-quiet ones beyond that are ended, so threads and descriptors fall back
 //! within one period after a flood of idle connections. Once no connection has been
-//! open for [`TRIM_AFTER`], it hands the heap the burst freed back to the OS.
+//! open for [`TRIM_AFTER`], it hands the heap the burst freed back to the OS. Its scan
+//! of all connections is also what `can_write_now` knows their descriptors from.
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
-//! connection has at most one call in a handler at a time (`InOrder`; tiny_http parses
-//! pipelined requests ahead of their answers), so live handlers never outnumber open
-//! connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
+//! connection has at most one call in flight at a time (`InOrder`; tiny_http parses
+//! pipelined requests ahead of their answers), and whichever thread answers it takes
+//! the connection's next one, so calls are answered in order and live handlers never
+//! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
 //! connection, so a client that pipelines without reading cannot grow memory. tiny_http
 //! itself keeps one thread per open connection and reads headers without a timeout;
 //! that cost is tiny_http's and blocks no one else.
@@ -73,7 +92,7 @@ use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
 use super::sockets::{self, Connection, KnownConnections};
-use super::{lock_or_recover, AgentToolServer, Answered, WireAnswer, ANSWER_TIMEOUT_ERROR};
+use super::{lock_or_recover, AgentToolServer, Invoked, WireAnswer, ANSWER_TIMEOUT_ERROR};
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolSession;
 
@@ -96,9 +115,11 @@ const TRIM_AFTER: Duration = Duration::from_secs(6);
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
 /// Answers up to this size may be written by a thread that must not block, when the
-/// connection's send queue is empty: far below the smallest send buffer Linux gives a
-/// TCP socket (tcp_wmem's default 16 KiB; `SO_SNDBUF` cannot go below 4.5 KiB).
-const WRITE_NOW_BYTES: usize = 2048;
+/// connection's send queue is empty. Linux makes a TCP write wait only while the bytes
+/// queued on the socket (with the kernel's per-buffer overhead) exceed its send buffer,
+/// 16 KiB to start with (tcp_wmem's default); an answer of at most 8 KiB plus its
+/// headers, written into an empty queue, stays well below that.
+const WRITE_NOW_BYTES: usize = 8 * 1024;
 
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
@@ -142,7 +163,7 @@ impl Http {
                 format!("127.0.0.1:{}", local.port()),
                 format!("localhost:{}", local.port()),
             ],
-            queued: Mutex::default(),
+            queued: QueuedCalls::default(),
         });
         let accept = {
             let (server, stopping, front) = (server.clone(), stopping.clone(), front.clone());
@@ -203,21 +224,53 @@ struct Front {
     local: SocketAddr,
     /// The `Host` values accepted (see `check_headers`), made once.
     hosts: [String; 2],
-    /// Calls whose operation went to a project queue, for the reaper's answer deadline.
-    queued: Mutex<Vec<Weak<Unanswered>>>,
+    /// Calls whose operation went to a project queue.
+    queued: QueuedCalls,
 }
 
-/// A queued call's request: answered by whoever takes it first, the project worker
-/// with the operation's result or the reaper once [`AgentToolServer::answer_wait`] has
-/// passed.
-struct Unanswered {
-    request: Mutex<Option<Request>>,
-    since: Instant,
+/// The requests of calls whose operation went to a project queue, by a number of their
+/// own: answered by whoever takes one first, the project worker with the operation's
+/// result or the reaper once [`AgentToolServer::answer_wait`] has passed.
+#[derive(Default)]
+struct QueuedCalls {
+    calls: Mutex<(u64, HashMap<u64, (Instant, Request)>)>,
 }
 
-impl Unanswered {
-    fn take(&self) -> Option<Request> {
-        lock_or_recover(&self.request).take()
+impl QueuedCalls {
+    fn add(&self, request: Request) -> u64 {
+        let mut calls = lock_or_recover(&self.calls);
+        let (last, waiting) = &mut *calls;
+        *last += 1;
+        waiting.insert(*last, (Instant::now(), request));
+        *last
+    }
+
+    fn take(&self, id: u64) -> Option<Request> {
+        let request = lock_or_recover(&self.calls).1.remove(&id);
+        request.map(|(_, request)| request)
+    }
+
+    /// Takes every request queued for `wait` or longer.
+    fn take_overdue(&self, wait: Duration) -> Vec<Request> {
+        let mut calls = lock_or_recover(&self.calls);
+        let overdue: Vec<u64> = calls
+            .1
+            .iter()
+            .filter(|(_, (since, _))| since.elapsed() >= wait)
+            .map(|(id, _)| *id)
+            .collect();
+        overdue
+            .into_iter()
+            .filter_map(|id| calls.1.remove(&id).map(|(_, request)| request))
+            .collect()
+    }
+}
+
+fn status_of(ok: bool) -> u16 {
+    if ok {
+        200
+    } else {
+        400
     }
 }
 
@@ -308,16 +361,20 @@ impl Front {
                 return self.finish(owner, request, (status, error_body(message)), false, on);
             }
         };
-        let slot = Arc::new(Unanswered {
-            request: Mutex::new(Some(request)),
-            since: Instant::now(),
-        });
+        let pending = match owner.invoke_wire(&session, &raw) {
+            Invoked::Now((ok, answer)) => {
+                return self.finish(owner, request, (status_of(ok), answer), true, on)
+            }
+            Invoked::Queue(pending) => pending,
+        };
+        let id = self.queued.add(request);
         let later = {
-            let (front, owner, slot) = (self.clone(), owner.clone(), slot.clone());
-            move |answer: WireAnswer| {
-                // On the project worker, which must not block either.
-                if let Some(request) = slot.take() {
-                    let answer = (if answer.0 { 200 } else { 400 }, answer.1);
+            let (front, owner) = (self.clone(), owner.clone());
+            move |(ok, answer): WireAnswer| {
+                // On the project worker, which must not block either; unless the reaper
+                // has already answered it as overdue.
+                if let Some(request) = front.queued.take(id) {
+                    let answer = (status_of(ok), answer);
                     if let Some(next) =
                         front.finish(&owner, request, answer, true, On::SharedThread)
                     {
@@ -326,20 +383,11 @@ impl Front {
                 }
             }
         };
-        match owner.invoke_wire(&session, &raw, later) {
-            Answered::Now((ok, answer)) => {
-                let request = slot.take()?;
-                self.finish(
-                    owner,
-                    request,
-                    (if ok { 200 } else { 400 }, answer),
-                    true,
-                    on,
-                )
-            }
-            Answered::Queued => {
-                lock_or_recover(&self.queued).push(Arc::downgrade(&slot));
-                None
+        match pending.queue(later) {
+            Ok(()) => None,
+            Err((ok, answer)) => {
+                let request = self.queued.take(id)?;
+                self.finish(owner, request, (status_of(ok), answer), true, on)
             }
         }
     }
@@ -627,22 +675,10 @@ fn answer_overdue(front: &Arc<Front>) {
     let Some(owner) = front.owner.upgrade() else {
         return;
     };
-    let wait = owner.answer_wait();
-    let overdue: Vec<Arc<Unanswered>> = {
-        let mut queued = lock_or_recover(&front.queued);
-        queued.retain(|slot| slot.strong_count() > 0);
-        queued
-            .iter()
-            .filter_map(Weak::upgrade)
-            .filter(|slot| slot.since.elapsed() >= wait)
-            .collect()
-    };
-    for slot in overdue {
-        if let Some(request) = slot.take() {
-            let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
-            if let Some(next) = front.finish(&owner, request, answer, true, On::SharedThread) {
-                front.drive(&owner, next, On::SharedThread);
-            }
+    for request in front.queued.take_overdue(owner.answer_wait()) {
+        let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
+        if let Some(next) = front.finish(&owner, request, answer, true, On::SharedThread) {
+            front.drive(&owner, next, On::SharedThread);
         }
     }
 }

@@ -56,12 +56,33 @@ const FAILED_ERROR: &str = "The operation failed unexpectedly; no result was ret
 /// A call's answer on the wire: whether it succeeded, and its JSON.
 pub(crate) type WireAnswer = (bool, Vec<u8>);
 
-/// What [`AgentToolServer::invoke_wire`] did with a call.
-pub(crate) enum Answered {
+/// What [`AgentToolServer::invoke_wire`] made of a call.
+pub(crate) enum Invoked<'a> {
     /// Answered at once.
     Now(WireAnswer),
-    /// Queued behind its project; the answer comes later.
-    Queued,
+    /// To run behind its project: see [`Pending::queue`].
+    Queue(Pending<'a>),
+}
+
+/// An admitted operation that runs behind its project.
+pub(crate) struct Pending<'a> {
+    server: &'a AgentToolServer,
+    session: &'a ToolSession,
+    request: ToolRequest,
+}
+
+impl Pending<'_> {
+    /// Queues the operation; `later` gets its answer on the project's worker once it has
+    /// run. `Err`: it could not be queued, and this is its answer (`later` is dropped).
+    pub(crate) fn queue(
+        self,
+        later: impl FnOnce(WireAnswer) + Send + 'static,
+    ) -> Result<(), WireAnswer> {
+        let done = move |result: ToolResult| later(wire(&result));
+        self.server
+            .queue(self.session, self.request, done)
+            .map_err(|refused| wire(&refused))
+    }
 }
 
 fn wire(result: &ToolResult) -> WireAnswer {
@@ -476,28 +497,23 @@ impl AgentToolServer {
     }
 
     /// [`invoke`](Self::invoke) for the HTTP front, which must not wait: the answer as
-    /// wire bytes now, or [`Answered::Queued`] when the operation went to its project's
-    /// queue, and `later` then gets the answer on the worker thread once it has run.
+    /// wire bytes now, or the operation to queue ([`Invoked::Queue`]).
     /// `session_info`, the most frequent call, comes from [`Self::session_info_wire`].
-    pub(crate) fn invoke_wire(
-        &self,
-        session: &ToolSession,
-        raw: &Value,
-        later: impl FnOnce(WireAnswer) + Send + 'static,
-    ) -> Answered {
+    pub(crate) fn invoke_wire<'a>(&'a self, session: &'a ToolSession, raw: &Value) -> Invoked<'a> {
         let request = match self.admit(session, raw) {
             Ok(request) => request,
-            Err(refused) => return Answered::Now(wire(&refused)),
+            Err(refused) => return Invoked::Now(wire(&refused)),
         };
         if request.operation == "session_info" {
-            return Answered::Now((true, self.session_info_wire(session)));
+            return Invoked::Now((true, self.session_info_wire(session)));
         }
-        if let Some(result) = self.answer_now(session, &request) {
-            return Answered::Now(wire(&result));
-        }
-        match self.queue(session, request, move |result| later(wire(&result))) {
-            Ok(()) => Answered::Queued,
-            Err(refused) => Answered::Now(wire(&refused)),
+        match self.answer_now(session, &request) {
+            Some(result) => Invoked::Now(wire(&result)),
+            None => Invoked::Queue(Pending {
+                server: self,
+                session,
+                request,
+            }),
         }
     }
 
