@@ -3,11 +3,12 @@
 //! length), reading the body, and a fixed JSON answer of the size of our `session_info`.
 //! It is what tiny_http gives without any of our threads, queues or JSON handling.
 //!
-//! `--handoffs` adds our thread handoffs and nothing else, to show what they cost:
-//! `direct` answers on a handler thread (our `session_info` path: accept thread →
-//! handler), `queued` also passes each request to one worker thread, which asks one
-//! owner thread and waits for its reply, and back (our `canvas_list` path: handler →
-//! project worker → canvas owner → worker → handler). Same std channels, no work.
+//! `--handoffs` adds thread handoffs and nothing else, to show what they cost: `direct`
+//! answers on another thread (our queued path: accept thread → project worker, which
+//! answers), `queued` also passes each request from that thread to one worker thread,
+//! which asks one owner thread and waits for its reply, and back (our path before the
+//! accept thread routed calls itself: handler → project worker → canvas-owner thread →
+//! worker → handler). Same std channels, no work.
 
 use std::collections::HashSet;
 use std::io::{BufRead, Read};

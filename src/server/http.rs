@@ -233,20 +233,27 @@ struct Front {
 /// result or the reaper once [`AgentToolServer::answer_wait`] has passed.
 #[derive(Default)]
 struct QueuedCalls {
-    calls: Mutex<(u64, HashMap<u64, (Instant, Request)>)>,
+    calls: Mutex<Queued>,
+}
+
+#[derive(Default)]
+struct Queued {
+    last_id: u64,
+    /// Each request with when it was queued.
+    waiting: HashMap<u64, (Instant, Request)>,
 }
 
 impl QueuedCalls {
     fn add(&self, request: Request) -> u64 {
         let mut calls = lock_or_recover(&self.calls);
-        let (last, waiting) = &mut *calls;
-        *last += 1;
-        waiting.insert(*last, (Instant::now(), request));
-        *last
+        calls.last_id += 1;
+        let id = calls.last_id;
+        calls.waiting.insert(id, (Instant::now(), request));
+        id
     }
 
     fn take(&self, id: u64) -> Option<Request> {
-        let request = lock_or_recover(&self.calls).1.remove(&id);
+        let request = lock_or_recover(&self.calls).waiting.remove(&id);
         request.map(|(_, request)| request)
     }
 
@@ -254,14 +261,14 @@ impl QueuedCalls {
     fn take_overdue(&self, wait: Duration) -> Vec<Request> {
         let mut calls = lock_or_recover(&self.calls);
         let overdue: Vec<u64> = calls
-            .1
+            .waiting
             .iter()
             .filter(|(_, (since, _))| since.elapsed() >= wait)
             .map(|(id, _)| *id)
             .collect();
         overdue
             .into_iter()
-            .filter_map(|id| calls.1.remove(&id).map(|(_, request)| request))
+            .filter_map(|id| calls.waiting.remove(&id).map(|(_, request)| request))
             .collect()
     }
 }
