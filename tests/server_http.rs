@@ -580,6 +580,16 @@ fn a_connection_pipelining_past_the_cap_is_ended() {
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
         "connection still open: {read:?}"
     );
+    // Dropping the calls past the cap (tiny_http then answers each with a 500 once the
+    // call in flight is answered) must not hold up the accept thread meanwhile.
+    let begun = std::time::Instant::now();
+    let other = call(t.port, Some(&t.session.token), SESSION_INFO);
+    assert_eq!(other.status, 200);
+    assert!(
+        begun.elapsed() < Duration::from_secs(5),
+        "another client waited {:?} behind the dropped calls",
+        begun.elapsed()
+    );
     drop(release);
     wait_until("the call in flight finishes", || {
         !t.app.executed().is_empty()

@@ -16,6 +16,12 @@
 //! one thread did. A panic while applying poisons the lock, and every later request is
 //! then refused as "The canvas has stopped", as when that thread died.
 //!
+//! The runtime's 10 s acknowledgement wait starts only once `send` has returned, so a
+//! request that waits for the lock is bounded instead by whoever holds it (at most
+//! `BROWSER_OPEN_WAIT` for a `browser_open` of another project; a project's own requests
+//! already come one at a time from its queue); one that got the lock after its
+//! `expiresAt` is refused with nothing applied, as before.
+//!
 //! Side effects, in the order done:
 //! - `terminal_open`: the node is added, then its shell starts in the project folder (the
 //!   PTY request goes through `runtime.prepare`); if it cannot start, the node is removed.

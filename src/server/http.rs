@@ -25,8 +25,10 @@
 //!   trickle outlasts it) and refuses bodies that grow past 128 KiB;
 //! - a body tiny_http already holds in memory is parsed and validated right there, on
 //!   the accept thread (no thread hop: that hop was most of a call's cost). Answers that
-//!   need no queue (`session_info`, `guide_read`, `agent_status`, every refusal) are
-//!   made there; a queued operation goes to its project's worker, which answers it
+//!   need no queue (`session_info`, `guide_read`, `agent_status`, browser operations
+//!   while browser control is off, every refusal) are made there, except that a
+//!   session's first `session_info` that marks an MCP adapter connected (a disk write)
+//!   goes to a handler; a queued operation goes to its project's worker, which answers it
 //!   when it has run (`AgentToolServer::invoke_wire`).
 //!
 //! Whoever has an answer writes it itself only if the write cannot block
@@ -78,7 +80,7 @@
 //! itself keeps one thread per open connection and reads headers without a timeout;
 //! that cost is tiny_http's and blocks no one else.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
@@ -92,7 +94,10 @@ use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
 use super::sockets::{self, Connection, KnownConnections};
-use super::{lock_or_recover, AgentToolServer, Invoked, WireAnswer, ANSWER_TIMEOUT_ERROR};
+use super::{
+    connects_on_session_info, lock_or_recover, AgentToolServer, Invoked, WireAnswer,
+    ANSWER_TIMEOUT_ERROR,
+};
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolSession;
 
@@ -306,20 +311,41 @@ impl Front {
             verdict,
             arrived,
         };
-        if let Some(call) = self.in_order.admit(call, self.local) {
-            self.drive(&owner, call, On::SharedThread);
+        match self.in_order.admit(call, self.local) {
+            Admitted::Run(call) => self.drive(&owner, call, On::SharedThread),
+            Admitted::Parked => {}
+            Admitted::Drop(calls) => {
+                let local = self.local;
+                self.handlers.run(Box::new(move || {
+                    for call in calls {
+                        drop_unless_huge(call.request, local);
+                    }
+                }));
+            }
         }
         true
     }
 
+    /// [`Front::take`], keeping the accept thread alive if handling the call panics (a
+    /// bug: nothing known panics; the fuzz targets look for it). The call is then lost.
+    fn take_guarded(self: &Arc<Self>, request: Request, refuse: Option<&'static str>) -> bool {
+        let take = || self.take(request, refuse);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(take)).unwrap_or_else(|_| {
+            eprintln!("agent-tools: handling a call panicked; the call was dropped");
+            true
+        })
+    }
+
     /// Handles `call` and then each next call of its connection that this thread answers,
     /// in a loop (not by recursion: a client pipelining without end must not grow the
-    /// stack). On a thread that must not block, a body still on the socket goes to a
-    /// handler with the rest.
+    /// stack). On a thread that must not block, a call that may goes to a handler with
+    /// the rest: a body still on the socket, or a session whose next `session_info`
+    /// writes its new status to disk.
     fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
         let mut next = Some(call);
         while let Some(call) = next {
-            if on == On::SharedThread && !body_in_memory(&call.request) {
+            let writes_status = matches!(&call.verdict, Verdict::Accept(session) if connects_on_session_info(&session.status));
+            if on == On::SharedThread && (writes_status || !body_in_memory(&call.request)) {
                 let (front, owner) = (self.clone(), owner.clone());
                 self.handlers
                     .run(Box::new(move || front.drive(&owner, call, On::Handler)));
@@ -505,7 +531,7 @@ fn accept_loop(
         let failure = match server.recv_timeout(REBUILD_BACKOFF.1) {
             Ok(Some(request)) => {
                 (pause, logged) = (REBUILD_BACKOFF.0, false);
-                if !front.take(request, None) {
+                if !front.take_guarded(request, None) {
                     return;
                 }
                 continue;
@@ -526,7 +552,7 @@ fn accept_loop(
         if let Ok(rebuilt) = listener.try_clone().and_then(serve_on) {
             *lock_or_recover(current) = rebuilt;
             while let Ok(Some(request)) = server.try_recv() {
-                if !front.take(request, None) {
+                if !front.take_guarded(request, None) {
                     return;
                 }
             }
@@ -535,7 +561,7 @@ fn accept_loop(
     // Requests that arrived before we stopped get an answer, not tiny_http's drop.
     let (server, _) = lock_or_recover(current).clone();
     while let Ok(Some(request)) = server.try_recv() {
-        if !front.take(request, Some("Tool service is shutting down; try again")) {
+        if !front.take_guarded(request, Some("Tool service is shutting down; try again")) {
             return;
         }
     }
@@ -548,6 +574,19 @@ struct Call {
     arrived: Instant,
 }
 
+/// What [`InOrder::admit`] decided for a call. (Returned once per call and matched at
+/// once: boxing the large variant would only add an allocation per call.)
+#[allow(clippy::large_enum_variant)]
+enum Admitted {
+    /// Nothing else of its connection is in flight: run it now.
+    Run(Call),
+    /// It waits behind its connection's call in flight.
+    Parked,
+    /// Drop these unrun. Dropping a `Request` makes tiny_http write a 500 once the
+    /// connection's call in flight is answered, so it is done on a handler.
+    Drop(Vec<Call>),
+}
+
 /// One call in flight per connection. tiny_http parses a connection's pipelined
 /// requests with small bodies before their answers are written (each answer then waits
 /// for the one before), so without this one connection could occupy any number of
@@ -558,46 +597,44 @@ struct InOrder {
     waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
     /// When each connection's last call was answered (for the reaper).
     answered: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
-    /// Connections ended for pipelining past the cap: calls tiny_http still delivers
-    /// for them are dropped, never run (the reaper forgets them once they are gone).
-    ended: Arc<Mutex<HashSet<SocketAddr>>>,
-    /// Descriptors of connections whose bodies were read from the socket.
+    /// Connections ended for pipelining past the cap, and when: calls tiny_http still
+    /// delivers for them are dropped, never run (the reaper forgets them once they are
+    /// gone).
+    ended: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    /// Descriptors of our connections (the reaper remembers every open one).
     known: Arc<KnownConnections>,
 }
 
 impl InOrder {
     /// Returns `call` to run now, or parks it behind its connection's call in flight;
-    /// past [`WAITING_CALLS_MAX`] it ends the connection and drops its waiting calls,
-    /// this one and any later one unrun (the call in flight finishes; its answer fails).
-    fn admit(&self, call: Call, local: SocketAddr) -> Option<Call> {
+    /// past [`WAITING_CALLS_MAX`] it ends the connection and gives back its waiting calls,
+    /// this one and any later one, to be dropped unrun (the call in flight finishes; its
+    /// answer fails).
+    fn admit(&self, call: Call, local: SocketAddr) -> Admitted {
         let Some(peer) = call.request.remote_addr().copied() else {
-            return Some(call);
+            return Admitted::Run(call);
         };
-        if lock_or_recover(&self.ended).contains(&peer) {
-            drop_unless_huge(call.request, local);
-            return None;
+        if lock_or_recover(&self.ended).contains_key(&peer) {
+            return Admitted::Drop(vec![call]);
         }
         let mut waiting = lock_or_recover(&self.waiting);
         match waiting.get_mut(&peer) {
             Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
                 let dropped = waiting.remove(&peer).unwrap_or_default();
                 drop(waiting);
-                lock_or_recover(&self.ended).insert(peer);
+                lock_or_recover(&self.ended).insert(peer, Instant::now());
                 if let Some(connection) = Connection::find(local, peer) {
                     connection.end();
                 }
-                for waiting_call in dropped.into_iter().chain([call]) {
-                    drop_unless_huge(waiting_call.request, local);
-                }
-                None
+                Admitted::Drop(dropped.into_iter().chain([call]).collect())
             }
             Some(queue) => {
                 queue.push_back(call);
-                None
+                Admitted::Parked
             }
             None => {
                 waiting.insert(peer, VecDeque::new());
-                Some(call)
+                Admitted::Run(call)
             }
         }
     }
@@ -646,16 +683,21 @@ fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         thread::sleep(REAP_EVERY);
         answer_overdue(front);
         let now = Instant::now();
-        let open = sockets::connections(local);
+        // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
+        let Some(open) = sockets::connections(local) else {
+            continue;
+        };
         if !open.is_empty() {
             (closed_since, trimmed) = (None, false);
         } else if !trimmed && now.duration_since(*closed_since.get_or_insert(now)) >= TRIM_AFTER {
             release_free_heap();
             trimmed = true;
         }
+        // Entries made since the scan began are kept: their connection may be newer.
+        let current = |peer: &SocketAddr, at: &mut Instant| open.contains_key(peer) || *at >= now;
         seen.retain(|peer, _| open.contains_key(peer));
-        lock_or_recover(&in_order.answered).retain(|peer, _| open.contains_key(peer));
-        lock_or_recover(&in_order.ended).retain(|peer| open.contains_key(peer));
+        lock_or_recover(&in_order.answered).retain(current);
+        lock_or_recover(&in_order.ended).retain(current);
         in_order.known.remember(&open);
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
@@ -962,6 +1004,7 @@ fn release_free_heap() {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
     use std::sync::mpsc;
 
     fn handlers(idle_for: Duration) -> Handlers {

@@ -85,6 +85,13 @@ impl Pending<'_> {
     }
 }
 
+/// True while `session_info` would mark this status connected (and write it to disk).
+/// The spec names claude-mcp and codex-mcp; every `<agent>-mcp` adapter (e.g. the
+/// runtime's opencode-mcp) is wired the same way, so it connects the same way.
+pub(crate) fn connects_on_session_info(status: &IntegrationStatus) -> bool {
+    status.adapter.ends_with("-mcp") && status.state != IntegrationState::Connected
+}
+
 fn wire(result: &ToolResult) -> WireAnswer {
     let ok = matches!(result, ToolResult::Ok(_));
     (ok, serde_json::to_vec(result).unwrap_or_default())
@@ -685,10 +692,7 @@ impl AgentToolServer {
         let mut status = lock_or_recover(&self.sessions)
             .get(&session.node_id)
             .map_or_else(|| session.status.clone(), |s| s.status.clone());
-        // The spec names claude-mcp and codex-mcp; every `<agent>-mcp` adapter (e.g. the
-        // runtime's opencode-mcp) is wired the same way, so it connects the same way.
-        let mcp = status.adapter.ends_with("-mcp");
-        if mcp && status.state != IntegrationState::Connected {
+        if connects_on_session_info(&status) {
             status.state = IntegrationState::Connected;
             status.reason = Some("Authenticated tool connection established".into());
             // The status still reaches the app if only the file could not be written

@@ -94,8 +94,8 @@ fn run_worker(
                 }
             }
         };
-        // A panicking operation must not take the rest of the queue with it; the work
-        // itself reports failure to its waiter (its reply sender is dropped).
+        // A panicking operation must not take the rest of the queue with it (the server's
+        // work also catches its own panics, so that its caller still gets an answer).
         let _ = catch_unwind(AssertUnwindSafe(work));
     }
 }

@@ -227,24 +227,33 @@ fn socket_inode(fd: RawFd) -> Option<u64> {
 
 /// Ends every connection accepted on `local` (their threads see end-of-file).
 pub fn end_connections(local: SocketAddr) {
-    for connection in connections(local).into_values() {
+    for connection in connections(local).unwrap_or_default().into_values() {
         connection.end();
     }
 }
 
-/// Our open connections by peer address (tiny_http holds two descriptors for each).
-pub fn connections(local: SocketAddr) -> HashMap<SocketAddr, Connection> {
-    connected_fds(local)
+/// Our open connections by peer address (tiny_http holds two descriptors for each);
+/// `None` when `/proc/self/fd` cannot be read (e.g. no descriptor left to open it).
+pub fn connections(local: SocketAddr) -> Option<HashMap<SocketAddr, Connection>> {
+    let listing = fs::read_dir("/proc/self/fd").ok()?;
+    let found = connected_among(Some(listing), local)
         .filter_map(|fd| {
             let peer = with_socket(fd, |s| s.peer_addr().ok())?;
             Some((peer, Connection { fd, local, peer }))
         })
-        .collect()
+        .collect();
+    Some(found)
 }
 
 /// Descriptors of connected sockets whose local address is `local`.
 fn connected_fds(local: SocketAddr) -> impl Iterator<Item = RawFd> {
-    fs::read_dir("/proc/self/fd")
+    connected_among(fs::read_dir("/proc/self/fd").ok(), local)
+}
+
+/// The descriptors in `listing` (of `/proc/self/fd`) of connected sockets whose local
+/// address is `local`.
+fn connected_among(listing: Option<fs::ReadDir>, local: SocketAddr) -> impl Iterator<Item = RawFd> {
+    listing
         .into_iter()
         .flatten()
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
