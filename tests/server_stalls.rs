@@ -152,7 +152,9 @@ fn a_client_that_never_reads_does_not_stall_others() {
         last,
         "and stayed stuck while the others were served"
     );
-    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    // The server may have ended it already (more than 8 calls waiting behind the stuck
+    // one): then there is nothing left to shut.
+    let _ = stream.shutdown(std::net::Shutdown::Both);
     serve_others(&t);
     t.server.close();
 }
