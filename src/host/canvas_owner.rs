@@ -479,9 +479,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn expired_requests_are_refused_and_change_nothing() {
-        let root = std::env::temp_dir().join(format!("canvas-owner-{}", std::process::id()));
+    /// An owner with one project `p1` in a fresh folder: (root, workspace, owner, id).
+    fn owner(name: &str) -> (PathBuf, Arc<HostWorkspace>, Arc<HeadlessCanvas>, String) {
+        let root = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("project")).unwrap();
         let workspace = Arc::new(HostWorkspace::new(false));
@@ -492,6 +492,12 @@ mod tests {
         let id = canvas
             .add_project(&root.join("project"), Some("p1"))
             .unwrap();
+        (root, workspace, canvas, id)
+    }
+
+    #[test]
+    fn expired_requests_are_refused_and_change_nothing() {
+        let (root, workspace, canvas, id) = owner("canvas-owner");
         assert_eq!(canvas.target(&id), Some(CANVAS_SENDER_ID));
         assert_eq!(canvas.target("other"), None);
         let file = root.join("project/.termsprawl/project.json");
@@ -535,17 +541,7 @@ mod tests {
 
     #[test]
     fn after_a_panic_while_applying_nothing_more_is_applied() {
-        let root = std::env::temp_dir().join(format!("canvas-panic-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(root.join("project")).unwrap();
-        let workspace = Arc::new(HostWorkspace::new(false));
-        let terminals =
-            Arc::new(HostTerminals::new(TerminalsMode::Pty, &root.join("data")).unwrap());
-        let browsers = Arc::new(ChromiumBrowsers::new(&root.join("data")));
-        let canvas = HeadlessCanvas::spawn(workspace, terminals, browsers).unwrap();
-        let id = canvas
-            .add_project(&root.join("project"), Some("p1"))
-            .unwrap();
+        let (root, _, canvas, id) = owner("canvas-panic");
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             canvas.with(|_| panic!("half-way through a change"))
         }));
