@@ -344,11 +344,13 @@ impl Front {
     fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
         let mut next = Some(call);
         while let Some(call) = next {
-            let writes_status = matches!(&call.verdict, Verdict::Accept(session) if connects_on_session_info(&session.status));
-            if on == On::SharedThread && (writes_status || !body_in_memory(&call.request)) {
+            if on == On::SharedThread && (writes_status(&call) || !body_in_memory(&call.request)) {
                 let (front, owner) = (self.clone(), owner.clone());
-                self.handlers
-                    .run(Box::new(move || front.drive(&owner, call, On::Handler)));
+                let peer = call.request.remote_addr().copied();
+                let job = Box::new(move || front.drive(&owner, call, On::Handler));
+                if !self.handlers.run(job) {
+                    self.lost(peer);
+                }
                 return;
             }
             next = self.run(owner, call, on);
@@ -454,12 +456,24 @@ impl Front {
             return self.respond(request, status, answer);
         }
         let (front, owner) = (self.clone(), owner.clone());
-        self.handlers.run(Box::new(move || {
+        let job = Box::new(move || {
             if let Some(next) = front.respond(request, status, answer) {
                 front.drive(&owner, next, On::Handler);
             }
-        }));
+        });
+        if !self.handlers.run(job) {
+            self.lost(peer);
+        }
         None
+    }
+
+    /// After a call in flight was lost with a handler that could not start: ends its
+    /// connection and drops the calls behind it, so the connection is not left in flight.
+    fn lost(&self, peer: Option<SocketAddr>) {
+        if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+            connection.end();
+        }
+        self.in_order.discard(peer);
     }
 
     /// True when writing `len` bytes to `peer`'s connection cannot block: the answer is
@@ -782,6 +796,15 @@ fn check_headers(owner: &AgentToolServer, request: &Request, hosts: &[String; 2]
     Verdict::Accept(session)
 }
 
+/// True when answering `call` writes to disk: a session's first `session_info` that
+/// marks its MCP adapter connected.
+fn writes_status(call: &Call) -> bool {
+    let Verdict::Accept(session) = &call.verdict else {
+        return false;
+    };
+    connects_on_session_info(&session.status)
+}
+
 /// True when tiny_http has already read the whole body into memory (or there is none).
 fn body_in_memory(request: &Request) -> bool {
     header(request, "Expect").is_none()
@@ -932,12 +955,14 @@ impl Default for Handlers {
 }
 
 impl Handlers {
-    fn run(&self, mut job: Job) {
+    /// Runs `job` on an idle handler or a new one; false when no thread could be started
+    /// (the job, with any request it holds, is then dropped here).
+    fn run(&self, mut job: Job) -> bool {
         loop {
             let next = lock_or_recover(&self.idle).pop();
             match next {
                 Some((_, handler)) => match handler.send(job) {
-                    Ok(()) => return,
+                    Ok(()) => return true,
                     // Only if that handler died; try the next one.
                     Err(returned) => job = returned.0,
                 },
@@ -951,7 +976,9 @@ impl Handlers {
         if let Err(e) = spawned {
             // The job is dropped with its request: tiny_http answers 500.
             eprintln!("agent-tools: could not start a handler thread: {e}");
+            return false;
         }
+        true
     }
 
     /// Lets every idle handler exit now.
