@@ -81,11 +81,11 @@ const STOPPED: &str = "The canvas has stopped";
 
 impl HeadlessCanvas {
     /// Makes the owner (with no projects yet).
-    pub fn spawn(
+    pub fn new(
         workspace: Arc<HostWorkspace>,
         terminals: Arc<HostTerminals>,
         browsers: Arc<ChromiumBrowsers>,
-    ) -> Result<Arc<HeadlessCanvas>, HostError> {
+    ) -> Arc<HeadlessCanvas> {
         let runtime = Arc::new(OnceLock::new());
         let state = OwnerState {
             canvases: HashMap::new(),
@@ -94,11 +94,11 @@ impl HeadlessCanvas {
             browsers,
             runtime: runtime.clone(),
         };
-        Ok(Arc::new(HeadlessCanvas {
+        Arc::new(HeadlessCanvas {
             state: Mutex::new(Some(state)),
             workspace,
             runtime,
-        }))
+        })
     }
 
     /// Gives the owner the runtime it answers through (once; later calls are ignored).
@@ -488,7 +488,7 @@ mod tests {
         let terminals =
             Arc::new(HostTerminals::new(TerminalsMode::Pty, &root.join("data")).unwrap());
         let browsers = Arc::new(ChromiumBrowsers::new(&root.join("data")));
-        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals, browsers).unwrap();
+        let canvas = HeadlessCanvas::new(workspace.clone(), terminals, browsers);
         let id = canvas
             .add_project(&root.join("project"), Some("p1"))
             .unwrap();

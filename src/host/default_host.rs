@@ -65,7 +65,7 @@ impl DefaultHost {
         let terminals = Arc::new(HostTerminals::new(config.terminals, &config.data)?);
         let workspace = Arc::new(HostWorkspace::new(config.browser));
         let browsers = Arc::new(ChromiumBrowsers::new(&config.data));
-        let canvas = HeadlessCanvas::spawn(workspace.clone(), terminals.clone(), browsers.clone())?;
+        let canvas = HeadlessCanvas::new(workspace.clone(), terminals.clone(), browsers.clone());
         Ok(DefaultHost {
             data: config.data,
             workspace,

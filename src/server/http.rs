@@ -307,6 +307,7 @@ impl Front {
             None => check_headers(&owner, &request, &self.hosts),
         };
         let call = Call {
+            in_memory: body_in_memory(&request),
             request,
             verdict,
             arrived,
@@ -344,7 +345,7 @@ impl Front {
     fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
         let mut next = Some(call);
         while let Some(call) = next {
-            if on == On::SharedThread && (writes_status(&call) || !body_in_memory(&call.request)) {
+            if on == On::SharedThread && (writes_status(&call) || !call.in_memory) {
                 let (front, owner) = (self.clone(), owner.clone());
                 let peer = call.request.remote_addr().copied();
                 let job = Box::new(move || front.drive(&owner, call, On::Handler));
@@ -365,15 +366,15 @@ impl Front {
             mut request,
             verdict,
             arrived,
+            in_memory,
         } = call;
         let session = match verdict {
             Verdict::Refuse(status, message) => {
-                let body_read = body_in_memory(&request);
-                return self.finish(owner, request, (status, error_body(message)), body_read, on);
+                return self.finish(owner, request, (status, error_body(message)), in_memory, on);
             }
             Verdict::Accept(session) => session,
         };
-        let body = if body_in_memory(&request) {
+        let body = if in_memory {
             read_memory_body(&mut request)
         } else {
             let connection = request
@@ -586,6 +587,8 @@ struct Call {
     request: Request,
     verdict: Verdict,
     arrived: Instant,
+    /// [`body_in_memory`], found once.
+    in_memory: bool,
 }
 
 /// What [`InOrder::admit`] decided for a call. (Returned once per call and matched at
@@ -606,17 +609,17 @@ enum Admitted {
 /// for the one before), so without this one connection could occupy any number of
 /// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
 /// already spent on them.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct InOrder {
-    waiting: Arc<Mutex<HashMap<SocketAddr, VecDeque<Call>>>>,
+    waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
     /// When each connection's last call was answered (for the reaper).
-    answered: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    answered: Mutex<HashMap<SocketAddr, Instant>>,
     /// Connections ended for pipelining past the cap, and when: calls tiny_http still
     /// delivers for them are dropped, never run (the reaper forgets them once they are
     /// gone).
-    ended: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    ended: Mutex<HashMap<SocketAddr, Instant>>,
     /// Descriptors of our connections (the reaper remembers every open one).
-    known: Arc<KnownConnections>,
+    known: KnownConnections,
 }
 
 impl InOrder {

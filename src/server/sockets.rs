@@ -62,12 +62,15 @@ pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
     matches!((inode(fd), inode(listener.as_raw_fd())), (Some(a), Some(b)) if a == b)
 }
 
-/// The inode descriptor `fd` names (unique among open sockets), if `fd` is open.
+/// The inode of the socket descriptor `fd` names (unique among open sockets), by
+/// `fstat`; `None` if `fd` is closed or not a socket.
 fn inode(fd: RawFd) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata(format!("/proc/self/fd/{fd}"))
-        .ok()
-        .map(|m| m.ino())
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one `stat` through the pointer, which points to a live one;
+    // any `fd` is memory-safe (a closed one fails with EBADF).
+    let done = unsafe { libc::fstat(fd, &mut stat) };
+    (done == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK).then_some(stat.st_ino)
 }
 
 /// Answers and closes a connection whose tiny_http objects were leaked on purpose (a
@@ -201,7 +204,7 @@ impl KnownConnections {
     pub fn remembered(&self, local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
         let known = lock_or_recover(&self.found).get(&peer).copied();
         let (connection, socket) = known.filter(|(c, _)| c.local == local)?;
-        (socket.is_some() && socket_inode(connection.fd) == socket).then_some(connection)
+        (socket.is_some() && inode(connection.fd) == socket).then_some(connection)
     }
 
     /// Remembers exactly the connections in `open` (the reaper's scan of all of them),
@@ -209,20 +212,10 @@ impl KnownConnections {
     pub fn remember(&self, open: &HashMap<SocketAddr, Connection>) {
         let found = open
             .iter()
-            .map(|(peer, c)| (*peer, (*c, socket_inode(c.fd))))
+            .map(|(peer, c)| (*peer, (*c, inode(c.fd))))
             .collect();
         *lock_or_recover(&self.found) = found;
     }
-}
-
-/// The inode of the socket descriptor `fd` names, by `fstat` (no path lookup).
-fn socket_inode(fd: RawFd) -> Option<u64> {
-    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat writes one `stat` through the pointer, which points to a live one;
-    // any `fd` is memory-safe (a closed one fails with EBADF).
-    let done = unsafe { libc::fstat(fd, &mut stat) };
-    (done == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK).then_some(stat.st_ino)
 }
 
 /// Ends every connection accepted on `local` (their threads see end-of-file).
