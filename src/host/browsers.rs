@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::browser::{BrowserEngine, EngineConfig, PageId};
+use super::browser::{BrowserEngine, EngineConfig, PageId, PageInfo};
 use crate::runtime::Browsers;
 
 /// How long the canvas owner waits for a new node's page before answering `browser_open`
@@ -128,6 +128,37 @@ impl ChromiumBrowsers {
                     .is_ok()
             })
             .count()
+    }
+
+    /// The URL and title of tab `tab_id` of browser node `node_id`, while its page is
+    /// open, as last heard from Chromium (see [`BrowserEngine::page_info`]); `refresh`
+    /// asks Chromium first (one round trip, at most 1 s).
+    pub fn page_info(&self, node_id: &str, tab_id: &str, refresh: bool) -> Option<PageInfo> {
+        let page = self.open_page(node_id, tab_id)?;
+        match refresh {
+            true => self
+                .engine
+                .refresh_page_info(&page, Instant::now() + Duration::from_secs(1)),
+            false => self.engine.page_info(&page),
+        }
+    }
+
+    /// A base64 PNG of the tab's page, if it is open (never opens one).
+    pub fn screenshot(&self, node_id: &str, tab_id: &str) -> Result<String, String> {
+        let page = self
+            .open_page(node_id, tab_id)
+            .ok_or("The page is not open")?;
+        self.engine
+            .screenshot(&page, Instant::now() + PAGE_OPERATION_TIMEOUT)
+            .map_err(|e| e.to_string())
+    }
+
+    fn open_page(&self, node_id: &str, tab_id: &str) -> Option<PageId> {
+        let key = (node_id.to_string(), tab_id.to_string());
+        match &lock(&self.tabs).get(&key)?.page {
+            PageSlot::Open(page) => Some(page.clone()),
+            _ => None,
+        }
     }
 
     /// Ends Chromium (its process group) and removes its profile.

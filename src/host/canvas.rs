@@ -143,8 +143,11 @@ pub struct Size {
 pub struct Tab {
     /// The tab's id, unique within its node.
     pub id: String,
-    /// The URL the tab shows.
+    /// The URL the tab shows (kept current with its page: see `OwnerState::sync_tabs`).
     pub url: String,
+    /// The page's title, once its page has reported one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// A node's `data`: `title` always, the rest by kind (absent fields are not written).
@@ -481,6 +484,7 @@ impl Canvas {
                     tabs: Some(vec![Tab {
                         id: tab_id.clone(),
                         url: url.to_string(),
+                        title: None,
                     }]),
                     active_tab_id: Some(tab_id.clone()),
                     ..NodeData::default()
@@ -718,6 +722,34 @@ impl Canvas {
             };
             canvas.nodes.push(node);
             Ok(true)
+        })
+    }
+
+    /// Records that tab `tab_id` of browser node `node_id` now shows `url` titled `title`
+    /// (its page navigated, or the page itself did), and saves. Nothing changes when it
+    /// already said so or there is no such tab.
+    pub fn set_tab_page(
+        &mut self,
+        node_id: &str,
+        tab_id: &str,
+        url: &str,
+        title: &str,
+    ) -> Result<(), CanvasError> {
+        fn tab_of<'a>(canvas: &'a mut Canvas, node_id: &str, tab_id: &str) -> Option<&'a mut Tab> {
+            let node = canvas.nodes.iter_mut().find(|n| n.id == node_id)?;
+            node.data.tabs.as_mut()?.iter_mut().find(|t| t.id == tab_id)
+        }
+        let title = (!title.is_empty()).then(|| title.to_string());
+        match tab_of(self, node_id, tab_id) {
+            Some(tab) if tab.url != url || tab.title != title => {}
+            _ => return Ok(()),
+        }
+        self.change(|canvas| {
+            if let Some(tab) = tab_of(canvas, node_id, tab_id) {
+                tab.url = url.to_string();
+                tab.title = title;
+            }
+            Ok(())
         })
     }
 

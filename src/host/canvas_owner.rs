@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use serde_json::{json, Value};
 
+use super::browser::document_url_allowed;
 use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use super::canvas::{Canvas, Node, NodeKind};
 use super::terminals::HostTerminals;
@@ -183,6 +184,13 @@ impl OwnerState {
     /// The canvas of project `project_id`.
     pub fn canvas(&self, project_id: &str) -> Option<&Canvas> {
         self.canvases.get(project_id).map(|(_, canvas)| canvas)
+    }
+
+    /// The folder of project `project_id`.
+    pub fn folder(&self, project_id: &str) -> Option<&Path> {
+        self.canvases
+            .get(project_id)
+            .map(|(folder, _)| folder.as_path())
     }
 
     /// The open project ids, sorted.
@@ -327,6 +335,7 @@ impl OwnerState {
             .ok_or("The project's canvas is not open")?;
         let result = match operation {
             "canvas_list" => {
+                sync_tabs(canvas, &browsers);
                 let list = canvas.apply(operation, args)?;
                 return Ok(with_sessions(list, &terminals));
             }
@@ -432,9 +441,35 @@ fn start_session(
     terminals.start(&node.id, folder, &prepared.env, prepared.command.as_deref())
 }
 
+/// Brings every browser tab of `canvas` up to date with its open page's URL and title
+/// (after `browser_navigate`, a link followed or a redirect), so that `canvas_list`, the
+/// canvas view and the next start show where the page really is. A save that fails is
+/// logged and retried at the next sync; the page itself is unaffected.
+pub(crate) fn sync_tabs(canvas: &mut Canvas, browsers: &ChromiumBrowsers) {
+    let mut current = Vec::new();
+    for node in canvas
+        .nodes()
+        .iter()
+        .filter(|n| n.kind == NodeKind::Browser)
+    {
+        for tab in node.data.tabs.iter().flatten() {
+            let page = browsers.page_info(&node.id, &tab.id, false);
+            // An error page's own address (chrome-error://) is not where the tab is.
+            if let Some(page) = page.filter(|p| document_url_allowed(&p.url)) {
+                current.push((node.id.clone(), tab.id.clone(), page));
+            }
+        }
+    }
+    for (node_id, tab_id, page) in current {
+        if let Err(error) = canvas.set_tab_page(&node_id, &tab_id, &page.url, &page.title) {
+            eprintln!("termsprawl-tools: browser {node_id}: cannot record its page: {error}");
+        }
+    }
+}
+
 /// `canvas_list`'s nodes with each terminal's `session: {backend, live, warm}`
 /// (`null` when it has none).
-fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
+pub(crate) fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
     let is_terminal = |n: &Value| n["type"] == "terminal";
     let lists_terminal = list
         .as_array()

@@ -21,6 +21,7 @@ pub mod signals;
 pub mod terminal;
 pub mod terminals;
 pub mod tmux;
+pub mod view;
 pub mod workspace;
 
 pub use canvas_owner::HeadlessCanvas;

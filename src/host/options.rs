@@ -30,12 +30,15 @@ pub struct ServeOptions {
     pub terminals: TerminalsMode,
     /// `--kill-terminals`: end tmux sessions at shutdown instead of leaving them running.
     pub kill_terminals: bool,
+    /// `--no-view`: no canvas view (no second listener).
+    pub no_view: bool,
 }
 
 /// The usage line printed on a usage error.
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
-[--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals]";
+[--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
+[--no-view]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -55,6 +58,7 @@ impl ServeOptions {
         let mut browser = false;
         let mut terminals = TerminalsMode::Auto;
         let mut kill_terminals = false;
+        let mut no_view = false;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -79,6 +83,7 @@ impl ServeOptions {
                         .map_err(|e| format!("{e}\n{SERVE_USAGE}"))?
                 }
                 "--kill-terminals" if inline.is_none() => kill_terminals = true,
+                "--no-view" if inline.is_none() => no_view = true,
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }
         }
@@ -94,6 +99,7 @@ impl ServeOptions {
             browser,
             terminals,
             kill_terminals,
+            no_view,
         })
     }
 }

@@ -38,6 +38,9 @@ struct Ready<'a> {
     directory: PathBuf,
     project_id: &'a str,
     sessions: Vec<ReadySession>,
+    /// The canvas view's address, its key in the fragment (absent with `--no-view`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    view_url: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -99,6 +102,10 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
             session_file: file,
         });
     }
+    let mut view = match options.no_view {
+        true => None,
+        false => Some(host.start_view(&project_id)?),
+    };
     let directory = host
         .runtime()
         .map(|runtime| runtime.server().directory().to_path_buf())
@@ -110,6 +117,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         directory,
         project_id: &project_id,
         sessions,
+        view_url: view.as_ref().map(|v| v.url()),
     })
     .map_err(|e| HostError::Other(format!("cannot encode the ready line: {e}")))?;
     let mut stdout = std::io::stdout().lock();
@@ -122,8 +130,17 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         endpoint.url,
         host.terminals().backend_name()
     );
+    if let Some(view) = &view {
+        eprintln!(
+            "termsprawl-tools: canvas view (open it in a browser): {}",
+            view.url()
+        );
+    }
     signal.wait();
     eprintln!("termsprawl-tools: stopping");
+    if let Some(view) = view.as_mut() {
+        view.stop();
+    }
     host.shutdown(options.kill_terminals);
     Ok(())
 }

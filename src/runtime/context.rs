@@ -78,6 +78,25 @@ fn answer(text: String, reason: Option<&str>) -> Value {
 
 /// Peers linked to `node_id`, sorted, each once.
 fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
+    let mut peers: Vec<String> = Vec::new();
+    for (a, b) in read_links(links_dir) {
+        let peer = if a == node_id {
+            b
+        } else if b == node_id {
+            a
+        } else {
+            continue;
+        };
+        if !peers.contains(&peer) {
+            peers.push(peer);
+        }
+    }
+    peers
+}
+
+/// Every well-formed link in `links_dir` (a `links/` folder) as `(a, b)`, in file-name
+/// order; malformed, oversized or non-regular files are skipped.
+pub fn read_links(links_dir: &Path) -> Vec<(String, String)> {
     let Ok(entries) = std::fs::read_dir(links_dir) else {
         return Vec::new();
     };
@@ -88,7 +107,7 @@ fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
         .take(MAX_LINK_FILES)
         .collect();
     names.sort();
-    let mut peers = Vec::new();
+    let mut links = Vec::new();
     for path in names {
         let Some(link) = read_small_json(&path) else {
             continue;
@@ -105,18 +124,9 @@ fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
         if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
             continue;
         }
-        let peer = if a == node_id {
-            b
-        } else if b == node_id {
-            a
-        } else {
-            continue;
-        };
-        if !peers.iter().any(|p| p == peer) {
-            peers.push(peer.to_string());
-        }
+        links.push((a.to_string(), b.to_string()));
     }
-    peers
+    links
 }
 
 fn transcript_path(pointer: &Path) -> Option<String> {

@@ -37,7 +37,8 @@ use crate::protocol::{
 };
 
 pub use files::{private_dir, private_json, private_write, read_json, read_private_json};
-pub(crate) use session::to_hex;
+pub(crate) use session::{constant_time_eq, decode_token, to_hex};
+pub use sockets::set_listener_timeouts;
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);

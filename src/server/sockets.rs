@@ -50,6 +50,19 @@ pub fn set_listener_write_timeout(listener: &TcpListener) -> io::Result<()> {
     })
 }
 
+/// Sets `SO_RCVTIMEO` and `SO_SNDTIMEO` on the listener, inherited by the sockets it
+/// accepts: each read and each write on them then waits at most that long.
+pub fn set_listener_timeouts(
+    listener: &TcpListener,
+    read: Duration,
+    write: Duration,
+) -> io::Result<()> {
+    with_socket(listener.as_raw_fd(), |s| {
+        s.set_read_timeout(Some(read))?;
+        s.set_write_timeout(Some(write))
+    })
+}
+
 /// Stops `listener` listening now (Linux: `shutdown` on a listening socket ends the
 /// listen and wakes `accept`), though tiny_http's thread still holds its descriptor.
 pub fn stop_listening(listener: &TcpListener) {

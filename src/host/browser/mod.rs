@@ -220,6 +220,18 @@ struct PageState {
 struct Shared {
     pages: Mutex<HashMap<PageId, PageState>>,
     listeners: Mutex<Vec<Sender<PageEvent>>>,
+    /// Every page target's current URL and title, as Chromium last reported them
+    /// (`Target.targetInfoChanged`): navigations by agents and by the pages themselves.
+    infos: Mutex<HashMap<PageId, PageInfo>>,
+}
+
+/// A page's current address and title, as Chromium reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PageInfo {
+    /// The committed URL of the main frame.
+    pub url: String,
+    /// `document.title`.
+    pub title: String,
 }
 
 impl Shared {
@@ -228,6 +240,7 @@ impl Shared {
     }
 
     fn remove(&self, page: &PageId) {
+        lock(&self.infos).remove(page);
         let removed = lock(&self.pages).remove(page);
         if removed.is_some_and(|state| !state.gone_sent) {
             self.emit(PageEvent::Gone(page.clone()));
@@ -248,6 +261,20 @@ impl Shared {
         for page in lost {
             self.emit(PageEvent::Gone(page));
         }
+    }
+
+    /// Keeps what a `targetInfo` of a page target says about its URL and title.
+    fn record_info(&self, info: &Value) {
+        let (Some(target), Some("page")) = (info["targetId"].as_str(), info["type"].as_str())
+        else {
+            return;
+        };
+        let text = |key: &str| info[key].as_str().unwrap_or_default().to_string();
+        let info = PageInfo {
+            url: text("url"),
+            title: text("title"),
+        };
+        lock(&self.infos).insert(PageId(target.to_string()), info);
     }
 
     fn page_of_session(&self, session: &str) -> Option<PageId> {
@@ -494,6 +521,7 @@ impl BrowserEngine {
             None,
             deadline,
         )?;
+        self.shared.record_info(&info["targetInfo"]);
         info.pointer("/targetInfo/url")
             .and_then(Value::as_str)
             .map(str::to_string)
@@ -550,6 +578,45 @@ impl BrowserEngine {
         let args = json!({ "selector": selector, "text": text });
         self.on_page(page, deadline, |connection, session| {
             evaluate(connection, page, session, TYPE_JS, &args, deadline).map(drop)
+        })
+    }
+
+    /// The page's current URL and title as last heard from Chromium (its target events
+    /// and the end of every load), without asking it; `None` for a page it does not know.
+    /// Chromium reports URL changes as they happen but a title set later (by a script,
+    /// or a page the page itself navigated to) only when asked: see
+    /// [`BrowserEngine::refresh_page_info`].
+    pub fn page_info(&self, page: &PageId) -> Option<PageInfo> {
+        lock(&self.shared.infos).get(page).cloned()
+    }
+
+    /// Asks Chromium for the page's URL and title now (one round trip) and keeps them.
+    pub fn refresh_page_info(&self, page: &PageId, deadline: Instant) -> Option<PageInfo> {
+        let (connection, _) = self.page(page, deadline).ok()?;
+        let info = connection
+            .call(
+                "Target.getTargetInfo",
+                json!({ "targetId": page.0 }),
+                None,
+                deadline,
+            )
+            .ok()?;
+        self.shared.record_info(&info["targetInfo"]);
+        self.page_info(page)
+    }
+
+    /// Runs `script`, a JavaScript function expression, on `args` in a fresh isolated
+    /// world of the page (page scripts cannot see or change it) and returns its JSON value.
+    /// No operation uses it: it is for an embedder's (and the tests') own checks of a page.
+    pub fn evaluate(
+        &self,
+        page: &PageId,
+        script: &str,
+        args: &Value,
+        deadline: Instant,
+    ) -> Result<Value, EngineError> {
+        self.on_page(page, deadline, |connection, session| {
+            evaluate(connection, page, session, script, args, deadline)
         })
     }
 
@@ -848,8 +915,10 @@ fn policy_hook(shared: Arc<Shared>) -> EventHook {
                     session,
                 );
             }
+            "Target.targetInfoChanged" => shared.record_info(&params["targetInfo"]),
             "Target.targetCreated" => {
                 let info = &params["targetInfo"];
+                shared.record_info(info);
                 if info["type"].as_str() == Some("page") && info.get("openerId").is_some() {
                     // A popup: the agent drives only the pages it opened.
                     connection.send(

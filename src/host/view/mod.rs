@@ -1,0 +1,409 @@
+//! The canvas view: a read-only web page on its own loopback port that shows a person
+//! the project's canvas live — every node where it is, terminal screens, browser pages,
+//! links, the selection, and the agents with their status.
+//!
+//! The agents' `/call` port and its rules are untouched: this is a second tiny_http server
+//! owned by the host, started by `serve` unless `--no-view`.
+//!
+//! Access (the same rules as `/call` where they apply):
+//! - A view key, 32 random bytes in hex, made at start and carried in the URL fragment
+//!   (`http://127.0.0.1:PORT/#key=…`), so it is never in a request line, a log or a
+//!   `Referer`. The page's own files (HTML, JS, CSS, embedded in the binary) are served
+//!   without it; every data request needs `Authorization: Bearer <view key>`, compared in
+//!   constant time. An agent token is not a view key, and the view key is not a session:
+//!   it opens nothing on `/call`.
+//! - `Host` must be `127.0.0.1:PORT` or `localhost:PORT` (DNS rebinding); an `Origin` other
+//!   than the view's own, or a `Sec-Fetch-Site` other than `same-origin`/`none`, is refused
+//!   (another localhost port is same-site, so `same-site` is refused too). Only `GET`,
+//!   never a body; nothing here changes anything.
+//! - Every answer carries a `Content-Security-Policy` allowing only the page's own script
+//!   and style (images from `data:` for screenshots), `frame-ancestors 'none'`,
+//!   `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff`, `Referrer-Policy:
+//!   no-referrer` and `Cache-Control: no-store`; never a CORS header.
+//!
+//! Live updates are long polls: `GET /api/state?viewer=V&since=VERSION&visible=ID,…`
+//! answers as soon as the snapshot (`snapshot.rs`) differs from the one of `since`, else
+//! after [`LONG_POLL`]. A snapshot is made only for a waiting poll, every [`POLL_TICK`],
+//! so nothing is computed while nobody watches; terminal screens are captured only for
+//! the node ids the page says are in view, and `GET /api/screenshot?node=ID` takes at
+//! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
+//! At most [`MAX_VIEWERS`] viewers (page instances, by their random viewer id) at once.
+//!
+//! Threads: one accept thread (the only `recv` caller) checks the head and refuses what
+//! it must with a small answer; anything else runs on a short-lived thread of its own, at
+//! most [`MAX_IN_FLIGHT`] at once. Each read and write on a view connection waits at most
+//! [`SOCKET_TIMEOUT`] (`SO_RCVTIMEO`/`SO_SNDTIMEO` on the listener), so a client that
+//! stalls can hold a thread only that long.
+
+mod snapshot;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tiny_http::{Header, Method, Request, Response};
+
+pub use snapshot::ViewSource;
+
+use super::HostError;
+use crate::server::{constant_time_eq, decode_token, lock_or_recover, to_hex};
+
+/// At most this many viewers (open pages) at once; the next is refused.
+pub const MAX_VIEWERS: usize = 8;
+/// A viewer that has not polled for this long no longer counts.
+pub const VIEWER_TTL: Duration = Duration::from_secs(30);
+/// A poll with nothing new is answered after this long anyway.
+pub const LONG_POLL: Duration = Duration::from_secs(20);
+/// How often a waiting poll looks for a change.
+pub const POLL_TICK: Duration = Duration::from_millis(250);
+/// At most one screenshot of a page this often.
+pub const SCREENSHOT_EVERY: Duration = Duration::from_secs(2);
+/// At most this many requests being answered at once.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Longest wait of one read or write on a view connection.
+pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+
+const PAGE_HTML: &str = include_str!("page.html");
+const PAGE_JS: &str = include_str!("view.js");
+const PAGE_CSS: &str = include_str!("view.css");
+
+/// The headers every answer carries.
+const SECURITY_HEADERS: [(&str, &str); 6] = [
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    ("X-Frame-Options", "DENY"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+];
+
+/// A running canvas view; [`CanvasView::stop`] (or dropping it) ends it.
+pub struct CanvasView {
+    server: Arc<tiny_http::Server>,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    url: String,
+}
+
+/// What the request threads share.
+struct Shared {
+    key: [u8; 32],
+    /// The accepted `Host` values and the view's own origins.
+    hosts: [String; 2],
+    origins: [String; 2],
+    source: ViewSource,
+    /// Viewer id -> when it last polled.
+    viewers: Mutex<HashMap<String, Instant>>,
+    in_flight: AtomicUsize,
+    /// (node, tab) -> when taken and the answer.
+    screenshots: Mutex<HashMap<(String, String), (Instant, Value)>>,
+    stopping: AtomicBool,
+}
+
+impl CanvasView {
+    /// Listens on `127.0.0.1:0` with a new view key and starts the accept thread.
+    pub fn start(source: ViewSource) -> Result<CanvasView, HostError> {
+        let failed = |e: io::Error| HostError::Other(format!("cannot start the canvas view: {e}"));
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(failed)?;
+        crate::server::set_listener_timeouts(&listener, SOCKET_TIMEOUT, SOCKET_TIMEOUT)
+            .map_err(failed)?;
+        let port = listener.local_addr().map_err(failed)?.port();
+        let mut key = [0u8; 32];
+        getrandom::getrandom(&mut key)
+            .map_err(|e| failed(io::Error::other(format!("no random bytes: {e}"))))?;
+        let server = tiny_http::Server::from_listener(listener, None)
+            .map_err(|e| failed(io::Error::other(e.to_string())))?;
+        let server = Arc::new(server);
+        let url = format!("http://127.0.0.1:{port}/#key={}", to_hex(&key));
+        let shared = Arc::new(Shared {
+            key,
+            hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
+            origins: [
+                format!("http://127.0.0.1:{port}"),
+                format!("http://localhost:{port}"),
+            ],
+            source,
+            viewers: Mutex::default(),
+            in_flight: AtomicUsize::new(0),
+            screenshots: Mutex::default(),
+            stopping: AtomicBool::new(false),
+        });
+        let accept = {
+            let (server, shared) = (server.clone(), shared.clone());
+            std::thread::Builder::new()
+                .name("view-accept".into())
+                .spawn(move || accept_loop(&server, &shared))
+                .map_err(failed)?
+        };
+        Ok(CanvasView {
+            server,
+            shared,
+            accept: Some(accept),
+            url,
+        })
+    }
+
+    /// The page's address with its key in the fragment (the ready line's `viewUrl`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops listening; polls in progress are answered at their next tick. Idempotent.
+    pub fn stop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.server.unblock();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+impl Drop for CanvasView {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(server: &tiny_http::Server, shared: &Arc<Shared>) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        let request = match server.recv() {
+            Ok(request) => request,
+            Err(_) => continue,
+        };
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        if let Err((status, message)) = check_head(shared, &request) {
+            answer(request, status, &json!({ "error": message }));
+            continue;
+        }
+        if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            answer(
+                request,
+                503,
+                &json!({ "error": "The view is busy; try again" }),
+            );
+            continue;
+        }
+        let worker = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("view-request".into())
+            .spawn(move || {
+                route(&worker, request);
+                worker.in_flight.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            // The request went with the closure: tiny_http answers it 500 when dropped.
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn header<'a>(request: &'a Request, name: &'static str) -> Option<&'a str> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv(name))
+        .map(|h| h.value.as_str())
+}
+
+/// The checks every request passes before anything is read or made for it.
+fn check_head(shared: &Shared, request: &Request) -> Result<(), (u16, &'static str)> {
+    const REFUSED: &str = "This view answers only its own page";
+    let [ip_host, name_host] = &shared.hosts;
+    let host_ok = header(request, "Host")
+        .is_some_and(|host| host == ip_host || host.eq_ignore_ascii_case(name_host));
+    let origin_ok =
+        header(request, "Origin").map_or(true, |o| shared.origins.iter().any(|own| own == o));
+    let site_ok =
+        header(request, "Sec-Fetch-Site").map_or(true, |s| s == "same-origin" || s == "none");
+    if !host_ok || !origin_ok || !site_ok {
+        return Err((403, REFUSED));
+    }
+    if *request.method() != Method::Get {
+        return Err((405, "The view is read-only: only GET"));
+    }
+    let has_body = request.body_length().is_some_and(|n| n > 0)
+        || header(request, "Transfer-Encoding").is_some();
+    if has_body {
+        return Err((400, "The view takes no request body"));
+    }
+    let path = request.url().split('?').next().unwrap_or_default();
+    if path.starts_with("/api/") && !key_matches(shared, request) {
+        return Err((
+            401,
+            "This view needs its key: open the viewUrl that serve printed (the key is after #key=)",
+        ));
+    }
+    Ok(())
+}
+
+fn key_matches(shared: &Shared, request: &Request) -> bool {
+    let presented = header(request, "Authorization").and_then(|value| {
+        let (scheme, key) = value.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| decode_token(key.trim()))?
+    });
+    presented.is_some_and(|key| constant_time_eq(&key, &shared.key))
+}
+
+/// Answers a request that passed [`check_head`].
+fn route(shared: &Shared, request: Request) {
+    let (path, query) = match request.url().split_once('?') {
+        Some((path, query)) => (path.to_string(), query.to_string()),
+        None => (request.url().to_string(), String::new()),
+    };
+    let params = match parse_query(&query) {
+        Ok(params) => params,
+        Err(message) => return answer(request, 400, &json!({ "error": message })),
+    };
+    match path.as_str() {
+        "/" | "/index.html" => asset(request, PAGE_HTML, "text/html; charset=utf-8"),
+        "/view.js" => asset(request, PAGE_JS, "text/javascript; charset=utf-8"),
+        "/view.css" => asset(request, PAGE_CSS, "text/css; charset=utf-8"),
+        "/api/state" => match state(shared, &params) {
+            Ok(value) => answer(request, 200, &value),
+            Err((status, message)) => answer(request, status, &json!({ "error": message })),
+        },
+        "/api/screenshot" => match screenshot(shared, &params) {
+            Ok(value) => answer(request, 200, &value),
+            Err((status, message)) => answer(request, status, &json!({ "error": message })),
+        },
+        _ => answer(request, 404, &json!({ "error": "No such page" })),
+    }
+}
+
+/// `key=value&…` with values made only of id characters (`[A-Za-z0-9_,-]`), so no
+/// decoding is needed and nothing odd gets further.
+fn parse_query(query: &str) -> Result<HashMap<&str, &str>, &'static str> {
+    let mut params = HashMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let plain = |text: &str| {
+            text.len() <= 64 * 1024
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-,".contains(&b))
+        };
+        if !plain(key) || !plain(value) {
+            return Err("Unexpected characters in the query");
+        }
+        params.insert(key, value);
+    }
+    Ok(params)
+}
+
+/// Most node ids a poll may name as visible (the canvas holds at most 500 nodes).
+const MAX_VISIBLE: usize = 500;
+
+/// `GET /api/state`: the long poll (module docs).
+fn state(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &'static str)> {
+    let viewer = params
+        .get("viewer")
+        .copied()
+        .filter(|v| (16..=64).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or((400, "Missing or malformed viewer id"))?;
+    admit_viewer(shared, viewer)?;
+    let visible: Vec<&str> = params
+        .get("visible")
+        .map(|v| {
+            v.split(',')
+                .filter(|id| !id.is_empty())
+                .take(MAX_VISIBLE)
+                .collect()
+        })
+        .unwrap_or_default();
+    let since = params.get("since").copied().unwrap_or_default();
+    let deadline = Instant::now() + LONG_POLL;
+    let answer = loop {
+        let snapshot = shared
+            .source
+            .snapshot(&visible)
+            .map_err(|_| (503, "The canvas has stopped"))?;
+        let version = snapshot::version_of(&snapshot);
+        if version != since || Instant::now() >= deadline || shared.stopping.load(Ordering::SeqCst)
+        {
+            break json!({ "version": version, "canvas": snapshot });
+        }
+        std::thread::sleep(POLL_TICK);
+    };
+    // Seen again at the end: a viewer with a poll in flight stays counted.
+    admit_viewer(shared, viewer)?;
+    Ok(answer)
+}
+
+/// Counts `viewer` in, unless [`MAX_VIEWERS`] others are watching.
+fn admit_viewer(shared: &Shared, viewer: &str) -> Result<(), (u16, &'static str)> {
+    let mut viewers = lock_or_recover(&shared.viewers);
+    let now = Instant::now();
+    viewers.retain(|_, seen| now.duration_since(*seen) < VIEWER_TTL);
+    if !viewers.contains_key(viewer) && viewers.len() >= MAX_VIEWERS {
+        return Err((
+            429,
+            "At most 8 viewers can watch this canvas at once: close another view (its place frees within 30 s), then reload",
+        ));
+    }
+    viewers.insert(viewer.to_string(), now);
+    Ok(())
+}
+
+/// `GET /api/screenshot?node=ID`: the active tab's page, at most one new picture per
+/// page every [`SCREENSHOT_EVERY`].
+fn screenshot(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &'static str)> {
+    let node = params.get("node").copied().unwrap_or_default();
+    let tab = shared
+        .source
+        .active_tab(node)
+        .ok_or((404, "No such browser node"))?;
+    let key = (node.to_string(), tab.clone());
+    if let Some((taken, value)) = lock_or_recover(&shared.screenshots).get(&key) {
+        if taken.elapsed() < SCREENSHOT_EVERY {
+            return Ok(value.clone());
+        }
+    }
+    // Taken outside the lock; two viewers at once may both take one (still bounded).
+    let image = shared
+        .source
+        .browsers
+        .screenshot(node, &tab)
+        .ok()
+        .filter(|b64| {
+            b64.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+        });
+    let value = json!({ "nodeId": node, "tabId": tab, "image": image });
+    let mut screenshots = lock_or_recover(&shared.screenshots);
+    screenshots.retain(|_, (taken, _)| taken.elapsed() < SCREENSHOT_EVERY * 5);
+    screenshots.insert(key, (Instant::now(), value.clone()));
+    Ok(value)
+}
+
+fn with_security_headers<R: io::Read>(mut response: Response<R>, kind: &str) -> Response<R> {
+    for (name, value) in SECURITY_HEADERS.iter().chain(&[("Content-Type", kind)]) {
+        if let Ok(header) = Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+            response.add_header(header);
+        }
+    }
+    response
+}
+
+fn asset(request: Request, body: &'static str, kind: &str) {
+    let response = with_security_headers(Response::from_string(body), kind);
+    let _ = request.respond(response);
+}
+
+fn answer(request: Request, status: u16, value: &Value) {
+    let response = Response::from_string(value.to_string()).with_status_code(status);
+    let response = with_security_headers(response, "application/json");
+    let _ = request.respond(response);
+}

@@ -1,0 +1,175 @@
+//! What the canvas view shows, as one JSON value made on demand: the nodes with absolute
+//! positions and their `canvas_list` data (terminal `session`s included), each browser's
+//! live page (URL and title), the screens of the terminals in view, the selection, the
+//! links of `context_read`, and the agents with their integration status.
+//!
+//! The canvas lock is held only to copy the nodes; terminal screens and statuses are read
+//! after it is released, so a viewer never holds up an agent's canvas call for longer
+//! than that copy.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::super::browsers::ChromiumBrowsers;
+use super::super::canvas::NodeKind;
+use super::super::canvas_owner::{with_sessions, HeadlessCanvas};
+use super::super::terminals::HostTerminals;
+use super::super::HostError;
+use crate::runtime::context::read_links;
+use crate::runtime::{AgentToolRuntime, Terminals as _};
+
+/// Lines of a terminal's screen shown (its last screenful).
+pub const SCREEN_LINES: usize = 60;
+
+/// Where the view reads from: the default host's parts and the project shown.
+pub struct ViewSource {
+    /// The canvas owner (its nodes are copied under its lock).
+    pub canvas: Arc<HeadlessCanvas>,
+    /// Terminal screens and session states.
+    pub terminals: Arc<HostTerminals>,
+    /// Browser pages (live URL, title, screenshots).
+    pub browsers: Arc<ChromiumBrowsers>,
+    /// Agents' integration statuses.
+    pub runtime: Arc<AgentToolRuntime>,
+    /// The project shown.
+    pub project_id: String,
+}
+
+impl ViewSource {
+    /// The snapshot (module docs); screens only for terminals whose id is in `visible`.
+    pub fn snapshot(&self, visible: &[&str]) -> Result<Value, HostError> {
+        let project_id = self.project_id.clone();
+        let copied = self.canvas.with(move |state| {
+            let canvas = state.canvas(&project_id)?;
+            let nodes: Vec<Value> = canvas
+                .nodes()
+                .iter()
+                .map(|node| {
+                    let mut value = serde_json::to_value(node).unwrap_or(Value::Null);
+                    let at = canvas.absolute_position(node);
+                    value["absolute"] = json!({ "x": at.x, "y": at.y });
+                    value
+                })
+                .collect();
+            let folder: Option<PathBuf> = state.folder(&project_id).map(PathBuf::from);
+            Some((nodes, canvas.selection().to_vec(), folder))
+        })?;
+        let Some((nodes, selection, folder)) = copied else {
+            return Err(HostError::Other("the project is not open".into()));
+        };
+        let mut nodes = with_sessions(Value::Array(nodes), &self.terminals);
+        for node in nodes.as_array_mut().into_iter().flatten() {
+            self.add_live_parts(node, visible);
+        }
+        let links: Vec<Value> = folder
+            .map(|f| read_links(&f.join(".termsprawl").join("links")))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, b)| json!({ "a": a, "b": b }))
+            .collect();
+        let agents: Vec<Value> = self
+            .runtime
+            .server()
+            .statuses(&self.project_id)
+            .into_iter()
+            .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
+            .collect();
+        Ok(json!({
+            "projectId": self.project_id,
+            "nodes": nodes,
+            "selection": selection,
+            "links": links,
+            "agents": agents,
+        }))
+    }
+
+    /// The id of browser node `node_id`'s active tab (else its first), if it has one.
+    pub fn active_tab(&self, node_id: &str) -> Option<String> {
+        let project_id = self.project_id.clone();
+        let node_id = node_id.to_string();
+        self.canvas
+            .with(move |state| {
+                let node = state.canvas(&project_id)?.node(&node_id)?;
+                let tabs = node.data.tabs.as_ref()?;
+                let active = node.data.active_tab_id.as_ref();
+                let tab = tabs
+                    .iter()
+                    .find(|t| Some(&t.id) == active)
+                    .or(tabs.first())?;
+                Some(tab.id.clone())
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// A terminal's screen (when in view) and a browser's live page, added to `node`.
+    fn add_live_parts(&self, node: &mut Value, visible: &[&str]) {
+        let id = node["id"].as_str().unwrap_or_default().to_string();
+        let kind = node["type"].as_str().unwrap_or_default().to_string();
+        let Some(object) = node.as_object_mut() else {
+            return;
+        };
+        if kind == NodeKind::Terminal.name() && visible.contains(&id.as_str()) {
+            if let Some(screen) = self.terminals.capture(&id) {
+                object.insert("screen".into(), json!(last_lines(&screen, SCREEN_LINES)));
+            }
+        }
+        if kind == NodeKind::Browser.name() {
+            // Titles set after a load are only known when asked: asked for pages in view.
+            let refresh = visible.contains(&id.as_str());
+            let mut pages = Map::new();
+            let tabs = object["data"]["tabs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for tab in tabs {
+                let tab_id = tab["id"].as_str().unwrap_or_default();
+                if let Some(page) = self.browsers.page_info(&id, tab_id, refresh) {
+                    pages.insert(tab_id.to_string(), json!(page));
+                }
+            }
+            object.insert("pages".into(), Value::Object(pages));
+        }
+    }
+}
+
+/// The last `count` lines of `text`.
+fn last_lines(text: &str, count: usize) -> &str {
+    let text = text.trim_end_matches('\n');
+    match text.rmatch_indices('\n').nth(count.saturating_sub(1)) {
+        Some((at, _)) => &text[at + 1..],
+        None => text,
+    }
+}
+
+/// A short fingerprint of a snapshot: polls compare it to see whether anything changed.
+pub fn version_of(snapshot: &Value) -> String {
+    let mut hasher = DefaultHasher::new();
+    snapshot.to_string().hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_lines_keeps_the_end() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(last_lines("a\nb", 5), "a\nb");
+        assert_eq!(last_lines("", 3), "");
+        assert_eq!(last_lines("x\n\n\n", 1), "x");
+    }
+
+    #[test]
+    fn versions_follow_the_content() {
+        let a = version_of(&json!({"n": [1, 2]}));
+        assert_eq!(a, version_of(&json!({"n": [1, 2]})));
+        assert_ne!(a, version_of(&json!({"n": [2, 1]})));
+        assert_eq!(a.len(), 16);
+    }
+}

@@ -1,0 +1,496 @@
+//! The canvas view of the real `serve`, looked at with a real headless Chromium: it shows
+//! the agent and a terminal opened through the API, follows terminal output, moves and
+//! browser navigations within seconds, keeps hostile text inert; and over raw HTTP it
+//! refuses every request without its key, from a foreign Host or a cross-site page, an
+//! agent token, a view key on `/call`, and a ninth viewer. Chromium tests skip with a
+//! notice where it is not installed.
+
+mod serve_harness;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use serve_harness::*;
+use termsprawl_tools::host::browser::{BrowserEngine, EngineConfig, PageId};
+
+/// Two pages: `/one` (title "View test one", a link to `/two`) and `/two`.
+fn page_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buffer) {
+                    Ok(n @ 1..) => request.extend_from_slice(&buffer[..n]),
+                    _ => break,
+                }
+            }
+            let page = if request.starts_with(b"GET /two") {
+                "<!doctype html><title>View test two</title><h1>Two</h1>"
+            } else {
+                "<!doctype html><title>View test one</title><h1>One</h1><a id=\"next\" href=\"/two\">next</a>"
+            };
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    port
+}
+
+fn view_url(serve: &Serve) -> String {
+    serve.ready["viewUrl"]
+        .as_str()
+        .expect("the ready line has viewUrl")
+        .to_string()
+}
+
+/// (port, key) of a view URL `http://127.0.0.1:PORT/#key=KEY`.
+fn view_parts(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let (port, key) = rest.split_once("/#key=").unwrap();
+    (port.parse().unwrap(), key.to_string())
+}
+
+/// One raw HTTP/1.1 request with `head_lines` (each ending in CRLF): (status, headers, body).
+fn request(port: u16, method: &str, path: &str, head_lines: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let text = format!("{method} {path} HTTP/1.1\r\n{head_lines}Connection: close\r\n\r\n");
+    stream.write_all(text.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+fn chromium() -> Option<(BrowserEngine, std::path::PathBuf)> {
+    let profile = std::env::temp_dir().join(format!("tst-view-chromium-{}", std::process::id()));
+    let engine = BrowserEngine::new(EngineConfig {
+        executable: None,
+        profile_dir: profile.clone(),
+    });
+    match engine.find_executable() {
+        Ok(_) => Some((engine, profile)),
+        Err(error) => {
+            eprintln!("NOTICE: skipping the canvas view browser test: {error}");
+            None
+        }
+    }
+}
+
+/// What the view page shows, read from its DOM (an isolated world: the page's own
+/// scripts cannot change what this sees).
+const READ_VIEW: &str = r##"() => {
+  const nodes = {};
+  for (const el of document.querySelectorAll(".node")) {
+    const part = (cls) => { const p = el.querySelector(cls); return p ? p.textContent : null; };
+    nodes[el.dataset.nodeId] = {
+      left: el.style.left, top: el.style.top,
+      title: part(".title"), meta: part(".meta"), screen: part(".screen"),
+      page: part(".page"), url: part(".url"), text: part(".text"),
+      shot: (el.querySelector(".shot") || {}).src || "",
+      selected: el.classList.contains("selected"),
+      elements: el.querySelectorAll("*").length,
+      foreign: el.querySelectorAll("img:not(.shot), script, b, iframe").length,
+    };
+  }
+  return {
+    status: document.getElementById("status").textContent,
+    agents: document.getElementById("agents").textContent,
+    links: Array.from(document.querySelectorAll("#links line")).map((l) => l.dataset.link),
+    pwned: document.body.dataset.pwned || null,
+    scripts: document.scripts.length,
+    nodes,
+  };
+}"##;
+
+fn read_view(engine: &BrowserEngine, page: &PageId) -> Option<Value> {
+    engine
+        .evaluate(
+            page,
+            READ_VIEW,
+            &json!({}),
+            Instant::now() + Duration::from_secs(5),
+        )
+        .ok()
+}
+
+/// Polls the view until `check` finds what it waits for in it.
+fn see<T>(
+    engine: &BrowserEngine,
+    page: &PageId,
+    what: &str,
+    within: Duration,
+    check: impl Fn(&Value) -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    let found = poll(what, within, || {
+        read_view(engine, page).and_then(|v| check(&v))
+    });
+    eprintln!(
+        "figure: the view showed {what} after {:?}",
+        started.elapsed()
+    );
+    found
+}
+
+#[test]
+fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
+    let Some((engine, profile)) = chromium() else {
+        return;
+    };
+    let dirs = Dirs::new("view-live");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--browser", "--terminals", "pty"]);
+    let url = view_url(&serve);
+    let term = serve.ok(&dirs, "me", "terminal_open", json!({"title": "build"}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = engine
+        .open_page(&url, Instant::now() + Duration::from_secs(30))
+        .unwrap();
+    see(
+        &engine,
+        &page,
+        "the agent and the terminal",
+        Duration::from_secs(10),
+        |v| {
+            let ok = v["status"] == "live"
+                && v["nodes"]["me"]["title"] == "me"
+                && v["nodes"][&term]["title"] == "build"
+                && v["agents"].as_str()?.contains("cli-fallback");
+            ok.then_some(())
+        },
+    );
+
+    // Terminal output: within 2 s of the call's answer.
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": "echo view-$((6*7))-marker"}),
+    );
+    see(
+        &engine,
+        &page,
+        "terminal output",
+        Duration::from_secs(2),
+        |v| {
+            v["nodes"][&term]["screen"]
+                .as_str()?
+                .contains("view-42-marker")
+                .then_some(())
+        },
+    );
+
+    // A move moves the node's element.
+    serve.ok(
+        &dirs,
+        "me",
+        "canvas_move",
+        json!({"nodeId": term, "x": 1234, "y": 567}),
+    );
+    see(
+        &engine,
+        &page,
+        "the moved node",
+        Duration::from_secs(2),
+        |v| {
+            let node = &v["nodes"][&term];
+            (node["left"] == "1234px" && node["top"] == "567px").then_some(())
+        },
+    );
+    serve.ok(&dirs, "me", "canvas_select", json!({"nodeIds": [term]}));
+    see(
+        &engine,
+        &page,
+        "the selection",
+        Duration::from_secs(2),
+        |v| (v["nodes"][&term]["selected"] == true).then_some(()),
+    );
+
+    // Hostile text: HTML in output, a title and a note; escape sequences.
+    let payload = r#"printf '%s\n' '<img src=x onerror="document.body.dataset.pwned=1">' '</script><script>document.body.dataset.pwned=2</script>'; printf '\033]0;<b>t</b>\007\033[31mred-done\033[0m\n'"#;
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": payload}),
+    );
+    let hostile_title = "</script><img src=x onerror=\"document.body.dataset.pwned=3\">";
+    let titled = serve.ok(
+        &dirs,
+        "me",
+        "terminal_open",
+        json!({"title": hostile_title}),
+    )["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sticky = serve.ok(
+        &dirs,
+        "me",
+        "sticky_open",
+        json!({"text": "<b>bold?</b><img src=x onerror=\"document.body.dataset.pwned=4\">"}),
+    )["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = see(
+        &engine,
+        &page,
+        "the hostile text",
+        Duration::from_secs(5),
+        |v| {
+            let screen = v["nodes"][&term]["screen"].as_str()?;
+            let done = screen.contains("red-done")
+                && v["nodes"][&titled]["title"] == hostile_title
+                && v["nodes"][&sticky]["text"]
+                    .as_str()?
+                    .starts_with("<b>bold?</b>");
+            done.then(|| v.clone())
+        },
+    );
+    let screen = shown["nodes"][&term]["screen"].as_str().unwrap();
+    assert!(
+        screen.contains(r#"<img src=x onerror="document.body.dataset.pwned=1">"#),
+        "{screen}"
+    );
+    assert!(!screen.contains('\u{1b}'), "no escape reaches the page");
+    for id in [&term, &titled, &sticky] {
+        assert_eq!(
+            shown["nodes"][id]["foreign"], 0,
+            "no element was made from text"
+        );
+    }
+    assert_eq!(shown["pwned"], Value::Null, "no injected handler ran");
+    assert_eq!(shown["scripts"], 1, "only the view's own script");
+
+    // A browser node: its title and a screenshot; then navigations, by the agent and by
+    // the page itself, show in the view and in canvas_list.
+    let port = page_server();
+    let browser = serve.ok(
+        &dirs,
+        "me",
+        "browser_open",
+        json!({"url": format!("http://127.0.0.1:{port}/one")}),
+    )["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    serve.ok(
+        &dirs,
+        "me",
+        "canvas_move",
+        json!({"nodeId": browser, "x": 0, "y": 900}),
+    );
+    see(
+        &engine,
+        &page,
+        "the page title and screenshot",
+        Duration::from_secs(10),
+        |v| {
+            let node = &v["nodes"][&browser];
+            let ok = node["page"] == "View test one"
+                && node["shot"].as_str()?.starts_with("data:image/png;base64,");
+            ok.then_some(())
+        },
+    );
+    serve.ok(
+        &dirs,
+        "me",
+        "browser_navigate",
+        json!({"nodeId": browser, "url": format!("http://127.0.0.1:{port}/two")}),
+    );
+    see(
+        &engine,
+        &page,
+        "the navigated URL",
+        Duration::from_secs(2),
+        |v| {
+            let node = &v["nodes"][&browser];
+            let ok = node["url"].as_str()?.ends_with("/two") && node["page"] == "View test two";
+            ok.then_some(())
+        },
+    );
+    let tab_of = |list: &Value| node(list, &browser).unwrap()["data"]["tabs"][0].clone();
+    let tab = tab_of(&serve.ok(&dirs, "me", "canvas_list", json!({})));
+    assert_eq!(tab["url"], format!("http://127.0.0.1:{port}/two"), "{tab}");
+    assert_eq!(tab["title"], "View test two", "{tab}");
+    // A navigation the page makes itself (a followed link).
+    serve.ok(
+        &dirs,
+        "me",
+        "browser_navigate",
+        json!({"nodeId": browser, "url": format!("http://127.0.0.1:{port}/one")}),
+    );
+    serve.ok(
+        &dirs,
+        "me",
+        "browser_click",
+        json!({"nodeId": browser, "selector": "#next"}),
+    );
+    poll(
+        "canvas_list to follow the link",
+        Duration::from_secs(5),
+        || {
+            let tab = tab_of(&serve.ok(&dirs, "me", "canvas_list", json!({})));
+            tab["url"].as_str()?.ends_with("/two").then_some(())
+        },
+    );
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(dirs.project_file()).unwrap()).unwrap();
+    assert!(
+        saved.to_string().contains(&format!("{port}/two")),
+        "kept in project.json"
+    );
+
+    assert!(serve.extra_stdout().is_empty());
+    engine.shutdown();
+    assert!(serve.stop().success());
+    let _ = std::fs::remove_dir_all(profile);
+}
+
+#[test]
+fn the_view_refuses_what_is_not_its_own_page_with_its_key() {
+    let dirs = Dirs::new("view-refuse");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    serve.ok(
+        &dirs,
+        "me",
+        "sticky_open",
+        json!({"text": "secret-canvas-text"}),
+    );
+    let (port, key) = view_parts(&view_url(&serve));
+    let host = format!("Host: 127.0.0.1:{port}\r\n");
+    let auth = format!("Authorization: Bearer {key}\r\n");
+    let token = token(&dirs, "me");
+    let viewer = |n: usize| format!("/api/state?viewer={n:032x}");
+
+    // The page itself needs no key, and carries the security headers.
+    let (status, head, body) = request(port, "GET", "/", &host);
+    assert_eq!(status, 200, "{head}");
+    assert!(body.contains("/view.js"));
+    let lower = head.to_ascii_lowercase();
+    for expected in [
+        "content-security-policy: default-src 'none'; script-src 'self'; style-src 'self'",
+        "frame-ancestors 'none'",
+        "x-frame-options: deny",
+        "x-content-type-options: nosniff",
+        "referrer-policy: no-referrer",
+        "cache-control: no-store",
+    ] {
+        assert!(lower.contains(expected), "{expected} in {head}");
+    }
+    // With its key, the data.
+    let (status, head, body) = request(port, "GET", &viewer(1), &format!("{host}{auth}"));
+    assert_eq!(status, 200, "{head}");
+    assert!(body.contains("secret-canvas-text"));
+    assert!(head
+        .to_ascii_lowercase()
+        .contains("cache-control: no-store"));
+
+    let refusals = [
+        ("no key", host.clone(), 401),
+        (
+            "a wrong key",
+            format!("{host}Authorization: Bearer {}\r\n", "ab".repeat(32)),
+            401,
+        ),
+        (
+            "an agent token",
+            format!("{host}Authorization: Bearer {token}\r\n"),
+            401,
+        ),
+        (
+            "a foreign Host",
+            format!("Host: attacker.example:{port}\r\n{auth}"),
+            403,
+        ),
+        ("no Host", auth.clone(), 403),
+        (
+            "a cross-site Origin",
+            format!("{host}{auth}Origin: http://attacker.example\r\n"),
+            403,
+        ),
+        (
+            "another port's Origin",
+            format!("{host}{auth}Origin: http://127.0.0.1:1\r\n"),
+            403,
+        ),
+        (
+            "Sec-Fetch-Site: cross-site",
+            format!("{host}{auth}Sec-Fetch-Site: cross-site\r\n"),
+            403,
+        ),
+        (
+            "Sec-Fetch-Site: same-site",
+            format!("{host}{auth}Sec-Fetch-Site: same-site\r\n"),
+            403,
+        ),
+    ];
+    for (what, head_lines, expected) in refusals {
+        let (status, head, body) = request(port, "GET", &viewer(2), &head_lines);
+        assert_eq!(status, expected, "{what}: {head}");
+        assert!(
+            !body.contains("secret-canvas-text"),
+            "{what} got canvas data"
+        );
+        assert!(!body.contains(&key) && !body.contains(&token), "{what}");
+        assert!(
+            !head.to_ascii_lowercase().contains("access-control"),
+            "{what}: {head}"
+        );
+    }
+    // Nothing but GET; a same-origin page request is fine.
+    let (status, ..) = request(port, "POST", &viewer(2), &format!("{host}{auth}"));
+    assert_eq!(status, 405);
+    let same_origin =
+        format!("{host}{auth}Origin: http://127.0.0.1:{port}\r\nSec-Fetch-Site: same-origin\r\n");
+    assert_eq!(request(port, "GET", &viewer(2), &same_origin).0, 200);
+
+    // The view key is no session on /call.
+    let (status, body) = serve.call_token(&key, "canvas_list", json!({}));
+    assert_eq!(status, 401, "{body}");
+
+    // Eight viewers at once; the ninth is refused, a known one still served.
+    for n in 3..=8 {
+        assert_eq!(
+            request(port, "GET", &viewer(n), &format!("{host}{auth}")).0,
+            200
+        );
+    }
+    let (status, _, body) = request(port, "GET", &viewer(9), &format!("{host}{auth}"));
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("At most 8 viewers"), "{body}");
+    assert_eq!(
+        request(port, "GET", &viewer(1), &format!("{host}{auth}")).0,
+        200
+    );
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn no_view_means_no_view_url() {
+    let dirs = Dirs::new("view-none");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty", "--no-view"]);
+    assert!(serve.ready.get("viewUrl").is_none(), "{}", serve.ready);
+    assert!(!serve.stderr().contains("canvas view"));
+    assert!(serve.stop().success());
+}
