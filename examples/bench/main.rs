@@ -12,6 +12,8 @@
 //! `lib-server --data DIR [--sessions N] [--projects P]`. For profiling one workload
 //! against a server you started (e.g. under `perf record`):
 //! `load --port P --token T --pid PID [--operation OP] [--connections N] [--duration S]`.
+//! What an open canvas view costs the calls: `viewer [--duration S] [--repeat N]`
+//! (`viewer.rs`).
 
 mod baseline;
 mod libserver;
@@ -20,6 +22,7 @@ mod procfs;
 mod report;
 mod target;
 mod validator;
+mod viewer;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Some("baseline-server") => baseline::main(&args[1..]),
         Some("lib-server") => libserver::main(&args[1..]),
         Some("load") => load_only(&args[1..]),
+        Some("viewer") => viewer::main(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             Ok(())

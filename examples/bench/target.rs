@@ -43,6 +43,8 @@ pub struct Server {
     pub idle: ProcSample,
     /// Where its stderr goes.
     pub log: PathBuf,
+    /// The canvas view's address from the ready line (`serve` only).
+    pub view_url: Option<String>,
 }
 
 /// Starts `command` with its threads pinned to `server_cpu` (the calling thread is
@@ -112,6 +114,7 @@ pub fn spawn(
         ready_after,
         idle,
         log: log.to_path_buf(),
+        view_url: parsed["viewUrl"].as_str().map(str::to_string),
     })
 }
 

@@ -56,9 +56,9 @@ use crate::server::{constant_time_eq, decode_token, lock_or_recover, to_hex};
 /// At most this many viewers (open pages) at once; the next is refused.
 pub const MAX_VIEWERS: usize = 8;
 /// A viewer that has not polled for this long no longer counts.
-pub const VIEWER_TTL: Duration = Duration::from_secs(30);
+pub const VIEWER_TTL: Duration = Duration::from_secs(20);
 /// A poll with nothing new is answered after this long anyway.
-pub const LONG_POLL: Duration = Duration::from_secs(20);
+pub const LONG_POLL: Duration = Duration::from_secs(10);
 /// How often a waiting poll looks for a change.
 pub const POLL_TICK: Duration = Duration::from_millis(250);
 /// At most one screenshot of a page this often.
@@ -350,7 +350,7 @@ fn admit_viewer(shared: &Shared, viewer: &str) -> Result<(), (u16, &'static str)
     if !viewers.contains_key(viewer) && viewers.len() >= MAX_VIEWERS {
         return Err((
             429,
-            "At most 8 viewers can watch this canvas at once: close another view (its place frees within 30 s), then reload",
+            "At most 8 viewers can watch this canvas at once: close another view (its place frees within 20 s), then reload",
         ));
     }
     viewers.insert(viewer.to_string(), now);
