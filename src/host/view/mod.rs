@@ -303,6 +303,24 @@ fn parse_query(query: &str) -> Result<HashMap<&str, &str>, &'static str> {
     Ok(params)
 }
 
+/// Which nodes' screens a poll wants: those it names, or (a page that has drawn nothing
+/// yet, so cannot know) all of them.
+pub enum Visible<'a> {
+    /// These node ids.
+    Only(Vec<&'a str>),
+    /// Every node.
+    All,
+}
+
+impl Visible<'_> {
+    fn contains(&self, id: &str) -> bool {
+        match self {
+            Visible::Only(ids) => ids.contains(&id),
+            Visible::All => true,
+        }
+    }
+}
+
 /// Most node ids a poll may name as visible (the canvas holds at most 500 nodes).
 const MAX_VISIBLE: usize = 500;
 
@@ -314,15 +332,15 @@ fn state(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &
         .filter(|v| (16..=64).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_hexdigit()))
         .ok_or((400, "Missing or malformed viewer id"))?;
     admit_viewer(shared, viewer)?;
-    let visible: Vec<&str> = params
-        .get("visible")
-        .map(|v| {
-            v.split(',')
+    let visible = match params.get("visible") {
+        Some(ids) => Visible::Only(
+            ids.split(',')
                 .filter(|id| !id.is_empty())
                 .take(MAX_VISIBLE)
-                .collect()
-        })
-        .unwrap_or_default();
+                .collect(),
+        ),
+        None => Visible::All,
+    };
     let since = params.get("since").copied().unwrap_or_default();
     let deadline = Instant::now() + LONG_POLL;
     let answer = loop {

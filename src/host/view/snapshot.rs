@@ -19,6 +19,7 @@ use super::super::canvas::NodeKind;
 use super::super::canvas_owner::{with_sessions, HeadlessCanvas};
 use super::super::terminals::HostTerminals;
 use super::super::HostError;
+use super::Visible;
 use crate::runtime::context::read_links;
 use crate::runtime::{AgentToolRuntime, Terminals as _};
 
@@ -40,8 +41,8 @@ pub struct ViewSource {
 }
 
 impl ViewSource {
-    /// The snapshot (module docs); screens only for terminals whose id is in `visible`.
-    pub fn snapshot(&self, visible: &[&str]) -> Result<Value, HostError> {
+    /// The snapshot (module docs); screens only for terminals `visible` names.
+    pub fn snapshot(&self, visible: &Visible) -> Result<Value, HostError> {
         let project_id = self.project_id.clone();
         let copied = self.canvas.with(move |state| {
             let canvas = state.canvas(&project_id)?;
@@ -107,20 +108,20 @@ impl ViewSource {
     }
 
     /// A terminal's screen (when in view) and a browser's live page, added to `node`.
-    fn add_live_parts(&self, node: &mut Value, visible: &[&str]) {
+    fn add_live_parts(&self, node: &mut Value, visible: &Visible) {
         let id = node["id"].as_str().unwrap_or_default().to_string();
         let kind = node["type"].as_str().unwrap_or_default().to_string();
         let Some(object) = node.as_object_mut() else {
             return;
         };
-        if kind == NodeKind::Terminal.name() && visible.contains(&id.as_str()) {
+        if kind == NodeKind::Terminal.name() && visible.contains(&id) {
             if let Some(screen) = self.terminals.capture(&id) {
                 object.insert("screen".into(), json!(last_lines(&screen, SCREEN_LINES)));
             }
         }
         if kind == NodeKind::Browser.name() {
             // Titles set after a load are only known when asked: asked for pages in view.
-            let refresh = visible.contains(&id.as_str());
+            let refresh = visible.contains(&id);
             let mut pages = Map::new();
             let tabs = object["data"]["tabs"]
                 .as_array()

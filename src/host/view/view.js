@@ -40,10 +40,13 @@
 
   async function poll() {
     for (;;) {
-      const visible = visibleIds().join(",");
+      // Before the first drawing nothing is known to be in view: the server then
+      // includes every screen once.
+      const visible = canvas ? visibleIds().join(",") : null;
       const controller = new AbortController();
       polling = { controller, visible };
-      const url = "/api/state?viewer=" + viewer + "&since=" + version + "&visible=" + visible;
+      const url = "/api/state?viewer=" + viewer + "&since=" + version +
+        (visible === null ? "" : "&visible=" + visible);
       let response;
       try {
         response = await fetch(url, { ...authorized, signal: controller.signal });
