@@ -176,7 +176,11 @@ fn accept_loop(server: &tiny_http::Server, shared: &Arc<Shared>) {
     while !shared.stopping.load(Ordering::SeqCst) {
         let request = match server.recv() {
             Ok(request) => request,
-            Err(_) => continue,
+            Err(_) => {
+                // Accepting failed (e.g. out of descriptors): don't spin; try again soon.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
         };
         if shared.stopping.load(Ordering::SeqCst) {
             break;
