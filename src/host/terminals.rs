@@ -865,12 +865,106 @@ mod tests {
             terminals.states().get("n1"),
             Some(&SessionState {
                 live: true,
-                warm: false
+                warm: false,
+                ended: None,
             })
         );
         assert_eq!(terminals.adopt(&|_| false).unwrap(), Vec::<String>::new());
         terminals.close("n1").unwrap();
         assert!(!terminals.has_session("n1"));
+        terminals.shutdown(false);
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_utc(1_796_156_691_000), "2026-12-01T20:24:51.000Z");
+        assert_eq!(rfc3339_utc(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn only_the_last_lines_are_kept() {
+        assert_eq!(last_lines("a\nb\nc", 2), "b\nc");
+        assert_eq!(last_lines("a\nb\nc", 3), "a\nb\nc");
+        assert_eq!(last_lines("a\nb\nc", 9), "a\nb\nc");
+        assert_eq!(last_lines("a\nb", 0), "");
+        let long: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        let kept = ended(ProgramEnd::Status(0), 1, long.trim_end()).last_screen;
+        assert_eq!(kept.lines().count(), KEPT_SCREEN_LINES);
+        assert!(kept.starts_with("line 300\n") && kept.ends_with("line 499"));
+    }
+
+    #[test]
+    fn ended_terminals_round_trip_through_json_and_bad_shapes_are_refused() {
+        for end in [
+            ProgramEnd::Status(3),
+            ProgramEnd::Signal(9),
+            ProgramEnd::Unknown,
+        ] {
+            let record = ended(end, 1_700_000_000_000, "last\nscreen");
+            assert_eq!(EndedTerminal::from_json(&record.to_json()), Some(record));
+        }
+        assert_eq!(ProgramEnd::Status(3).to_json(), json!({"status": 3}));
+        assert_eq!(ProgramEnd::Signal(9).to_json(), json!({"signal": 9}));
+        let edited = json!({"ended": {"status": 1}, "endedAt": 5, "lastScreen": "a\u{1b}[31mb"});
+        assert_eq!(
+            EndedTerminal::from_json(&edited).unwrap().last_screen,
+            "a[31mb"
+        );
+        for bad in [
+            json!({"ended": {"status": 1, "signal": 2}, "endedAt": 5, "lastScreen": ""}),
+            json!({"ended": {"status": "1"}, "endedAt": 5, "lastScreen": ""}),
+            json!({"ended": {"status": 1}, "endedAt": -5, "lastScreen": ""}),
+            json!({"ended": {"status": 1}, "endedAt": 5}),
+            json!("ended"),
+        ] {
+            assert_eq!(EndedTerminal::from_json(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_pty_program_that_ends_is_reported_once_and_read_with_its_end() {
+        let data = std::env::temp_dir().join(format!("host-terminals-end-{}", std::process::id()));
+        let terminals = Arc::new(HostTerminals::new(TerminalsMode::Pty, &data).unwrap());
+        let (reported, reports) = mpsc::channel();
+        terminals
+            .watch(move |id, ended| reported.send((id.to_string(), ended.clone())).unwrap())
+            .unwrap();
+        let cwd = std::env::temp_dir();
+        let env = BTreeMap::new();
+        terminals
+            .start("ends", &cwd, &env, Some("echo bye; exit 7"))
+            .unwrap();
+        terminals
+            .start("closed", &cwd, &env, Some("sleep 30"))
+            .unwrap();
+        let (id, report) = reports.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!((id.as_str(), report.end), ("ends", ProgramEnd::Status(7)));
+        assert_eq!(report.last_screen, "bye");
+        assert_eq!(
+            terminals.capture("ends").unwrap(),
+            "bye\n[process exited with status 7]"
+        );
+        assert_eq!(terminals.ended("ends"), Some(ProgramEnd::Status(7)));
+        let state = terminals.states()["ends"];
+        assert_eq!(state.ended, Some((ProgramEnd::Status(7), report.ended_at)));
+        assert!(!state.live);
+        // Closing is not an end of its own: nothing is reported for "closed".
+        terminals.close("closed").unwrap();
+        terminals.close("ends").unwrap();
+        assert_eq!(terminals.ended("ends"), None);
+        assert!(reports.recv_timeout(Duration::from_millis(300)).is_err());
+        // Remembered from a canvas after a restart: read from the kept screen.
+        terminals.remember("earlier", ended(ProgramEnd::Signal(9), 5, "kept"));
+        assert_eq!(
+            terminals.capture("earlier").unwrap(),
+            "kept\n[process killed by signal 9]"
+        );
+        assert_eq!(
+            terminals.states()["earlier"].ended,
+            Some((ProgramEnd::Signal(9), 5))
+        );
         terminals.shutdown(false);
     }
 
@@ -892,7 +986,8 @@ mod tests {
             terminals.states().get("n1"),
             Some(&SessionState {
                 live: true,
-                warm: false
+                warm: false,
+                ended: None,
             })
         );
         terminals.close("n1").unwrap();
