@@ -1171,6 +1171,58 @@ mod tests {
     }
 
     #[test]
+    fn ended_terminals_are_kept_with_the_canvas_until_their_node_is_removed() {
+        use crate::runtime::ProgramEnd;
+        let dir = project("ended");
+        let mut canvas = Canvas::load(&dir, None).unwrap();
+        let term = open(&mut canvas, "terminal_open", json!({}));
+        let sticky = open(&mut canvas, "sticky_open", json!({"text": "x"}));
+        let ended = EndedTerminal {
+            end: ProgramEnd::Status(3),
+            ended_at: 1_700_000_000_000,
+            last_screen: "$ exit 3".into(),
+        };
+        assert!(canvas.record_ended(&term, &ended).unwrap());
+        // Again, or for what is no terminal: nothing to change, nothing written.
+        let before = file_bytes(&canvas);
+        assert!(!canvas.record_ended(&term, &ended).unwrap());
+        assert!(!canvas.record_ended(&sticky, &ended).unwrap());
+        assert!(!canvas.record_ended("nobody", &ended).unwrap());
+        assert_eq!(file_bytes(&canvas), before);
+        // canvas_list does not carry it (the owner adds `session`); the file does.
+        assert!(!canvas
+            .apply("canvas_list", &Map::new())
+            .unwrap()
+            .to_string()
+            .contains("exit 3"));
+        let reloaded = Canvas::load(&dir, None).unwrap();
+        assert_eq!(reloaded.ended_terminals().get(&term), Some(&ended));
+        assert!(reloaded.warnings().is_empty(), "{:?}", reloaded.warnings());
+
+        canvas
+            .apply(
+                "terminal_close",
+                json!({"nodeId": term}).as_object().unwrap(),
+            )
+            .unwrap();
+        assert!(canvas.ended_terminals().is_empty());
+        let file: Value = serde_json::from_slice(&file_bytes(&canvas)).unwrap();
+        assert!(file.get(ENDED_KEY).is_none(), "{file}");
+
+        // Entries for no terminal node, or of another shape, are dropped with a warning.
+        let mut file: Value = serde_json::from_slice(&file_bytes(&canvas)).unwrap();
+        file[ENDED_KEY] = json!({ sticky.clone(): ended.to_json(), "gone": ended.to_json() });
+        fs::write(canvas.file(), file.to_string()).unwrap();
+        let reloaded = Canvas::load(&dir, None).unwrap();
+        assert!(reloaded.ended_terminals().is_empty());
+        assert_eq!(reloaded.warnings().len(), 2, "{:?}", reloaded.warnings());
+        file[ENDED_KEY] = json!([1]);
+        fs::write(canvas.file(), file.to_string()).unwrap();
+        let reloaded = Canvas::load(&dir, None).unwrap();
+        assert!(reloaded.warnings()[0].contains("not an object"));
+    }
+
+    #[test]
     fn a_given_project_id_is_used_and_kept() {
         let dir = project("given-id");
         Canvas::load(&dir, None).unwrap();

@@ -570,3 +570,22 @@ impl Core {
         Ok(request)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_reason_quotes_the_last_lines_without_control_characters() {
+        let screen = "Welcome\n\n  \u{1b}[31mError: no service\u{7}  \n\n";
+        assert_eq!(last_lines(screen), "Welcome / [31mError: no service");
+        assert_eq!(last_lines("\n \n"), "");
+        // The end is kept; whole lines only, unless the last one alone is too long.
+        let screen = format!("{}\n{}\nlast", "a".repeat(200), "b".repeat(100));
+        assert_eq!(last_lines(&screen), format!("{} / last", "b".repeat(100)));
+        let long = format!("start{}", "é".repeat(400));
+        assert_eq!(last_lines(&long), "é".repeat(EXIT_REASON_CHARS));
+        assert_eq!(exit_words(ProgramEnd::Status(1)), "status 1");
+        assert_eq!(exit_words(ProgramEnd::Signal(9)), "signal 9");
+    }
+}
