@@ -465,14 +465,13 @@ impl HostTerminals {
                     .into_iter()
                     .map(|s| {
                         let warm = !opened.contains(&s.name) && s.created_unix <= started;
-                        let ended = match recorded.get(&s.name) {
-                            Some(ended) => Some((ended.end, ended.ended_at)),
-                            None => s.end.map(|end| (end, s.ended_unix.saturating_mul(1000))),
-                        };
+                        // Only a recorded end, so that `ended` (the trait) agrees: a
+                        // pane that died a moment ago is `live: false` until recorded.
+                        let ended = recorded.get(&s.name).map(|e| (e.end, e.ended_at));
                         let state = SessionState {
-                            live: !s.pane_dead,
+                            live: !s.pane_dead && ended.is_none(),
                             warm,
-                            ended: ended.filter(|_| s.pane_dead),
+                            ended,
                         };
                         (s.name, state)
                     })
@@ -491,9 +490,12 @@ impl HostTerminals {
                         let live = terminal.live();
                         let ended = match recorded.get(&id) {
                             Some(ended) => Some((ended.end, ended.ended_at)),
-                            None => terminal
-                                .exit_status()
-                                .map(|status| (program_end(status), unix_millis())),
+                            None => terminal.exit_status().map(|status| {
+                                // Its reader has not reported it (a background job may
+                                // still hold the PTY open): record it now.
+                                self.wake_watcher();
+                                (program_end(status), unix_millis())
+                            }),
                         };
                         let state = SessionState {
                             live,
@@ -665,14 +667,16 @@ impl Terminals for HostTerminals {
         })
     }
 
-    /// The recorded end, else what the backend says (a tmux pane or PTY program that
-    /// ended a moment ago, before the watcher recorded it).
+    /// The recorded end, else, on the PTY backend, the end of a program that ended a
+    /// moment ago (before the watcher recorded it). Never starts a process: the server
+    /// asks this on its accept thread (`may_connect`); a tmux pane's end counts once the
+    /// watcher has recorded it, which `canvas_list` also waits for.
     fn ended(&self, node_id: &str) -> Option<ProgramEnd> {
         if let Some(ended) = self.recorded_end(node_id) {
             return Some(ended.end);
         }
         match &self.backend {
-            Backend::Tmux(tmux) => tmux.session(node_id).ok().flatten()?.end,
+            Backend::Tmux(_) => None,
             Backend::Pty(pty) => {
                 let terminal = pty.get(node_id)?;
                 if terminal.live() {
