@@ -25,7 +25,12 @@
 //!   node (children at their absolute positions), fits and does not run past
 //!   [`ROW_WIDTH`] (unless it starts at `x = 0`) is taken. The spot below everything is
 //!   always free, so a place is always found.
+//! - A terminal whose program ended keeps its end and last screen in the file's
+//!   `endedTerminals` (node id -> [`EndedTerminal::to_json`]) until the node is removed,
+//!   so a restart still shows it ended. An entry for no terminal node, or of another
+//!   shape, is dropped at load with a warning.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -33,6 +38,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::terminals::EndedTerminal;
 pub use crate::protocol::is_valid_node_id;
 use crate::server::{private_dir, private_json, read_json};
 
@@ -42,6 +48,8 @@ pub const PROJECT_DIR: &str = ".termsprawl";
 pub const PROJECT_FILE: &str = "project.json";
 /// The `version` written into `project.json`.
 pub const FILE_VERSION: u64 = 1;
+/// The top-level key of `project.json` holding ended terminals (see the module docs).
+pub const ENDED_KEY: &str = "endedTerminals";
 /// The most nodes one canvas holds; creating more is refused.
 pub const MAX_NODES: usize = 500;
 /// Space between a group's frame and the nodes it frames, on every side.
@@ -257,6 +265,8 @@ pub struct Canvas {
     carried_entries: Vec<Value>,
     /// Top-level keys of the file this host does not know, written back verbatim.
     carried_keys: Map<String, Value>,
+    /// Terminal nodes whose program ended: how, when, their last screen.
+    ended: BTreeMap<String, EndedTerminal>,
     warnings: Vec<String>,
 }
 
@@ -306,6 +316,7 @@ impl Canvas {
                 selection: Vec::new(),
                 carried_entries: Vec::new(),
                 carried_keys: Map::new(),
+                ended: BTreeMap::new(),
                 warnings: Vec::new(),
             },
         };
@@ -346,6 +357,7 @@ impl Canvas {
             Some(_) => return Err(corrupt("nodes is not an array")),
         };
         let selection = keys.remove("selection");
+        let ended_entries = keys.remove(ENDED_KEY);
         keys.remove("version");
 
         let mut warnings = Vec::new();
@@ -383,6 +395,29 @@ impl Canvas {
                 }
             }
         }
+        let mut ended = BTreeMap::new();
+        match ended_entries {
+            None => {}
+            Some(Value::Object(entries)) => {
+                for (id, entry) in entries {
+                    let terminal = nodes
+                        .iter()
+                        .any(|n| n.id == id && n.kind == NodeKind::Terminal);
+                    match EndedTerminal::from_json(&entry) {
+                        Some(entry) if terminal => {
+                            ended.insert(id, entry);
+                        }
+                        Some(_) => warnings.push(format!(
+                            "{ENDED_KEY}.{id}: no terminal node has this id; dropped"
+                        )),
+                        None => warnings.push(format!(
+                            "{ENDED_KEY}.{id}: not an ended terminal's record; dropped"
+                        )),
+                    }
+                }
+            }
+            Some(_) => warnings.push(format!("{ENDED_KEY} is not an object; dropped")),
+        }
         let mut canvas = Canvas {
             file,
             project_id,
@@ -390,6 +425,7 @@ impl Canvas {
             selection: Vec::new(),
             carried_entries,
             carried_keys: keys,
+            ended,
             warnings,
         };
         if let Some(Value::Array(ids)) = selection {
@@ -417,21 +453,27 @@ impl Canvas {
         document.insert("projectId".into(), json!(self.project_id));
         document.insert("nodes".into(), Value::Array(nodes));
         document.insert("selection".into(), json!(self.selection));
+        if !self.ended.is_empty() {
+            let ended = self.ended.iter().map(|(id, e)| (id.clone(), e.to_json()));
+            document.insert(ENDED_KEY.into(), Value::Object(ended.collect()));
+        }
         private_json(&self.file, &Value::Object(document)).map_err(|source| CanvasError::Io {
             path: self.file.clone(),
             source,
         })
     }
 
-    /// Applies `change` to a copy; if the nodes or the selection changed, saves the copy
-    /// and makes it the canvas. On any error the canvas stays as it was.
+    /// Applies `change` to a copy; if the nodes, the selection or the ended terminals
+    /// changed, saves the copy and makes it the canvas. On any error the canvas stays as
+    /// it was.
     fn change<T>(
         &mut self,
         change: impl FnOnce(&mut Canvas) -> Result<T, CanvasError>,
     ) -> Result<T, CanvasError> {
         let mut next = self.clone();
         let result = change(&mut next)?;
-        if next.nodes != self.nodes || next.selection != self.selection {
+        if next.nodes != self.nodes || next.selection != self.selection || next.ended != self.ended
+        {
             next.save()?;
             *self = next;
         }
@@ -762,6 +804,31 @@ impl Canvas {
         self.change(|canvas| Ok(canvas.remove(node_id)))
     }
 
+    /// Keeps how terminal node `node_id`'s program ended and its last screen, and saves.
+    /// `false`, changing nothing, when there is no such terminal node or that end is
+    /// kept already.
+    pub fn record_ended(
+        &mut self,
+        node_id: &str,
+        ended: &EndedTerminal,
+    ) -> Result<bool, CanvasError> {
+        let terminal = self
+            .node(node_id)
+            .is_some_and(|n| n.kind == NodeKind::Terminal);
+        if !terminal || self.ended.get(node_id) == Some(ended) {
+            return Ok(false);
+        }
+        self.change(|canvas| {
+            canvas.ended.insert(node_id.to_string(), ended.clone());
+            Ok(true)
+        })
+    }
+
+    /// The terminal nodes whose program ended, with how and their last screen.
+    pub fn ended_terminals(&self) -> &BTreeMap<String, EndedTerminal> {
+        &self.ended
+    }
+
     /// The node with this id.
     pub fn node(&self, node_id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.id == node_id)
@@ -818,6 +885,7 @@ impl Canvas {
             }
         }
         self.selection.retain(|id| id != node_id);
+        self.ended.remove(node_id);
         Some(node)
     }
 
@@ -1100,6 +1168,58 @@ mod tests {
             json!({"version": 1, "projectId": canvas.project_id(), "nodes": [], "selection": []})
         );
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ended_terminals_are_kept_with_the_canvas_until_their_node_is_removed() {
+        use crate::runtime::ProgramEnd;
+        let dir = project("ended");
+        let mut canvas = Canvas::load(&dir, None).unwrap();
+        let term = open(&mut canvas, "terminal_open", json!({}));
+        let sticky = open(&mut canvas, "sticky_open", json!({"text": "x"}));
+        let ended = EndedTerminal {
+            end: ProgramEnd::Status(3),
+            ended_at: 1_700_000_000_000,
+            last_screen: "$ exit 3".into(),
+        };
+        assert!(canvas.record_ended(&term, &ended).unwrap());
+        // Again, or for what is no terminal: nothing to change, nothing written.
+        let before = file_bytes(&canvas);
+        assert!(!canvas.record_ended(&term, &ended).unwrap());
+        assert!(!canvas.record_ended(&sticky, &ended).unwrap());
+        assert!(!canvas.record_ended("nobody", &ended).unwrap());
+        assert_eq!(file_bytes(&canvas), before);
+        // canvas_list does not carry it (the owner adds `session`); the file does.
+        assert!(!canvas
+            .apply("canvas_list", &Map::new())
+            .unwrap()
+            .to_string()
+            .contains("exit 3"));
+        let reloaded = Canvas::load(&dir, None).unwrap();
+        assert_eq!(reloaded.ended_terminals().get(&term), Some(&ended));
+        assert!(reloaded.warnings().is_empty(), "{:?}", reloaded.warnings());
+
+        canvas
+            .apply(
+                "terminal_close",
+                json!({"nodeId": term}).as_object().unwrap(),
+            )
+            .unwrap();
+        assert!(canvas.ended_terminals().is_empty());
+        let file: Value = serde_json::from_slice(&file_bytes(&canvas)).unwrap();
+        assert!(file.get(ENDED_KEY).is_none(), "{file}");
+
+        // Entries for no terminal node, or of another shape, are dropped with a warning.
+        let mut file: Value = serde_json::from_slice(&file_bytes(&canvas)).unwrap();
+        file[ENDED_KEY] = json!({ sticky.clone(): ended.to_json(), "gone": ended.to_json() });
+        fs::write(canvas.file(), file.to_string()).unwrap();
+        let reloaded = Canvas::load(&dir, None).unwrap();
+        assert!(reloaded.ended_terminals().is_empty());
+        assert_eq!(reloaded.warnings().len(), 2, "{:?}", reloaded.warnings());
+        file[ENDED_KEY] = json!([1]);
+        fs::write(canvas.file(), file.to_string()).unwrap();
+        let reloaded = Canvas::load(&dir, None).unwrap();
+        assert!(reloaded.warnings()[0].contains("not an object"));
     }
 
     #[test]

@@ -31,7 +31,14 @@
 //! - `browser_open`: refused (nothing added) when there is no Chromium; else the node is
 //!   added and its tab's page opens; the owner waits for it up to `BROWSER_OPEN_WAIT`
 //!   so that starting Chromium fits in the request (the runtime then waits for the guest).
-//! - `canvas_list`: terminal nodes carry `session: {backend, live, warm}` (not saved).
+//! - `canvas_list`: terminal nodes carry `session: {backend, live, warm}`, or for one
+//!   whose program ended `{backend, live: false, ended: {status} | {signal}, endedAt}`
+//!   (`endedAt` an RFC 3339 UTC time); `null` without a session (not saved).
+//!
+//! A terminal's program ending by itself is reported by the terminals' watcher to
+//! [`HeadlessCanvas::terminal_ended`]: its end and last screen are saved with the canvas
+//! (under the lock), then the runtime is told (outside it), which sets or revokes an
+//! agent's status.
 //!
 //! The runtime owns the owner (through the host) and the owner needs the runtime to
 //! reply: the cycle is broken by a `OnceLock<Weak<AgentToolRuntime>>` set after both exist.
@@ -45,7 +52,7 @@ use serde_json::{json, Value};
 use super::browser::document_url_allowed;
 use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use super::canvas::{Canvas, Node, NodeKind};
-use super::terminals::HostTerminals;
+use super::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
@@ -150,6 +157,18 @@ impl HeadlessCanvas {
         Ok(job(state))
     }
 
+    /// Terminal node `node_id`'s program ended by itself (the terminals' watcher says so):
+    /// keeps the end with its canvas, then tells the runtime (which updates an agent's
+    /// status). Nothing when the node is on no canvas (closed meanwhile) or the owner
+    /// has stopped.
+    pub fn terminal_ended(&self, node_id: &str, ended: &EndedTerminal) {
+        let recorded = self.with(|state| state.record_ended(node_id, ended));
+        let Ok((true, Some(runtime))) = recorded else {
+            return;
+        };
+        runtime.terminal_ended(node_id, ended.end, &ended.last_screen);
+    }
+
     /// Stops the owner once the request or job in progress is done: later ones are
     /// refused. Idempotent.
     pub fn stop(&self) {
@@ -204,6 +223,31 @@ impl OwnerState {
         self.runtime.get()?.upgrade()
     }
 
+    /// Saves `ended` with the canvas holding terminal node `node_id`. Returns whether such
+    /// a node was found, and the runtime to tell. A failed save is logged: the end is
+    /// still known to the terminals until the host stops.
+    fn record_ended(
+        &mut self,
+        node_id: &str,
+        ended: &EndedTerminal,
+    ) -> (bool, Option<Arc<AgentToolRuntime>>) {
+        let found = self
+            .canvases
+            .values_mut()
+            .find(|(_, canvas)| canvas.node(node_id).is_some());
+        let Some((_, canvas)) = found else {
+            return (false, None);
+        };
+        if let Err(error) = canvas.record_ended(node_id, ended) {
+            eprintln!("termsprawl-tools: terminal {node_id} ended but its last screen was not saved: {error}");
+        }
+        eprintln!(
+            "termsprawl-tools: terminal {node_id}: its program ended ({})",
+            ended.end.describe()
+        );
+        (true, self.runtime())
+    }
+
     /// Tells the workspace which nodes project `project_id` has now.
     fn publish(&self, project_id: &str) {
         if let Some((folder, canvas)) = self.canvases.get(project_id) {
@@ -255,11 +299,35 @@ impl OwnerState {
             Ok(_) => {}
             Err(error) => log.push(format!("could not list earlier sessions: {error}")),
         }
+        for (_, canvas) in self.canvases.values() {
+            for (id, ended) in canvas.ended_terminals() {
+                self.terminals.remember(id, ended.clone());
+            }
+        }
         let Some(runtime) = self.runtime() else {
             return log;
         };
+        let states = self.terminals.states();
         for (project_id, folder, node) in terminals {
             let command = node.data.command.clone().filter(|c| !c.trim().is_empty());
+            // Ended (recorded, or a tmux pane that died while no host ran): it keeps its
+            // last screen, nothing is started; an agent keeps the status it had saved.
+            let state = states.get(&node.id);
+            if state.is_some_and(|s| !s.live && (s.ended.is_some() || command.is_some())) {
+                let how = state
+                    .and_then(|s| s.ended)
+                    .map_or("ended".into(), |(end, _)| end.describe());
+                log.push(format!(
+                    "terminal {} has ended ({how}); kept until closed",
+                    node.id
+                ));
+                if node.data.agent_id.is_some() {
+                    if let Some(line) = resume_session(&runtime, &project_id, &node.id) {
+                        log.push(line);
+                    }
+                }
+                continue;
+            }
             let alive = self.terminals.has_session(&node.id);
             match (alive, command, node.data.agent_id.is_some()) {
                 (true, Some(command), _) => {
@@ -467,8 +535,8 @@ pub(crate) fn sync_tabs(canvas: &mut Canvas, browsers: &ChromiumBrowsers) {
     }
 }
 
-/// `canvas_list`'s nodes with each terminal's `session: {backend, live, warm}`
-/// (`null` when it has none).
+/// `canvas_list`'s nodes with each terminal's `session` (see the module docs; `null`
+/// when it has none).
 pub(crate) fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
     let is_terminal = |n: &Value| n["type"] == "terminal";
     let lists_terminal = list
@@ -482,15 +550,28 @@ pub(crate) fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value
     if let Some(nodes) = list.as_array_mut() {
         for node in nodes.iter_mut().filter(|n| is_terminal(n)) {
             let id = node["id"].as_str().unwrap_or_default();
-            let session = states.get(id).map(|state| {
-                json!({ "backend": terminals.backend_name(), "live": state.live, "warm": state.warm })
-            });
+            let session = states
+                .get(id)
+                .map(|state| session_json(terminals.backend_name(), state));
             if let Some(object) = node.as_object_mut() {
                 object.insert("session".into(), session.unwrap_or(Value::Null));
             }
         }
     }
     list
+}
+
+/// One terminal's `session` in `canvas_list`.
+fn session_json(backend: &str, state: &SessionState) -> Value {
+    match state.ended {
+        Some((end, at)) => json!({
+            "backend": backend,
+            "live": false,
+            "ended": end.to_json(),
+            "endedAt": rfc3339_utc(at),
+        }),
+        None => json!({ "backend": backend, "live": state.live, "warm": state.warm }),
+    }
 }
 
 #[cfg(test)]

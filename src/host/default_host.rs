@@ -95,7 +95,8 @@ impl DefaultHost {
 
     /// Creates and starts the runtime (taking the data directory's lock, listening,
     /// installing the launcher that execs `ctl_executable`), then restores terminals (only
-    /// now: ending stale tmux sessions is safe only while holding the lock) and, with
+    /// now: ending stale tmux sessions is safe only while holding the lock), starts
+    /// watching for terminals whose program ends and, with
     /// browser control on, reopens the pages of the canvas's browser tabs.
     pub fn start(&mut self, ctl_executable: &Path) -> Result<Endpoint, HostError> {
         if self.runtime.is_some() {
@@ -108,6 +109,14 @@ impl DefaultHost {
         for line in self.canvas.with(|state| state.restore_terminals())? {
             eprintln!("termsprawl-tools: {line}");
         }
+        // From now on (and for ends found now), a program ending keeps its node's last
+        // screen with the canvas and updates its agent's status.
+        let canvas = Arc::downgrade(&self.canvas);
+        self.terminals.watch(move |node_id, ended| {
+            if let Some(canvas) = canvas.upgrade() {
+                canvas.terminal_ended(node_id, ended);
+            }
+        })?;
         if self.workspace.browser_control_enabled() {
             // Pages come back before agents are told the host is ready.
             let reopened = self.browsers.reopen_all(BROWSER_OPEN_WAIT);

@@ -185,6 +185,10 @@ struct Output {
     screen: Screen,
 }
 
+/// Called once by a terminal's reader thread when its program ended on its own (not
+/// when the terminal was closed), after the child was reaped.
+pub type OnExit = Box<dyn FnOnce() + Send>;
+
 /// State shared by a terminal and its reader thread.
 struct Shared {
     pid: libc::pid_t,
@@ -192,6 +196,8 @@ struct Shared {
     printed: AtomicBool,
     /// Once `Reaped`, the child's pid is never waited for or signalled again.
     child: Mutex<ChildState>,
+    /// Set by `close` before any signal is sent, so an end it causes is never reported.
+    closed: AtomicBool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,7 +264,6 @@ pub struct Terminal {
     wake: File,
     reader: Mutex<Option<JoinHandle<()>>>,
     writing: Mutex<()>,
-    closed: AtomicBool,
     started: Instant,
 }
 
@@ -273,6 +278,14 @@ impl fmt::Debug for Terminal {
 impl Terminal {
     /// Starts `options.command` (default: the user's shell) on a new PTY.
     pub fn spawn(options: &TerminalOptions) -> Result<Terminal, TerminalError> {
+        Terminal::spawn_watched(options, None)
+    }
+
+    /// [`Terminal::spawn`], calling `on_exit` once its program ends by itself (see [`OnExit`]).
+    pub fn spawn_watched(
+        options: &TerminalOptions,
+        on_exit: Option<OnExit>,
+    ) -> Result<Terminal, TerminalError> {
         let argv = match &options.command {
             Some(argv) => argv.clone(),
             None => vec![default_shell()],
@@ -327,6 +340,7 @@ impl Terminal {
             }),
             printed: AtomicBool::new(false),
             child: Mutex::new(ChildState::Running),
+            closed: AtomicBool::new(false),
         });
         let terminal = Terminal {
             shared: Arc::clone(&shared),
@@ -334,14 +348,22 @@ impl Terminal {
             wake,
             reader: Mutex::new(None),
             writing: Mutex::new(()),
-            closed: AtomicBool::new(false),
             started: Instant::now(),
         };
         let master = Arc::clone(&terminal.master);
         // If the thread cannot start, dropping `terminal` ends the child.
         let reader = std::thread::Builder::new()
             .name(format!("pty-reader-{pid}"))
-            .spawn(move || read_until_eof(&shared, &master, &wake_read))
+            .spawn(move || {
+                read_until_eof(&shared, &master, &wake_read);
+                if let Some(on_exit) = on_exit {
+                    if !shared.closed.load(Ordering::Acquire)
+                        && shared.try_reap() != ChildState::Running
+                    {
+                        on_exit();
+                    }
+                }
+            })
             .map_err(|e| TerminalError::Spawn("cannot start the reader thread".to_string(), e))?;
         *lock(&terminal.reader) = Some(reader);
         Ok(terminal)
@@ -359,7 +381,7 @@ impl Terminal {
 
     /// True while the child runs (not closed and not exited).
     pub fn live(&self) -> bool {
-        !self.closed.load(Ordering::Acquire) && self.shared.try_reap() == ChildState::Running
+        !self.shared.closed.load(Ordering::Acquire) && self.shared.try_reap() == ChildState::Running
     }
 
     /// The child's exit status, once it has exited and been reaped.
@@ -373,7 +395,7 @@ impl Terminal {
     /// Writes `bytes` as typed input. Fails if the terminal is closed or its program has
     /// exited, or when the program does not take input within [`WRITE_TIMEOUT`].
     pub fn write(&self, bytes: &[u8]) -> Result<(), TerminalError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(TerminalError::Closed);
         }
         if self.shared.try_reap() != ChildState::Running {
@@ -434,7 +456,7 @@ impl Terminal {
     /// Marks the terminal closed and sends SIGHUP (and SIGCONT, so stopped jobs see it)
     /// to its session. False if it was already closed.
     fn hang_up(&self) -> bool {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
             return false;
         }
         self.shared.signal_session(libc::SIGHUP);
@@ -653,6 +675,16 @@ impl PtyTerminals {
         id: &str,
         options: &TerminalOptions,
     ) -> Result<Arc<Terminal>, TerminalError> {
+        self.open_watched(id, options, None)
+    }
+
+    /// [`PtyTerminals::open`] with [`Terminal::spawn_watched`]'s `on_exit`.
+    pub fn open_watched(
+        &self,
+        id: &str,
+        options: &TerminalOptions,
+        on_exit: Option<OnExit>,
+    ) -> Result<Arc<Terminal>, TerminalError> {
         let exited = {
             let mut terminals = lock(&self.terminals);
             match terminals.get(id) {
@@ -671,7 +703,7 @@ impl PtyTerminals {
         if terminals.contains_key(id) {
             return Err(TerminalError::AlreadyOpen(id.to_string())); // opened meanwhile
         }
-        let terminal = Arc::new(Terminal::spawn(options)?);
+        let terminal = Arc::new(Terminal::spawn_watched(options, on_exit)?);
         terminals.insert(id.to_string(), Arc::clone(&terminal));
         Ok(terminal)
     }

@@ -10,11 +10,22 @@
 //! prepared before its session starts, so an existing session there is one that predates
 //! this host. Strict warmth (tmux: created before this host process) is reported per node
 //! by [`HostTerminals::states`], which `canvas_list` shows.
+//!
+//! A terminal whose program ends by itself keeps its node and its last screen until the
+//! node is closed: tmux keeps the dead pane (`remain-on-exit`), the PTY backend keeps the
+//! terminal and its screen model. [`HostTerminals::watch`] reports each such end once,
+//! with an [`EndedTerminal`] (how, when, the last [`KEPT_SCREEN_LINES`] lines), which the
+//! canvas owner saves with the canvas and hands back after a restart
+//! ([`HostTerminals::remember`]), so the end outlives the tmux server and the PTYs.
+//! Reads of an ended terminal end with a line such as `[process exited with status 3]`.
+//! An end this host causes (closing a node, shutdown) is not one: nothing is reported.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -22,7 +33,7 @@ use serde_json::{json, Value};
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
 use super::tmux::TmuxServer;
 use super::HostError;
-use crate::runtime::Terminals;
+use crate::runtime::{unix_millis, ProgramEnd, Terminals};
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
 const MAX_CAPTURE_CHARS: usize = 100_000;
@@ -34,6 +45,16 @@ const MAX_CAPTURE_CHARS: usize = 100_000;
 /// lag is below what an agent can act on (its next call takes longer), and it turns one
 /// tmux process per listing into a few per second.
 const LISTING_TTL: Duration = Duration::from_millis(250);
+
+/// How many lines of an ended terminal's last screen are kept with the canvas (and read
+/// once its session is gone).
+pub const KEPT_SCREEN_LINES: usize = 200;
+
+/// How long a dead tmux pane may go without tmux reporting its exit status before its end
+/// is recorded as unknown (tmux collects the status a moment after the pane dies).
+const STATUS_WAIT: Duration = Duration::from_secs(2);
+/// How often the watcher looks again while a dead pane's status is not reported yet.
+const STATUS_POLL: Duration = Duration::from_millis(50);
 
 /// The message for `terminal_external` on the PTY backend.
 pub const EXTERNAL_NEEDS_TMUX: &str = "terminal_external needs the tmux backend: install tmux and restart `termsprawl-tools serve` (or start it with --terminals tmux); built-in PTY terminals cannot be opened in a second window";
@@ -70,10 +91,72 @@ pub struct SessionState {
     pub live: bool,
     /// It was started before this host process (only tmux sessions can be).
     pub warm: bool,
+    /// How and when (Unix ms) its program ended, once it has.
+    pub ended: Option<(ProgramEnd, u64)>,
+}
+
+/// A terminal whose program ended by itself: what its node keeps until it is closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndedTerminal {
+    /// How it ended.
+    pub end: ProgramEnd,
+    /// When (Unix milliseconds).
+    pub ended_at: u64,
+    /// The last [`KEPT_SCREEN_LINES`] lines it showed, as inert text.
+    pub last_screen: String,
+}
+
+impl EndedTerminal {
+    /// `{"ended": {"status": 3}, "endedAt": <unix ms>, "lastScreen": "…"}`, as the canvas
+    /// file keeps it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "ended": self.end.to_json(),
+            "endedAt": self.ended_at,
+            "lastScreen": self.last_screen,
+        })
+    }
+
+    /// The inverse of [`EndedTerminal::to_json`]; `None` for any other shape. The screen
+    /// is made inert and cut to [`KEPT_SCREEN_LINES`] again (the file may have been edited).
+    pub fn from_json(value: &Value) -> Option<EndedTerminal> {
+        Some(EndedTerminal {
+            end: ProgramEnd::from_json(value.get("ended")?)?,
+            ended_at: value.get("endedAt")?.as_u64()?,
+            last_screen: last_lines(
+                &inert(value.get("lastScreen")?.as_str()?),
+                KEPT_SCREEN_LINES,
+            )
+            .to_string(),
+        })
+    }
+}
+
+/// `ms` (Unix milliseconds) as an RFC 3339 UTC time, e.g. `2026-12-01T20:31:05.123Z`.
+pub fn rfc3339_utc(ms: u64) -> String {
+    let (days, rest) = (ms / 86_400_000, ms % 86_400_000);
+    let (hour, minute) = (rest / 3_600_000, rest / 60_000 % 60);
+    let (second, milli) = (rest / 1000 % 60, rest % 1000);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
 }
 
 enum Backend {
-    Tmux(TmuxServer),
+    Tmux(Arc<TmuxServer>),
     Pty(PtyTerminals),
 }
 
@@ -88,6 +171,18 @@ pub struct HostTerminals {
     /// The last tmux listing for [`HostTerminals::states`] and when it was taken (see
     /// [`LISTING_TTL`]); `None` once a start, close or adopt may have changed it.
     listing: Mutex<Option<(Instant, HashMap<String, SessionState>)>>,
+    /// The ends recorded (reported by the watcher, or remembered from the canvas).
+    ended: Mutex<HashMap<String, EndedTerminal>>,
+    /// Dead tmux panes whose status tmux has not reported yet, and since when.
+    unreported: Mutex<HashMap<String, Instant>>,
+    /// "A program may have ended": PTY readers and the tmux pane watcher send here; the
+    /// watcher thread ([`HostTerminals::watch`]) takes the receiver. `None` once shut down.
+    may_have_ended: Mutex<Option<Sender<()>>>,
+    may_have_ended_rx: Mutex<Option<Receiver<()>>>,
+    /// Tells the tmux pane watcher that a server runs now (a session was opened).
+    server_started: Mutex<Option<Sender<()>>>,
+    /// Set at shutdown: the tmux pane watcher stops at its next wake-up.
+    stopping: Arc<AtomicBool>,
 }
 
 /// The private tmux server's directory of a data directory.
@@ -120,17 +215,150 @@ impl HostTerminals {
         let backend = if tmux {
             let server =
                 TmuxServer::new(&tmux_dir(data)).map_err(|e| HostError::Terminal(e.to_string()))?;
-            Backend::Tmux(server)
+            Backend::Tmux(Arc::new(server))
         } else {
             Backend::Pty(PtyTerminals::new())
         };
+        let (may_have_ended, may_have_ended_rx) = mpsc::channel();
         Ok(HostTerminals {
             backend,
             started_at: SystemTime::now(),
             opened: Mutex::default(),
             preferences: data.join("agent-tools").join("preferences.json"),
             listing: Mutex::default(),
+            ended: Mutex::default(),
+            unreported: Mutex::default(),
+            may_have_ended: Mutex::new(Some(may_have_ended)),
+            may_have_ended_rx: Mutex::new(Some(may_have_ended_rx)),
+            server_started: Mutex::default(),
+            stopping: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Starts reporting ends: `on_end(node_id, ended)` is called, on a thread of its own,
+    /// once for every terminal whose program ends by itself from now on, and at once for
+    /// those found ended now (e.g. a tmux pane that died while no host ran). The ends
+    /// are recorded before `on_end` is called. Only the first call does anything.
+    pub fn watch(
+        self: &Arc<Self>,
+        on_end: impl Fn(&str, &EndedTerminal) + Send + 'static,
+    ) -> Result<(), HostError> {
+        let Some(wakes) = lock(&self.may_have_ended_rx).take() else {
+            return Ok(());
+        };
+        let cannot =
+            |e: std::io::Error| HostError::Terminal(format!("cannot watch terminals: {e}"));
+        if let Backend::Tmux(tmux) = &self.backend {
+            let (started, starts) = mpsc::channel();
+            *lock(&self.server_started) = Some(started.clone());
+            let ended = self.wake_sender().ok_or(HostError::Stopped)?;
+            let (tmux, stopping) = (tmux.clone(), self.stopping.clone());
+            std::thread::Builder::new()
+                .name("tmux-pane-watch".into())
+                .spawn(move || watch_tmux_panes(&tmux, &stopping, &starts, &ended))
+                .map_err(cannot)?;
+            // A server from an earlier host may be running already.
+            let _ = started.send(());
+        }
+        let terminals = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("terminal-ends".into())
+            .spawn(move || report_ends(&terminals, &wakes, &on_end))
+            .map_err(cannot)?;
+        self.wake_watcher();
+        Ok(())
+    }
+
+    /// Records `ended` for node `node_id` (at host start, from the canvas), unless an end
+    /// is recorded already.
+    pub fn remember(&self, node_id: &str, ended: EndedTerminal) {
+        lock(&self.ended)
+            .entry(node_id.to_string())
+            .or_insert(ended);
+        self.forget_listing();
+    }
+
+    /// The recorded end of node `node_id`, if its program ended.
+    pub fn recorded_end(&self, node_id: &str) -> Option<EndedTerminal> {
+        lock(&self.ended).get(node_id).cloned()
+    }
+
+    /// Ends whose program ended and were not recorded yet: records and returns them.
+    /// Also says whether a tmux pane is dead but its status not reported yet (look again).
+    fn collect_ended(&self) -> (Vec<(String, EndedTerminal)>, bool) {
+        let mut found = Vec::new();
+        let mut look_again = false;
+        match &self.backend {
+            Backend::Tmux(tmux) => {
+                let Ok(sessions) = tmux.sessions() else {
+                    return (found, false);
+                };
+                let mut unreported = lock(&self.unreported);
+                unreported.retain(|name, _| sessions.iter().any(|s| &s.name == name));
+                for session in sessions.iter().filter(|s| s.pane_dead) {
+                    if lock(&self.ended).contains_key(&session.name) {
+                        continue;
+                    }
+                    let since = *unreported
+                        .entry(session.name.clone())
+                        .or_insert_with(Instant::now);
+                    let end = match session.end {
+                        Some(end) => end,
+                        None if since.elapsed() >= STATUS_WAIT => ProgramEnd::Unknown,
+                        None => {
+                            look_again = true;
+                            continue;
+                        }
+                    };
+                    unreported.remove(&session.name);
+                    let screen = tmux
+                        .capture(&session.name, MAX_CAPTURE_CHARS)
+                        .map(|text| inert(&text))
+                        .unwrap_or_default();
+                    let ended_at = match session.ended_unix {
+                        0 => unix_millis(),
+                        seconds => seconds.saturating_mul(1000),
+                    };
+                    found.push((session.name.clone(), ended(end, ended_at, &screen)));
+                }
+            }
+            Backend::Pty(pty) => {
+                for id in pty.ids() {
+                    let Some(terminal) = pty.get(&id) else {
+                        continue;
+                    };
+                    if terminal.live() || lock(&self.ended).contains_key(&id) {
+                        continue;
+                    }
+                    let end = terminal
+                        .exit_status()
+                        .map_or(ProgramEnd::Unknown, program_end);
+                    let screen = terminal.read(MAX_CAPTURE_CHARS);
+                    found.push((id, ended(end, unix_millis(), &screen)));
+                }
+            }
+        }
+        let mut recorded = lock(&self.ended);
+        for (id, ended) in &found {
+            recorded.insert(id.clone(), ended.clone());
+        }
+        drop(recorded);
+        if !found.is_empty() {
+            self.forget_listing();
+        }
+        (found, look_again)
+    }
+
+    /// A sender for "a program may have ended", while not shut down.
+    fn wake_sender(&self) -> Option<Sender<()>> {
+        lock(&self.may_have_ended).clone()
+    }
+
+    /// Makes the watcher look for ends now.
+    fn wake_watcher(&self) {
+        if let Some(sender) = self.wake_sender() {
+            let _ = sender.send(());
+        }
     }
 
     /// `"tmux"` or `"pty"`.
@@ -157,6 +385,9 @@ impl HostTerminals {
                 let opened = tmux.open(node_id, cwd, &env, command, size.cols, size.rows);
                 if opened.is_ok() {
                     self.lock_opened().insert(node_id.to_string());
+                    if let Some(started) = lock(&self.server_started).as_ref() {
+                        let _ = started.send(());
+                    }
                 }
                 // After `opened` is updated, so no listing taken before it can be kept.
                 self.forget_listing();
@@ -169,15 +400,22 @@ impl HostTerminals {
                     env,
                     size,
                 };
-                pty.open(node_id, &options)
+                let on_exit = self.wake_sender().map(|sender| {
+                    Box::new(move || {
+                        let _ = sender.send(());
+                    }) as super::terminal::OnExit
+                });
+                pty.open_watched(node_id, &options, on_exit)
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
         }
     }
 
-    /// Ends node `node_id`'s session and everything running in it (none is fine).
+    /// Ends node `node_id`'s session and everything running in it (none is fine), and
+    /// forgets its recorded end.
     pub fn close(&self, node_id: &str) -> Result<(), String> {
+        lock(&self.ended).remove(node_id);
         match &self.backend {
             Backend::Tmux(tmux) => {
                 self.lock_opened().remove(node_id);
@@ -222,32 +460,54 @@ impl HostTerminals {
                     return HashMap::new();
                 };
                 let opened = self.lock_opened();
-                let states: HashMap<String, SessionState> = sessions
+                let recorded = lock(&self.ended);
+                let mut states: HashMap<String, SessionState> = sessions
                     .into_iter()
                     .map(|s| {
                         let warm = !opened.contains(&s.name) && s.created_unix <= started;
+                        // Only a recorded end, so that `ended` (the trait) agrees: a
+                        // pane that died a moment ago is `live: false` until recorded.
+                        let ended = recorded.get(&s.name).map(|e| (e.end, e.ended_at));
                         let state = SessionState {
-                            live: !s.pane_dead,
+                            live: !s.pane_dead && ended.is_none(),
                             warm,
+                            ended,
                         };
                         (s.name, state)
                     })
                     .collect();
+                add_recorded(&mut states, &recorded);
                 *listing = Some((taken, states.clone()));
                 states
             }
-            Backend::Pty(pty) => pty
-                .ids()
-                .into_iter()
-                .filter_map(|id| {
-                    let terminal = pty.get(&id)?;
-                    let state = SessionState {
-                        live: terminal.live(),
-                        warm: false,
-                    };
-                    Some((id, state))
-                })
-                .collect(),
+            Backend::Pty(pty) => {
+                let recorded = lock(&self.ended);
+                let mut states: HashMap<String, SessionState> = pty
+                    .ids()
+                    .into_iter()
+                    .filter_map(|id| {
+                        let terminal = pty.get(&id)?;
+                        let live = terminal.live();
+                        let ended = match recorded.get(&id) {
+                            Some(ended) => Some((ended.end, ended.ended_at)),
+                            None => terminal.exit_status().map(|status| {
+                                // Its reader has not reported it (a background job may
+                                // still hold the PTY open): record it now.
+                                self.wake_watcher();
+                                (program_end(status), unix_millis())
+                            }),
+                        };
+                        let state = SessionState {
+                            live,
+                            warm: false,
+                            ended: ended.filter(|_| !live),
+                        };
+                        Some((id, state))
+                    })
+                    .collect();
+                add_recorded(&mut states, &recorded);
+                states
+            }
         }
     }
 
@@ -269,6 +529,14 @@ impl HostTerminals {
     /// At host shutdown: PTY terminals are always ended; tmux sessions keep running
     /// unless `kill_tmux` (`--kill-terminals`).
     pub fn shutdown(&self, kill_tmux: bool) {
+        // No more reports: ends from here on are ours (closing PTYs, killing tmux).
+        self.stopping.store(true, Ordering::SeqCst);
+        lock(&self.may_have_ended).take();
+        lock(&self.server_started).take();
+        if let Backend::Tmux(tmux) = &self.backend {
+            // Ends the pane watcher's `wait-for` (no server running: nobody waits).
+            let _ = tmux.wake_pane_watcher();
+        }
         match &self.backend {
             Backend::Tmux(tmux) if kill_tmux => {
                 let killed = tmux.kill_server();
@@ -377,13 +645,49 @@ impl Terminals for HostTerminals {
         }
     }
 
+    /// The screen (see the module docs); for an ended terminal its last screen (from its
+    /// session while it has one, else the kept lines) and a line saying how it ended.
     fn capture(&self, node_id: &str) -> Option<String> {
-        match &self.backend {
+        let screen = match &self.backend {
             Backend::Tmux(tmux) => tmux
                 .capture(node_id, MAX_CAPTURE_CHARS)
                 .ok()
                 .map(|text| inert(&text)),
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.read(MAX_CAPTURE_CHARS)),
+        };
+        let Some(ended) = self.recorded_end(node_id) else {
+            return screen;
+        };
+        let screen = screen.unwrap_or(ended.last_screen);
+        let line = ended.end.screen_line();
+        Some(if screen.is_empty() {
+            line
+        } else {
+            format!("{screen}\n{line}")
+        })
+    }
+
+    /// The recorded end, else, on the PTY backend, the end of a program that ended a
+    /// moment ago (before the watcher recorded it). Never starts a process: the server
+    /// asks this on its accept thread (`may_connect`); a tmux pane's end counts once the
+    /// watcher has recorded it, which `canvas_list` also waits for.
+    fn ended(&self, node_id: &str) -> Option<ProgramEnd> {
+        if let Some(ended) = self.recorded_end(node_id) {
+            return Some(ended.end);
+        }
+        match &self.backend {
+            Backend::Tmux(_) => None,
+            Backend::Pty(pty) => {
+                let terminal = pty.get(node_id)?;
+                if terminal.live() {
+                    return None;
+                }
+                Some(
+                    terminal
+                        .exit_status()
+                        .map_or(ProgramEnd::Unknown, program_end),
+                )
+            }
         }
     }
 
@@ -405,6 +709,110 @@ impl Terminals for HostTerminals {
             "program": program,
             "message": "Opened a second view of this terminal in a window; closing that window only detaches",
         }))
+    }
+}
+
+use crate::server::lock_or_recover as lock;
+
+/// States for recorded ends whose session is gone (tmux server ended, PTYs of an
+/// earlier host).
+fn add_recorded(
+    states: &mut HashMap<String, SessionState>,
+    recorded: &HashMap<String, EndedTerminal>,
+) {
+    for (id, ended) in recorded {
+        states.entry(id.clone()).or_insert(SessionState {
+            live: false,
+            warm: false,
+            ended: Some((ended.end, ended.ended_at)),
+        });
+    }
+}
+
+/// An [`EndedTerminal`] keeping the last [`KEPT_SCREEN_LINES`] lines of `screen`.
+fn ended(end: ProgramEnd, ended_at: u64, screen: &str) -> EndedTerminal {
+    EndedTerminal {
+        end,
+        ended_at,
+        last_screen: last_lines(screen, KEPT_SCREEN_LINES).to_string(),
+    }
+}
+
+/// A reaped child's status as a [`ProgramEnd`].
+fn program_end(status: std::process::ExitStatus) -> ProgramEnd {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ProgramEnd::Status(code),
+        (None, Some(signal)) => ProgramEnd::Signal(signal),
+        (None, None) => ProgramEnd::Unknown,
+    }
+}
+
+/// The last `count` lines of `text`.
+fn last_lines(text: &str, count: usize) -> &str {
+    if count == 0 {
+        return "";
+    }
+    match text.rmatch_indices('\n').nth(count - 1) {
+        Some((newline, _)) => &text[newline + 1..],
+        None => text,
+    }
+}
+
+/// The watcher thread: on every wake-up, records the new ends and reports them; while a
+/// dead pane's status is not reported yet, looks again every [`STATUS_POLL`]. Ends when
+/// every sender is gone (shutdown) or the terminals are dropped.
+fn report_ends(
+    terminals: &Weak<HostTerminals>,
+    wakes: &Receiver<()>,
+    on_end: &dyn Fn(&str, &EndedTerminal),
+) {
+    let mut look_again = false;
+    loop {
+        let woken = if look_again {
+            !matches!(
+                wakes.recv_timeout(STATUS_POLL),
+                Err(mpsc::RecvTimeoutError::Disconnected)
+            )
+        } else {
+            wakes.recv().is_ok()
+        };
+        let Some(terminals) = terminals.upgrade().filter(|_| woken) else {
+            return;
+        };
+        while wakes.try_recv().is_ok() {} // one look covers every wake-up so far
+        let (found, again) = terminals.collect_ended();
+        look_again = again;
+        drop(terminals);
+        for (node_id, ended) in &found {
+            on_end(node_id, ended);
+        }
+    }
+}
+
+/// The tmux pane watcher: waits for the `pane-died` hook while a server runs, and for a
+/// session to be opened while none does; each pane death wakes `ended`.
+fn watch_tmux_panes(
+    tmux: &TmuxServer,
+    stopping: &AtomicBool,
+    server_started: &Receiver<()>,
+    ended: &Sender<()>,
+) {
+    while !stopping.load(Ordering::SeqCst) {
+        match tmux.wait_for_pane_death() {
+            Ok(()) => {
+                if stopping.load(Ordering::SeqCst) || ended.send(()).is_err() {
+                    return;
+                }
+            }
+            // No server (yet, or any more): nothing can end before a session is opened.
+            Err(_) => {
+                if server_started.recv().is_err() {
+                    return;
+                }
+                while server_started.try_recv().is_ok() {}
+            }
+        }
     }
 }
 
@@ -461,12 +869,106 @@ mod tests {
             terminals.states().get("n1"),
             Some(&SessionState {
                 live: true,
-                warm: false
+                warm: false,
+                ended: None,
             })
         );
         assert_eq!(terminals.adopt(&|_| false).unwrap(), Vec::<String>::new());
         terminals.close("n1").unwrap();
         assert!(!terminals.has_session("n1"));
+        terminals.shutdown(false);
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_utc(1_796_156_691_000), "2026-12-01T20:24:51.000Z");
+        assert_eq!(rfc3339_utc(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn only_the_last_lines_are_kept() {
+        assert_eq!(last_lines("a\nb\nc", 2), "b\nc");
+        assert_eq!(last_lines("a\nb\nc", 3), "a\nb\nc");
+        assert_eq!(last_lines("a\nb\nc", 9), "a\nb\nc");
+        assert_eq!(last_lines("a\nb", 0), "");
+        let long: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        let kept = ended(ProgramEnd::Status(0), 1, long.trim_end()).last_screen;
+        assert_eq!(kept.lines().count(), KEPT_SCREEN_LINES);
+        assert!(kept.starts_with("line 300\n") && kept.ends_with("line 499"));
+    }
+
+    #[test]
+    fn ended_terminals_round_trip_through_json_and_bad_shapes_are_refused() {
+        for end in [
+            ProgramEnd::Status(3),
+            ProgramEnd::Signal(9),
+            ProgramEnd::Unknown,
+        ] {
+            let record = ended(end, 1_700_000_000_000, "last\nscreen");
+            assert_eq!(EndedTerminal::from_json(&record.to_json()), Some(record));
+        }
+        assert_eq!(ProgramEnd::Status(3).to_json(), json!({"status": 3}));
+        assert_eq!(ProgramEnd::Signal(9).to_json(), json!({"signal": 9}));
+        let edited = json!({"ended": {"status": 1}, "endedAt": 5, "lastScreen": "a\u{1b}[31mb"});
+        assert_eq!(
+            EndedTerminal::from_json(&edited).unwrap().last_screen,
+            "a[31mb"
+        );
+        for bad in [
+            json!({"ended": {"status": 1, "signal": 2}, "endedAt": 5, "lastScreen": ""}),
+            json!({"ended": {"status": "1"}, "endedAt": 5, "lastScreen": ""}),
+            json!({"ended": {"status": 1}, "endedAt": -5, "lastScreen": ""}),
+            json!({"ended": {"status": 1}, "endedAt": 5}),
+            json!("ended"),
+        ] {
+            assert_eq!(EndedTerminal::from_json(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_pty_program_that_ends_is_reported_once_and_read_with_its_end() {
+        let data = std::env::temp_dir().join(format!("host-terminals-end-{}", std::process::id()));
+        let terminals = Arc::new(HostTerminals::new(TerminalsMode::Pty, &data).unwrap());
+        let (reported, reports) = mpsc::channel();
+        terminals
+            .watch(move |id, ended| reported.send((id.to_string(), ended.clone())).unwrap())
+            .unwrap();
+        let cwd = std::env::temp_dir();
+        let env = BTreeMap::new();
+        terminals
+            .start("ends", &cwd, &env, Some("echo bye; exit 7"))
+            .unwrap();
+        terminals
+            .start("closed", &cwd, &env, Some("sleep 30"))
+            .unwrap();
+        let (id, report) = reports.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!((id.as_str(), report.end), ("ends", ProgramEnd::Status(7)));
+        assert_eq!(report.last_screen, "bye");
+        assert_eq!(
+            terminals.capture("ends").unwrap(),
+            "bye\n[process exited with status 7]"
+        );
+        assert_eq!(terminals.ended("ends"), Some(ProgramEnd::Status(7)));
+        let state = terminals.states()["ends"];
+        assert_eq!(state.ended, Some((ProgramEnd::Status(7), report.ended_at)));
+        assert!(!state.live);
+        // Closing is not an end of its own: nothing is reported for "closed".
+        terminals.close("closed").unwrap();
+        terminals.close("ends").unwrap();
+        assert_eq!(terminals.ended("ends"), None);
+        assert!(reports.recv_timeout(Duration::from_millis(300)).is_err());
+        // Remembered from a canvas after a restart: read from the kept screen.
+        terminals.remember("earlier", ended(ProgramEnd::Signal(9), 5, "kept"));
+        assert_eq!(
+            terminals.capture("earlier").unwrap(),
+            "kept\n[process killed by signal 9]"
+        );
+        assert_eq!(
+            terminals.states()["earlier"].ended,
+            Some((ProgramEnd::Signal(9), 5))
+        );
         terminals.shutdown(false);
     }
 
@@ -488,7 +990,8 @@ mod tests {
             terminals.states().get("n1"),
             Some(&SessionState {
                 live: true,
-                warm: false
+                warm: false,
+                ended: None,
             })
         );
         terminals.close("n1").unwrap();

@@ -32,7 +32,7 @@ use super::pty::{send_signal, wait_exited_unreaped};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
-use crate::runtime::holds_private_file;
+use crate::runtime::{holds_private_file, ProgramEnd};
 use crate::server::{private_dir, private_write};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).
@@ -43,7 +43,11 @@ pub const TMUX_CONFIG: &str = "\
 # termsprawl-tools: private tmux server for canvas terminals (no user config is loaded).
 set -g history-limit 10000
 set -g status off
-set -g remain-on-exit off
+# A pane whose program ended stays (with its last screen, without tmux's own note)
+# until its node is closed; each end wakes the host's watcher.
+set -g remain-on-exit on
+set -g remain-on-exit-format ''
+set-hook -g pane-died 'wait-for -S termsprawl-pane-died'
 set -g mouse off
 set -g set-titles off
 set -g destroy-unattached off
@@ -51,6 +55,9 @@ set -s exit-empty on
 set -s exit-unattached off
 set -s escape-time 10
 ";
+
+/// The `wait-for` channel the `pane-died` hook of [`TMUX_CONFIG`] signals.
+pub const PANE_DIED_CHANNEL: &str = "termsprawl-pane-died";
 
 /// Terminal programs tried, in order, when preferences name none.
 pub const DEFAULT_TERMINALS: [&str; 4] =
@@ -153,8 +160,12 @@ pub struct SessionInfo {
     pub created_unix: u64,
     /// Process id of the program in the session's active pane (0 if tmux didn't say).
     pub pane_pid: u32,
-    /// The pane's program has exited (only seen while tmux is tearing the session down).
+    /// The pane's program has exited (the pane stays: `remain-on-exit`).
     pub pane_dead: bool,
+    /// How it ended, once tmux has collected its status (a moment after `pane_dead`).
+    pub end: Option<ProgramEnd>,
+    /// When it ended (Unix seconds; 0 while not known).
+    pub ended_unix: u64,
     /// The pane has drawn something: its cursor left the top-left corner or lines scrolled
     /// into its history.
     pub shown_output: bool,
@@ -287,7 +298,7 @@ impl TmuxServer {
                 return Ok(Vec::new());
             }
         }
-        let format = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}";
+        let format = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}";
         match self.run("list-sessions", &["list-sessions", "-F", format]) {
             Ok(out) => Ok(String::from_utf8_lossy(&out)
                 .lines()
@@ -422,9 +433,16 @@ impl TmuxServer {
 
     /// At host start: kills every session for which `keep(name)` is false (its node is no
     /// longer on the canvas) and returns the sessions kept.
+    /// The server (started by an earlier host, maybe an older one) is given our current
+    /// config first, so its panes keep their last screen and report their end.
     pub fn adopt(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<SessionInfo>, TmuxError> {
+        let sessions = self.sessions()?;
+        if !sessions.is_empty() {
+            let config = self.config.as_os_str();
+            self.run("source-file", &[OsStr::new("source-file"), config])?;
+        }
         let mut kept = Vec::new();
-        for session in self.sessions()? {
+        for session in sessions {
             if keep(&session.name) {
                 kept.push(session);
             } else {
@@ -588,8 +606,40 @@ impl TmuxServer {
         crate::server::lock_or_recover(&self.opened)
     }
 
-    /// Runs `tmux -u -S socket -f config ARGS` and returns its stdout.
-    fn run<S: AsRef<OsStr>>(&self, what: &str, args: &[S]) -> Result<Vec<u8>, TmuxError> {
+    /// Blocks until a pane's program ends (the `pane-died` hook signals
+    /// [`PANE_DIED_CHANNEL`]; an end while nobody waited is remembered by tmux and returns
+    /// at once), or until [`TmuxServer::wake_pane_watcher`]. `Err` when no server runs or
+    /// it exited meanwhile: then nothing can end until the next [`TmuxServer::open`].
+    /// No deadline: this waits as long as the terminals run.
+    pub fn wait_for_pane_death(&self) -> Result<(), TmuxError> {
+        let status = self
+            .command(&["wait-for", PANE_DIED_CHANNEL])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|source| TmuxError::Io {
+                what: format!("running {}", self.tmux.display()),
+                source,
+            })?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(TmuxError::Failed {
+                what: "wait-for".to_string(),
+                message: status.to_string(),
+            })
+        }
+    }
+
+    /// Wakes a [`TmuxServer::wait_for_pane_death`] (as a pane's end does).
+    pub fn wake_pane_watcher(&self) -> Result<(), TmuxError> {
+        self.run("wait-for", &["wait-for", "-S", PANE_DIED_CHANNEL])
+            .map(drop)
+    }
+
+    /// `tmux -u -S socket -f config ARGS`, its environment as the module docs say, stdin
+    /// closed.
+    fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
         let mut command = Command::new(&self.tmux);
         command.env_clear();
         for (name, value) in std::env::vars_os() {
@@ -604,9 +654,14 @@ impl TmuxServer {
             .arg("-f")
             .arg(&self.config)
             .args(args.iter().map(|a| escape_separator(a.as_ref())))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `tmux -u -S socket -f config ARGS` and returns its stdout.
+    fn run<S: AsRef<OsStr>>(&self, what: &str, args: &[S]) -> Result<Vec<u8>, TmuxError> {
+        let mut command = self.command(args);
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let child = command.spawn().map_err(|source| TmuxError::Io {
             what: format!("running {}", self.tmux.display()),
             source,
@@ -711,16 +766,32 @@ fn chunks(text: &str, max: usize) -> Vec<&str> {
 /// One `list-sessions -F` line; `None` for anything that isn't one of our sessions.
 fn parse_session_line(line: &str) -> Option<SessionInfo> {
     let fields: Vec<&str> = line.split('\t').collect();
-    let [name, created, pid, dead, cursor_x, cursor_y, history, attached] = fields[..] else {
+    let [name, created, pid, dead, cursor_x, cursor_y, history, attached, status, signal, died] =
+        fields[..]
+    else {
         return None;
     };
     check_node(name).ok()?;
     let number = |s: &str| s.trim().parse::<u64>().unwrap_or(0);
+    let pane_dead = dead == "1";
+    // tmux fills one of status and signal once it has reaped the pane's program.
+    let end = match (status.trim(), signal.trim()) {
+        _ if !pane_dead => None,
+        ("", "") => None,
+        (code, "") => Some(code.parse().map_or(ProgramEnd::Unknown, ProgramEnd::Status)),
+        (_, signal) => Some(
+            signal
+                .parse()
+                .map_or(ProgramEnd::Unknown, ProgramEnd::Signal),
+        ),
+    };
     Some(SessionInfo {
         name: name.to_string(),
         created_unix: number(created),
         pane_pid: u32::try_from(number(pid)).unwrap_or(0),
-        pane_dead: dead == "1",
+        pane_dead,
+        end,
+        ended_unix: number(died),
         shown_output: number(cursor_x) > 0 || number(cursor_y) > 0 || number(history) > 0,
         attached_clients: u32::try_from(number(attached)).unwrap_or(u32::MAX),
     })
@@ -936,7 +1007,7 @@ mod tests {
 
     #[test]
     fn session_lines_parse() {
-        let s = parse_session_line("n-1\t1700000000\t4242\t0\t2\t0\t0\t1").unwrap();
+        let s = parse_session_line("n-1\t1700000000\t4242\t0\t2\t0\t0\t1\t\t\t").unwrap();
         assert_eq!(
             s,
             SessionInfo {
@@ -944,13 +1015,22 @@ mod tests {
                 created_unix: 1_700_000_000,
                 pane_pid: 4242,
                 pane_dead: false,
+                end: None,
+                ended_unix: 0,
                 shown_output: true,
                 attached_clients: 1,
             }
         );
-        let quiet = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0").unwrap();
-        assert!(quiet.pane_dead && !quiet.shown_output);
-        assert!(parse_session_line("bad name\t1\t2\t0\t0\t0\t0\t0").is_none());
+        let quiet = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t\t").unwrap();
+        assert!(quiet.pane_dead && !quiet.shown_output && quiet.end.is_none());
+        let exited = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t3\t\t1700000009").unwrap();
+        assert_eq!(exited.end, Some(ProgramEnd::Status(3)));
+        assert_eq!(exited.ended_unix, 1_700_000_009);
+        let killed = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t9\t1").unwrap();
+        assert_eq!(killed.end, Some(ProgramEnd::Signal(9)));
+        let running = parse_session_line("n\t1\t2\t0\t0\t0\t0\t0\t\t\t").unwrap();
+        assert_eq!(running.end, None);
+        assert!(parse_session_line("bad name\t1\t2\t0\t0\t0\t0\t0\t\t\t").is_none());
         assert!(parse_session_line("n\t1").is_none());
     }
 

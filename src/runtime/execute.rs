@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::agents::find_preset;
 use super::artifact::check_artifact_path;
 use super::context::{last_chars, read_context};
-use super::host::ProjectSnapshot;
+use super::host::{ProgramEnd, ProjectSnapshot};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF};
@@ -26,6 +26,15 @@ const OWN_TERMINAL: &str =
     "Use a separate shell terminal instead of writing into or closing your own agent";
 const NOT_ATTACHED: &str = "Terminal is not attached";
 const CLAIM_FIRST: &str = "Claim this browser or ask its owner to transfer control first";
+
+/// The answer to a write into a terminal whose program has ended. Closing it and opening
+/// a new terminal is the one way to get a fresh shell (there is no respawn in place).
+fn ended_error(end: ProgramEnd) -> String {
+    format!(
+        "The program in this terminal has ended ({}). Read its last screen with terminal_read, then close it or open a new terminal.",
+        end.describe()
+    )
+}
 
 /// A node's id, type and `data` field, as the canvas owner lists them.
 fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
@@ -144,12 +153,15 @@ impl Core {
         self.wait_for_terminal(&created)
     }
 
-    /// Waits for the terminal a canvas operation created (`{nodeId, …}`) to be ready.
+    /// Waits for the terminal a canvas operation created (`{nodeId, …}`) to be ready, or
+    /// to have ended already (an agent that could not start: its node, last screen and
+    /// status say why, so the launch itself did happen).
     fn wait_for_terminal(&self, created: &Value) -> Result<Value, String> {
         let node_id = node_field(created, "nodeId")
             .ok_or("The canvas did not report the new terminal's nodeId")?;
         let deadline = Instant::now() + TERMINAL_READY_TIMEOUT;
-        while !self.host.terminals.has_ready_session(node_id) {
+        let terminals = &self.host.terminals;
+        while !terminals.has_ready_session(node_id) && terminals.ended(node_id).is_none() {
             if Instant::now() >= deadline {
                 return Err(format!(
                     "Node {node_id} was created but its terminal did not become ready. Inspect it before retrying."
@@ -299,7 +311,10 @@ impl Core {
             "terminal_close" => self.canvas(identity, operation, request.args.clone()),
             _ => {
                 if !terminals.has_live_session(node_id) {
-                    return Err(NOT_ATTACHED.into());
+                    return Err(match terminals.ended(node_id) {
+                        Some(end) => ended_error(end),
+                        None => NOT_ATTACHED.into(),
+                    });
                 }
                 let text = match operation {
                     "terminal_submit" if is_agent_terminal(node) => {

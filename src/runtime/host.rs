@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::protocol::{CanvasToolRequest, IntegrationStatus};
 
@@ -77,6 +77,70 @@ pub trait Terminals: Send + Sync + 'static {
     fn scrollback(&self, node_id: &str) -> Option<String>;
     /// Opens a second, external view of a warm session for the user.
     fn attach_external(&self, node_id: &str) -> Result<Value, String>;
+    /// How the session's program ended, once it has (its node then keeps its last screen
+    /// until closed). A host that cannot tell answers `None`: writes into such a session
+    /// are refused as not attached.
+    fn ended(&self, _node_id: &str) -> Option<ProgramEnd> {
+        None
+    }
+}
+
+/// How a terminal's program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramEnd {
+    /// It exited with this status.
+    Status(i32),
+    /// This signal killed it.
+    Signal(i32),
+    /// It ended, but how was not reported (e.g. reaped by someone else).
+    Unknown,
+}
+
+impl ProgramEnd {
+    /// `exit status 3`, `killed by signal 9`, `exited`: for sentences.
+    pub fn describe(self) -> String {
+        match self {
+            ProgramEnd::Status(code) => format!("exit status {code}"),
+            ProgramEnd::Signal(signal) => format!("killed by signal {signal}"),
+            ProgramEnd::Unknown => "exited".to_string(),
+        }
+    }
+
+    /// The line a read of the ended terminal ends with: `[process exited with status 3]`,
+    /// `[process killed by signal 9]`, `[process exited]`.
+    pub fn screen_line(self) -> String {
+        match self {
+            ProgramEnd::Status(code) => format!("[process exited with status {code}]"),
+            ProgramEnd::Signal(signal) => format!("[process killed by signal {signal}]"),
+            ProgramEnd::Unknown => "[process exited]".to_string(),
+        }
+    }
+
+    /// `{"status": 3}`, `{"signal": 9}`, or `{}` when unknown.
+    pub fn to_json(self) -> Value {
+        match self {
+            ProgramEnd::Status(code) => json!({ "status": code }),
+            ProgramEnd::Signal(signal) => json!({ "signal": signal }),
+            ProgramEnd::Unknown => json!({}),
+        }
+    }
+
+    /// The inverse of [`ProgramEnd::to_json`]; `None` for anything else.
+    pub fn from_json(value: &Value) -> Option<ProgramEnd> {
+        let object = value.as_object()?;
+        let number = |key: &str| {
+            object
+                .get(key)
+                .and_then(Value::as_i64)
+                .and_then(|n| i32::try_from(n).ok())
+        };
+        match (object.len(), number("status"), number("signal")) {
+            (0, _, _) => Some(ProgramEnd::Unknown),
+            (1, Some(code), None) => Some(ProgramEnd::Status(code)),
+            (1, None, Some(signal)) => Some(ProgramEnd::Signal(signal)),
+            _ => None,
+        }
+    }
 }
 
 /// The four host traits, handed to [`crate::runtime::AgentToolRuntime::new`].

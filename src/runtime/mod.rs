@@ -55,7 +55,9 @@ pub use canvas::{
     unix_millis, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR,
 };
 pub use context::read_context;
-pub use host::{Browsers, CanvasOwner, Host, ProjectSnapshot, PtyRequest, Terminals, Workspace};
+pub use host::{
+    Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
+};
 pub(crate) use launch::holds_private_file;
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,

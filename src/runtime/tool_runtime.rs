@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::canvas::CanvasBridge;
-use super::host::{Host, PtyRequest};
+use super::host::{Host, ProgramEnd, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
 };
@@ -199,7 +199,57 @@ impl AgentToolRuntime {
 
     /// Ends an agent's tool access (its node was closed or removed). No-op while stopping.
     pub fn revoke(&self, node_id: &str) {
-        self.core.revoke(node_id)
+        self.core.revoke(node_id, REVOKED)
+    }
+
+    /// The host saw the program of terminal node `node_id` end, showing `last_screen`.
+    /// An agent whose MCP client never connected keeps its session, with status
+    /// needs-setup and a reason naming the exit and its last screen lines (so
+    /// `agent_status` says why it could not start); any other agent is revoked, as when
+    /// its node is closed, with a reason naming the exit. Nodes without a session
+    /// (plain shells) need nothing. No-op while stopping.
+    pub fn terminal_ended(&self, node_id: &str, end: ProgramEnd, last_screen: &str) {
+        self.core.terminal_ended(node_id, end, last_screen)
+    }
+}
+
+/// The reason given when a node's tool access is revoked because it was closed.
+const REVOKED: &str = "Tool access was revoked; launch the agent again to reconnect";
+
+/// At most this many characters of an ended agent's last screen go into its reason.
+pub const EXIT_REASON_CHARS: usize = 300;
+
+/// The last non-empty lines of `screen`, control characters removed, joined with " / ",
+/// at most [`EXIT_REASON_CHARS`] characters (the end is kept: that is where an error is).
+fn last_lines(screen: &str) -> String {
+    let mut kept: Vec<String> = Vec::new();
+    let mut length = 0;
+    for line in screen.lines().rev() {
+        let clean: String = line.chars().filter(|c| !c.is_control()).collect();
+        let clean = clean.trim();
+        if clean.is_empty() {
+            continue;
+        }
+        let cost = clean.chars().count() + if kept.is_empty() { 0 } else { 3 };
+        if length + cost > EXIT_REASON_CHARS {
+            if kept.is_empty() {
+                kept.push(super::context::last_chars(clean, EXIT_REASON_CHARS).to_string());
+            }
+            break;
+        }
+        length += cost;
+        kept.push(clean.to_string());
+    }
+    kept.reverse();
+    kept.join(" / ")
+}
+
+/// `status 1`, `signal 9`: how an agent ended, for its status reason.
+fn exit_words(end: ProgramEnd) -> String {
+    match end {
+        ProgramEnd::Status(code) => format!("status {code}"),
+        ProgramEnd::Signal(signal) => format!("signal {signal}"),
+        ProgramEnd::Unknown => "status unknown".to_string(),
     }
 }
 
@@ -225,6 +275,10 @@ impl ServerCallbacks for Core {
     fn on_status(&self, node_id: &str, status: &IntegrationStatus) {
         lock(&self.statuses).insert(node_id.to_string(), status.clone());
         self.host.workspace.status_changed(node_id, status);
+    }
+
+    fn may_connect(&self, node_id: &str) -> bool {
+        self.host.terminals.ended(node_id).is_none()
     }
 }
 
@@ -345,7 +399,39 @@ impl Core {
         Ok(found)
     }
 
-    pub(super) fn revoke(&self, node_id: &str) {
+    fn terminal_ended(&self, node_id: &str, end: ProgramEnd, last_screen: &str) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(server) = self.server() else {
+            return;
+        };
+        let Some(session) = server.session(node_id) else {
+            return;
+        };
+        let exited = format!("The agent exited ({})", exit_words(end));
+        if session.status.state != IntegrationState::NeedsSetup {
+            self.revoke(node_id, &exited);
+            return;
+        }
+        let lines = last_lines(last_screen);
+        let reason = if lines.is_empty() {
+            format!("{exited} before connecting")
+        } else {
+            format!("{exited} before connecting: {lines:?}")
+        };
+        let status = IntegrationStatus {
+            reason: Some(reason),
+            ..session.status
+        };
+        // Only a revoke in between can fail it (then the agent's status is gone anyway)
+        // or the file write (the status still reaches the app through `on_status`).
+        if let Err(ServerError::Io { .. }) = server.set_status(node_id, status.clone()) {
+            self.on_status(node_id, &status);
+        }
+    }
+
+    pub(super) fn revoke(&self, node_id: &str, reason: &str) {
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
@@ -358,7 +444,7 @@ impl Core {
             state: IntegrationState::NeedsSetup,
             adapter: previous.map_or_else(|| "external".to_string(), |s| s.adapter),
             version: None,
-            reason: Some("Tool access was revoked; launch the agent again to reconnect".into()),
+            reason: Some(reason.to_string()),
         };
         self.host.workspace.status_changed(node_id, &status);
         // Best effort: a failed write leaves the in-memory map right for this run.
@@ -482,5 +568,24 @@ impl Core {
             .env
             .insert("TERMSPRAWL_PROJECT_ID".into(), project_id);
         Ok(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_reason_quotes_the_last_lines_without_control_characters() {
+        let screen = "Welcome\n\n  \u{1b}[31mError: no service\u{7}  \n\n";
+        assert_eq!(last_lines(screen), "Welcome / [31mError: no service");
+        assert_eq!(last_lines("\n \n"), "");
+        // The end is kept; whole lines only, unless the last one alone is too long.
+        let screen = format!("{}\n{}\nlast", "a".repeat(200), "b".repeat(100));
+        assert_eq!(last_lines(&screen), format!("{} / last", "b".repeat(100)));
+        let long = format!("start{}", "é".repeat(400));
+        assert_eq!(last_lines(&long), "é".repeat(EXIT_REASON_CHARS));
+        assert_eq!(exit_words(ProgramEnd::Status(1)), "status 1");
+        assert_eq!(exit_words(ProgramEnd::Signal(9)), "signal 9");
     }
 }

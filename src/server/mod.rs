@@ -113,6 +113,11 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     fn app_version(&self) -> String {
         "development".to_string()
     }
+    /// Whether `session_info` may mark this agent's MCP adapter connected now: false once
+    /// the app knows its program has ended (its status then keeps saying why).
+    fn may_connect(&self, _node_id: &str) -> bool {
+        true
+    }
 }
 
 /// Where queued operations read the time, so tests can move it (see [`QUEUE_EXPIRY`]).
@@ -693,7 +698,7 @@ impl AgentToolServer {
         let mut status = lock_or_recover(&self.sessions)
             .get(&session.node_id)
             .map_or_else(|| session.status.clone(), |s| s.status.clone());
-        if connects_on_session_info(&status) {
+        if connects_on_session_info(&status) && self.callbacks.may_connect(&session.node_id) {
             status.state = IntegrationState::Connected;
             status.reason = Some("Authenticated tool connection established".into());
             // The status still reaches the app if only the file could not be written

@@ -161,7 +161,13 @@ pub struct Serve {
 impl Serve {
     /// Starts serve and waits for its ready line.
     pub fn start(dirs: &Dirs, extra: &[&str]) -> Serve {
+        Serve::start_with_env(dirs, extra, &[])
+    }
+
+    /// [`Serve::start`] with `env` added to serve's environment (its terminals inherit it).
+    pub fn start_with_env(dirs: &Dirs, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let mut child = serve_command(dirs, extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
