@@ -64,7 +64,10 @@ fn ready_line_has_every_field_and_stdout_nothing_else() {
     assert_eq!(ready["instanceId"].as_str().unwrap().len(), 32);
     let view = ready["viewUrl"].as_str().unwrap();
     let key = view.rsplit_once("/#key=").unwrap().1;
-    assert!(view.starts_with("http://127.0.0.1:") && key.len() == 64, "{view}");
+    assert!(
+        view.starts_with("http://127.0.0.1:") && key.len() == 64,
+        "{view}"
+    );
     assert_eq!(ready["directory"], json!(dirs.agent_tools()));
     assert_eq!(ready["projectId"], "proj1");
     assert_eq!(

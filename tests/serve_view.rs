@@ -282,6 +282,32 @@ fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
     assert_eq!(shown["pwned"], Value::Null, "no injected handler ran");
     assert_eq!(shown["scripts"], 1, "only the view's own script");
 
+    // A shell that ends: the view says how, and keeps its last screen.
+    let ending = serve.ok(&dirs, "me", "terminal_open", json!({"title": "ending"}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": ending, "command": "echo last-words; exit 3"}),
+    );
+    see(
+        &engine,
+        &page,
+        "the ended terminal",
+        Duration::from_secs(5),
+        |v| {
+            let node = &v["nodes"][&ending];
+            let ok = node["meta"]
+                .as_str()?
+                .contains("ended: exited with status 3")
+                && node["screen"].as_str()?.contains("last-words");
+            ok.then_some(())
+        },
+    );
+
     // A browser node: its title and a screenshot; then navigations, by the agent and by
     // the page itself, show in the view and in canvas_list.
     let port = page_server();
