@@ -581,6 +581,36 @@ impl HostTerminals {
     }
 
     /// Drops the cached tmux listing (after this host changed the sessions).
+    /// The terminal's current screen only (tmux: the visible pane, one tmux call instead of
+    /// `capture`'s two and its history), followed by an ended program's end line: what the
+    /// canvas view shows.
+    pub fn screen(&self, node_id: &str) -> Option<String> {
+        self.read_screen(node_id, true)
+    }
+
+    /// `capture` (`visible_only` false: with the history a read may need) or `screen`.
+    fn read_screen(&self, node_id: &str, visible_only: bool) -> Option<String> {
+        let screen = match &self.backend {
+            Backend::Tmux(tmux) => match visible_only {
+                true => tmux.capture_screen(node_id),
+                false => tmux.capture(node_id, MAX_CAPTURE_CHARS),
+            }
+            .ok()
+            .map(|text| inert(&text)),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.read(MAX_CAPTURE_CHARS)),
+        };
+        let Some(ended) = self.recorded_end(node_id) else {
+            return screen;
+        };
+        let screen = screen.unwrap_or(ended.last_screen);
+        let line = ended.end.screen_line();
+        Some(if screen.is_empty() {
+            line
+        } else {
+            format!("{screen}\n{line}")
+        })
+    }
+
     fn forget_listing(&self) {
         *crate::server::lock_or_recover(&self.listing) = None;
     }
@@ -648,23 +678,7 @@ impl Terminals for HostTerminals {
     /// The screen (see the module docs); for an ended terminal its last screen (from its
     /// session while it has one, else the kept lines) and a line saying how it ended.
     fn capture(&self, node_id: &str) -> Option<String> {
-        let screen = match &self.backend {
-            Backend::Tmux(tmux) => tmux
-                .capture(node_id, MAX_CAPTURE_CHARS)
-                .ok()
-                .map(|text| inert(&text)),
-            Backend::Pty(pty) => pty.get(node_id).map(|t| t.read(MAX_CAPTURE_CHARS)),
-        };
-        let Some(ended) = self.recorded_end(node_id) else {
-            return screen;
-        };
-        let screen = screen.unwrap_or(ended.last_screen);
-        let line = ended.end.screen_line();
-        Some(if screen.is_empty() {
-            line
-        } else {
-            format!("{screen}\n{line}")
-        })
+        self.read_screen(node_id, false)
     }
 
     /// The recorded end, else, on the PTY backend, the end of a program that ended a

@@ -386,6 +386,18 @@ impl TmuxServer {
         Ok(last_chars(&tidy_capture(&String::from_utf8_lossy(&out)), max_chars).to_string())
     }
 
+    /// `node`'s visible screen only, cleaned as [`TmuxServer::capture`] cleans it, in one
+    /// tmux call (a full-screen program's alternate screen while it is on, as tmux shows
+    /// it): for the canvas view, which shows the current screen many times a second.
+    pub fn capture_screen(&self, node: &str) -> Result<String, TmuxError> {
+        check_node(node)?;
+        let target = pane_target(node);
+        let out = self
+            .run("capture-pane", &["capture-pane", "-p", "-J", "-t", &target])
+            .map_err(|e| self.missing_session(node, e))?;
+        Ok(tidy_capture(&String::from_utf8_lossy(&out)))
+    }
+
     /// Types `text` into `node`'s terminal literally (no key names are interpreted).
     pub fn send_literal(&self, node: &str, text: &str) -> Result<(), TmuxError> {
         check_node(node)?;

@@ -23,7 +23,8 @@
 //!
 //! Live updates are long polls: `GET /api/state?viewer=V&since=VERSION&visible=ID,…`
 //! answers as soon as the snapshot (`snapshot.rs`) differs from the one of `since`, else
-//! after [`LONG_POLL`]. A snapshot is made only for a waiting poll, every [`POLL_TICK`],
+//! after [`LONG_POLL`]. A snapshot is made only for a waiting poll, every [`POLL_TICK`]
+//! (terminal screens at most every `snapshot::SCREENS_EVERY`, each tmux screen one call),
 //! so nothing is computed while nobody watches; terminal screens are captured only for
 //! the node ids the page says are in view, and `GET /api/screenshot?node=ID` takes at
 //! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
@@ -347,10 +348,11 @@ fn state(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &
     };
     let since = params.get("since").copied().unwrap_or_default();
     let deadline = Instant::now() + LONG_POLL;
+    let mut screens = snapshot::Screens::default();
     let answer = loop {
         let snapshot = shared
             .source
-            .snapshot(&visible)
+            .snapshot(&visible, &mut screens)
             .map_err(|_| (503, "The canvas has stopped"))?;
         let version = snapshot::version_of(&snapshot);
         if version != since || Instant::now() >= deadline || shared.stopping.load(Ordering::SeqCst)

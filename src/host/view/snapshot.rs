@@ -8,9 +8,11 @@
 //! than that copy.
 
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
@@ -21,10 +23,20 @@ use super::super::terminals::HostTerminals;
 use super::super::HostError;
 use super::Visible;
 use crate::runtime::context::read_links;
-use crate::runtime::{AgentToolRuntime, Terminals as _};
+use crate::runtime::AgentToolRuntime;
 
 /// Lines of a terminal's screen shown (its last screenful).
 pub const SCREEN_LINES: usize = 60;
+/// A poll reads the terminal screens again at most this often (each tmux screen is a
+/// `tmux` process): output still shows well within a second.
+pub const SCREENS_EVERY: Duration = Duration::from_millis(500);
+
+/// The screens one poll has read, and when: reused by its ticks until [`SCREENS_EVERY`].
+#[derive(Default)]
+pub struct Screens {
+    taken: Option<Instant>,
+    by_node: HashMap<String, Option<String>>,
+}
 
 /// Where the view reads from: the default host's parts and the project shown.
 pub struct ViewSource {
@@ -42,7 +54,11 @@ pub struct ViewSource {
 
 impl ViewSource {
     /// The snapshot (module docs); screens only for terminals `visible` names.
-    pub fn snapshot(&self, visible: &Visible) -> Result<Value, HostError> {
+    pub fn snapshot(&self, visible: &Visible, screens: &mut Screens) -> Result<Value, HostError> {
+        if screens.taken.map_or(true, |t| t.elapsed() >= SCREENS_EVERY) {
+            screens.by_node.clear();
+            screens.taken = Some(Instant::now());
+        }
         let project_id = self.project_id.clone();
         let copied = self.canvas.with(move |state| {
             let canvas = state.canvas(&project_id)?;
@@ -64,7 +80,7 @@ impl ViewSource {
         };
         let mut nodes = with_sessions(Value::Array(nodes), &self.terminals);
         for node in nodes.as_array_mut().into_iter().flatten() {
-            self.add_live_parts(node, visible);
+            self.add_live_parts(node, visible, screens);
         }
         let links: Vec<Value> = folder
             .map(|f| read_links(&f.join(".termsprawl").join("links")))
@@ -108,15 +124,19 @@ impl ViewSource {
     }
 
     /// A terminal's screen (when in view) and a browser's live page, added to `node`.
-    fn add_live_parts(&self, node: &mut Value, visible: &Visible) {
+    fn add_live_parts(&self, node: &mut Value, visible: &Visible, screens: &mut Screens) {
         let id = node["id"].as_str().unwrap_or_default().to_string();
         let kind = node["type"].as_str().unwrap_or_default().to_string();
         let Some(object) = node.as_object_mut() else {
             return;
         };
         if kind == NodeKind::Terminal.name() && visible.contains(&id) {
-            if let Some(screen) = self.terminals.capture(&id) {
-                object.insert("screen".into(), json!(last_lines(&screen, SCREEN_LINES)));
+            let screen = screens
+                .by_node
+                .entry(id.clone())
+                .or_insert_with(|| self.terminals.screen(&id));
+            if let Some(screen) = screen {
+                object.insert("screen".into(), json!(last_lines(screen, SCREEN_LINES)));
             }
         }
         if kind == NodeKind::Browser.name() {
