@@ -228,7 +228,8 @@ fn terminal_queries_get_no_answer_on_the_pty_backend_either() {
     let opened = serve.ok(&dirs, "me", "terminal_open", json!({}));
     let term = opened["nodeId"].as_str().unwrap().to_string();
     // Device attributes, status, cursor position, background colour, a mode, the version.
-    let queries = r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
+    let queries =
+        r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
     serve.ok(
         &dirs,
         "me",
@@ -248,7 +249,8 @@ fn terminal_queries_get_no_answer_on_the_pty_backend_either() {
         .find(|line| line.contains("echo ok-$((40+2))-marker"))
         .unwrap();
     assert!(
-        typed.ends_with("$ echo ok-$((40+2))-marker") || typed.ends_with("# echo ok-$((40+2))-marker"),
+        typed.ends_with("$ echo ok-$((40+2))-marker")
+            || typed.ends_with("# echo ok-$((40+2))-marker"),
         "something was typed before the command: {typed:?} in {screen:?}"
     );
     assert!(!screen.contains("command not found"), "{screen:?}");

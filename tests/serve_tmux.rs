@@ -356,7 +356,8 @@ fn terminal_external_launches_the_configured_terminal_with_the_attach_command() 
 /// The printf of `QUERIES_COMMAND` asks for device attributes (DA1, DA2), status and the
 /// cursor position (DSR), the background colour (OSC 11), a mode (DECRQM) and the
 /// version (XTVERSION): tmux answers each of these by typing into the pane's input.
-const QUERIES_COMMAND: &str = r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
+const QUERIES_COMMAND: &str =
+    r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
 
 /// The line of `screen` where `command` was typed, which must follow the prompt directly:
 /// nothing was typed into the shell ahead of it.
@@ -394,7 +395,15 @@ fn terminal_queries_are_not_answered_into_the_shell() {
     );
     let screen = wait_for_output(&serve, &dirs, &term, "\nok-42-marker");
     assert_typed_after_the_prompt(&screen, "echo ok-$((40+2))-marker");
-    for reply in ["command not found", "1;2c", ";0c", "rgb:", "tmux 3", "$y", "1R"] {
+    for reply in [
+        "command not found",
+        "1;2c",
+        ";0c",
+        "rgb:",
+        "tmux 3",
+        "$y",
+        "1R",
+    ] {
         assert!(!screen.contains(reply), "{reply:?} in {screen:?}");
     }
     assert!(serve.stop().success());

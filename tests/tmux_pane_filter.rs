@@ -15,7 +15,8 @@ const WAIT: Duration = Duration::from_secs(5);
 
 /// Device attributes (DA1, DA2), status and cursor position (DSR), the background colour
 /// (OSC 11), a mode (DECRQM) and the version (XTVERSION): tmux answers each of these.
-const QUERIES: &str = r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
+const QUERIES: &str =
+    r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
 
 /// A private tmux server in a temp directory, with or without the pane filter.
 struct Server {
@@ -213,7 +214,10 @@ fn environment_folder_and_shell_are_as_without_the_filter() {
     }
     assert_eq!(seen[0], seen[2], "shell");
     assert_eq!(seen[1], seen[3], "command");
-    assert!(seen[2].contains("|DIR|") && seen[2].contains("|marked|"), "{seen:?}");
+    assert!(
+        seen[2].contains("|DIR|") && seen[2].contains("|marked|"),
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -230,7 +234,10 @@ fn job_control_interrupt_and_bracketed_paste_work() {
     server.screen_with("j", "\nafter-130");
     // Background, stop and resume.
     server.tmux.submit("j", "sleep 300 &").unwrap();
-    server.tmux.submit("j", "kill -STOP %1; sleep 0.2; jobs").unwrap();
+    server
+        .tmux
+        .submit("j", "kill -STOP %1; sleep 0.2; jobs")
+        .unwrap();
     server.screen_with("j", "Stopped");
     server.tmux.submit("j", "kill -CONT %1; fg").unwrap();
     thread::sleep(Duration::from_millis(300));

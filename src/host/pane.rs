@@ -176,9 +176,7 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
     })?;
     drop(pair.slave);
     let copy = |fd: BorrowedFd<'_>, what: &str| {
-        fd.try_clone_to_owned()
-            .map(File::from)
-            .map_err(other(what))
+        fd.try_clone_to_owned().map(File::from).map_err(other(what))
     };
     let relay = Relay {
         pane_in: copy(pane, "cannot use stdin")?,

@@ -161,7 +161,12 @@ fn csi(bytes: &[u8], start: usize) -> Scan {
             0x30..=0x3f if !intermediates.is_empty() => ignored = true,
             b'0'..=b'9' if in_first_param => {
                 let digit = u32::from(byte - b'0');
-                first_param = Some(first_param.unwrap_or(0).saturating_mul(10).saturating_add(digit));
+                first_param = Some(
+                    first_param
+                        .unwrap_or(0)
+                        .saturating_mul(10)
+                        .saturating_add(digit),
+                );
             }
             0x30..=0x3f => in_first_param = false,
             0x20..=0x2f => intermediates.push(byte),
@@ -257,11 +262,9 @@ fn dcs(bytes: &[u8], start: usize) -> Scan {
                 if !query {
                     return passed(k + 1);
                 }
-                return string_end(bytes, k + 1).map_or(Scan::Incomplete, |len| {
-                    Scan::Sequence {
-                        len,
-                        query: Some(start),
-                    }
+                return string_end(bytes, k + 1).map_or(Scan::Incomplete, |len| Scan::Sequence {
+                    len,
+                    query: Some(start),
                 });
             }
             _ => {} // parameters, and C0 controls tmux skips here
@@ -371,10 +374,7 @@ mod tests {
 
     #[test]
     fn queries_split_across_reads_are_dropped() {
-        let all: Vec<u8> = QUERIES
-            .iter()
-            .flat_map(|q| [*q, b"x"].concat())
-            .collect();
+        let all: Vec<u8> = QUERIES.iter().flat_map(|q| [*q, b"x"].concat()).collect();
         let expected = b"x".repeat(QUERIES.len());
         for size in 1..8 {
             assert_eq!(filtered_in_pieces(&all, size), expected, "pieces of {size}");
@@ -421,7 +421,11 @@ mod tests {
         let input = b"\x1b[1mbold\x1b[6n\x1b[0m \x1b]11;?\x07\x1b]0;t\x07ok\x1b[c\r\n";
         let expected = b"\x1b[1mbold\x1b[0m \x1b]0;t\x07ok\r\n";
         for size in 1..input.len() {
-            assert_eq!(filtered_in_pieces(input, size), expected, "pieces of {size}");
+            assert_eq!(
+                filtered_in_pieces(input, size),
+                expected,
+                "pieces of {size}"
+            );
         }
     }
 
@@ -492,7 +496,9 @@ mod tests {
                 state ^= state << 13;
                 state ^= state >> 17;
                 state ^= state << 5;
-                [b'a', b'[', b'6', b'n', b'?', b';', 0x1b, 0x07, b']', b'1', b'c'][state as usize % 11]
+                [
+                    b'a', b'[', b'6', b'n', b'?', b';', 0x1b, 0x07, b']', b'1', b'c',
+                ][state as usize % 11]
             })
             .collect();
         for size in [1, 7, 64, 4096] {

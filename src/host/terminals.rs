@@ -5,6 +5,12 @@
 //! model, tmux reads from `capture-pane` (no `-e`) with every control character other
 //! than newline and tab removed.
 //!
+//! Neither backend answers terminal queries (device attributes, cursor position, colour
+//! reads, …), so nothing is ever typed into a program's input but what an agent or a
+//! person types: the PTY screen model drops them unanswered ([`super::screen`]), and tmux,
+//! which always answers, never sees them when [`HostTerminals::with_pane_filter`] names
+//! the pane filter ([`super::pane`], on in `serve`).
+//!
 //! `is_warm` (the trait) means "a session exists for this node": the runtime asks it
 //! before `terminal_external` and before preparing an agent launch, and a launch is always
 //! prepared before its session starts, so an existing session there is one that predates
