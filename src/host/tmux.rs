@@ -737,7 +737,7 @@ fn pane_target(node: &str) -> String {
 /// With neither, tmux starts its shell as a login shell, and so does the filter.
 fn pane_command(filter: Option<&Path>, command: Option<&str>) -> Vec<OsString> {
     let mut args: Vec<OsString> = match filter {
-        Some(filter) => vec![filter.into(), crate::host::pane::PANE_SUBCOMMAND.into()],
+        Some(filter) => vec![filter.into(), super::pane::PANE_SUBCOMMAND.into()],
         None => Vec::new(),
     };
     if let Some(command) = command {
