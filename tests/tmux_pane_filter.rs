@@ -157,13 +157,18 @@ fn exit_status_and_killing_signal_are_the_programs_own() {
     server.open("status", Some("echo leaving; exit 7"));
     server.tmux.submit("killed", "kill -9 $$").unwrap();
     server.open("segv", Some("kill -SEGV $$"));
+    // tmux may mark a pane dead (its terminal closed) a moment before it has reaped the
+    // program and knows how it ended: wait for that too.
     let dead = |node: &str| {
         let deadline = Instant::now() + WAIT;
-        while server.pane(node, "#{pane_dead}") != "1" {
-            assert!(Instant::now() < deadline, "{node} never ended");
+        loop {
+            let ended = server.pane(node, "#{pane_dead}:#{pane_dead_status}/#{pane_dead_signal}");
+            if let Some(how) = ended.strip_prefix("1:").filter(|how| *how != "/") {
+                return how.to_string();
+            }
+            assert!(Instant::now() < deadline, "{node} never ended: {ended}");
             thread::sleep(Duration::from_millis(25));
         }
-        server.pane(node, "#{pane_dead_status}/#{pane_dead_signal}")
     };
     assert_eq!(dead("status"), "7/");
     assert_eq!(dead("killed"), "/9");

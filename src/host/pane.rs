@@ -211,10 +211,13 @@ impl Relay {
         let mut out = Vec::with_capacity(BLOCK);
         // Keys the program has not taken yet; while there are some, no more are read.
         let mut keys: Vec<u8> = Vec::new();
-        let (mut pane_open, mut program_open) = (true, true);
+        let mut program_open = true;
         loop {
+            if !program_open {
+                keys.clear(); // no one can read them any more
+            }
             let mut fds = [
-                poll_fd(&self.pane_in, pane_open && keys.is_empty(), libc::POLLIN),
+                poll_fd(&self.pane_in, keys.is_empty(), libc::POLLIN),
                 poll_fd(&self.master, program_open, libc::POLLIN),
                 poll_fd(&self.signals, true, libc::POLLIN),
             ];
@@ -270,10 +273,7 @@ impl Relay {
                     Ok(n) if n > 0 => keys.extend_from_slice(&buffer[..n]),
                     Err(e) if retry(&e) => {}
                     // tmux closed the pane: hang up on the program, as tmux would have.
-                    Ok(_) | Err(_) => pane_open = false,
-                }
-                if !pane_open {
-                    return self.hang_up();
+                    Ok(_) | Err(_) => return self.hang_up(),
                 }
             }
         }
