@@ -21,6 +21,7 @@ fn two_projects_keep_their_canvases_and_folders_apart() {
         data: dirs.data.clone(),
         terminals: TerminalsMode::Pty,
         browser: false,
+        pane_filter: None,
     })
     .unwrap();
     let web_id = host.add_project(&web, Some("web")).unwrap();

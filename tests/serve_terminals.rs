@@ -220,3 +220,39 @@ fn ten_terminals_at_once() {
     assert_eq!(children(serve.pid()).len(), 10);
     assert!(serve.stop().success());
 }
+
+#[test]
+fn terminal_queries_get_no_answer_on_the_pty_backend_either() {
+    let dirs = Dirs::new("termq");
+    let serve = Serve::start(&dirs, &["--terminals", "pty", "--agent", "me"]);
+    let opened = serve.ok(&dirs, "me", "terminal_open", json!({}));
+    let term = opened["nodeId"].as_str().unwrap().to_string();
+    // Device attributes, status, cursor position, background colour, a mode, the version.
+    let queries =
+        r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": queries}),
+    );
+    wait_for_output(&serve, &dirs, &term, "\nqueries-sent");
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": "echo ok-$((40+2))-marker"}),
+    );
+    let screen = wait_for_output(&serve, &dirs, &term, "\nok-42-marker");
+    let typed = screen
+        .lines()
+        .find(|line| line.contains("echo ok-$((40+2))-marker"))
+        .unwrap();
+    assert!(
+        typed.ends_with("$ echo ok-$((40+2))-marker")
+            || typed.ends_with("# echo ok-$((40+2))-marker"),
+        "something was typed before the command: {typed:?} in {screen:?}"
+    );
+    assert!(!screen.contains("command not found"), "{screen:?}");
+    assert!(serve.stop().success());
+}

@@ -43,7 +43,8 @@ fn open_terminal(serve: &Serve, dirs: &Dirs) -> String {
     opened["nodeId"].as_str().unwrap().to_string()
 }
 
-/// The pid of the program running in `node`'s pane (the shell).
+/// The pid of the program running in `node`'s pane (the shell): the only child of the
+/// pane's own process, the pane filter.
 fn pane_pid(dirs: &Dirs, node: &str) -> u32 {
     let out = dirs.tmux(&[
         "display-message",
@@ -52,7 +53,10 @@ fn pane_pid(dirs: &Dirs, node: &str) -> u32 {
         &format!("={node}:"),
         "#{pane_pid}",
     ]);
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    let filter: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let program = children(filter);
+    assert_eq!(program.len(), 1, "the pane filter runs one program");
+    program[0]
 }
 
 fn fake_agent(dirs: &Dirs) {
@@ -346,5 +350,61 @@ fn terminal_external_launches_the_configured_terminal_with_the_attach_command() 
         error.contains("preferences.json") && error.contains("externalTerminal.command"),
         "{error}"
     );
+    assert!(serve.stop().success());
+}
+
+/// The printf of `QUERIES_COMMAND` asks for device attributes (DA1, DA2), status and the
+/// cursor position (DSR), the background colour (OSC 11), a mode (DECRQM) and the
+/// version (XTVERSION): tmux answers each of these by typing into the pane's input.
+const QUERIES_COMMAND: &str =
+    r"printf '\033[c\033[>c\033[5n\033[6n\033]11;?\007\033[?2004$p\033[>q'; echo queries-sent";
+
+/// The line of `screen` where `command` was typed, which must follow the prompt directly:
+/// nothing was typed into the shell ahead of it.
+fn assert_typed_after_the_prompt(screen: &str, command: &str) {
+    let line = screen
+        .lines()
+        .find(|line| line.contains(command))
+        .unwrap_or_else(|| panic!("{command:?} not on screen: {screen:?}"));
+    assert!(
+        line.ends_with(&format!("$ {command}")) || line.ends_with(&format!("# {command}")),
+        "something was typed before {command:?}: {line:?} in {screen:?}"
+    );
+}
+
+#[test]
+fn terminal_queries_are_not_answered_into_the_shell() {
+    if skip("terminal_queries_are_not_answered_into_the_shell") {
+        return;
+    }
+    let dirs = Dirs::new("tmuxq");
+    let serve = Serve::start(&dirs, TMUX);
+    let term = open_terminal(&serve, &dirs);
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": QUERIES_COMMAND}),
+    );
+    wait_for_output(&serve, &dirs, &term, "\nqueries-sent");
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": "echo ok-$((40+2))-marker"}),
+    );
+    let screen = wait_for_output(&serve, &dirs, &term, "\nok-42-marker");
+    assert_typed_after_the_prompt(&screen, "echo ok-$((40+2))-marker");
+    for reply in [
+        "command not found",
+        "1;2c",
+        ";0c",
+        "rgb:",
+        "tmux 3",
+        "$y",
+        "1R",
+    ] {
+        assert!(!screen.contains(reply), "{reply:?} in {screen:?}");
+    }
     assert!(serve.stop().success());
 }

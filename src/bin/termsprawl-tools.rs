@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use termsprawl_tools::host::options::parse_stop_terminals;
-use termsprawl_tools::host::{serve, terminals, ServeOptions};
+use termsprawl_tools::host::{pane, serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 
 const USAGE: &str =
@@ -35,6 +35,8 @@ fn main() -> ExitCode {
             },
             Err(usage) => fail(&usage, 2),
         },
+        // Not in the usage: the program of each tmux terminal, started by `serve`.
+        Some(pane::PANE_SUBCOMMAND) => pane::main(&args[1..]),
         Some("catalogue") if args.len() == 1 => print_json(&catalogue_json(), ExitCode::SUCCESS),
         Some("validate") if args.len() == 1 => validate_stdin(),
         _ => fail(USAGE, 2),

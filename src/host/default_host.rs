@@ -11,6 +11,7 @@
 //!     data: data.to_path_buf(),
 //!     terminals: TerminalsMode::Auto,
 //!     browser: false,
+//!     pane_filter: None, // or this app's executable, if its main() runs host::pane::main
 //! })?;
 //! let web = host.add_project(Path::new("/src/web"), None)?; // several projects are fine
 //! let _api = host.add_project(Path::new("/src/api"), Some("api"))?;
@@ -47,6 +48,12 @@ pub struct HostConfig {
     pub terminals: TerminalsMode,
     /// Agent browser control enabled.
     pub browser: bool,
+    /// The executable whose `pane` subcommand ([`super::pane::main`]) runs the program of
+    /// each tmux terminal, so that tmux never answers a terminal query into its input;
+    /// `serve` gives its own. `None` runs programs directly under tmux, which then types
+    /// its answers to queries (`printf '\033[6n'`) into the program's input. The PTY
+    /// backend answers no queries either way.
+    pub pane_filter: Option<PathBuf>,
 }
 
 /// The default host: workspace, canvas owner, terminals, browsers, and once
@@ -63,7 +70,11 @@ pub struct DefaultHost {
 impl DefaultHost {
     /// Chooses the terminal backend and makes the canvas owner (no projects yet).
     pub fn new(config: HostConfig) -> Result<DefaultHost, HostError> {
-        let terminals = Arc::new(HostTerminals::new(config.terminals, &config.data)?);
+        let terminals = Arc::new(HostTerminals::with_pane_filter(
+            config.terminals,
+            &config.data,
+            config.pane_filter,
+        )?);
         let workspace = Arc::new(HostWorkspace::new(config.browser));
         let browsers = Arc::new(ChromiumBrowsers::new(&config.data));
         let canvas = HeadlessCanvas::new(workspace.clone(), terminals.clone(), browsers.clone());

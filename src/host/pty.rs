@@ -91,6 +91,89 @@ pub fn set_window_size(fd: BorrowedFd<'_>, size: WindowSize) -> io::Result<()> {
     Ok(())
 }
 
+/// The window size of the terminal behind `fd` (`TIOCGWINSZ`).
+pub fn window_size(fd: BorrowedFd<'_>) -> io::Result<WindowSize> {
+    // SAFETY: an all-zero winsize is a valid value for the ioctl to overwrite.
+    let mut winsize: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize through the pointer, which points at a valid
+    // winsize that outlives the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut winsize) })?;
+    Ok(WindowSize {
+        cols: winsize.ws_col.max(1),
+        rows: winsize.ws_row.max(1),
+    })
+}
+
+/// The line settings of the terminal behind `fd` (`tcgetattr`); fails when `fd` is not
+/// a terminal.
+pub fn terminal_settings(fd: BorrowedFd<'_>) -> io::Result<libc::termios> {
+    // SAFETY: an all-zero termios is a valid value for tcgetattr to overwrite.
+    let mut settings: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr writes one termios through the pointer, valid for the call.
+    check(unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut settings) })?;
+    Ok(settings)
+}
+
+/// Applies `settings` to the terminal behind `fd` at once (`tcsetattr(TCSANOW)`).
+pub fn set_terminal_settings(fd: BorrowedFd<'_>, settings: &libc::termios) -> io::Result<()> {
+    // SAFETY: tcsetattr reads one termios through the pointer, valid for the call.
+    check(unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, settings) })?;
+    Ok(())
+}
+
+/// `settings` in raw mode (`cfmakeraw`): bytes pass as they are, no echo, no line
+/// editing, no signals from keys.
+pub fn raw_settings(settings: &libc::termios) -> libc::termios {
+    let mut raw = *settings;
+    // SAFETY: cfmakeraw only rewrites the flags of the termios it is pointed at.
+    unsafe { libc::cfmakeraw(&mut raw) };
+    raw
+}
+
+/// Blocks `signals` for the calling thread and returns a descriptor that reads them
+/// (`signalfd`, close-on-exec, non-blocking): they are then handled in a `poll` loop, with
+/// no handler. [`spawn`]'s children start with nothing blocked.
+pub fn signal_reader(signals: &[libc::c_int]) -> io::Result<File> {
+    let mut set = signal_set(false);
+    for &signal in signals {
+        // SAFETY: set is an initialised sigset_t; sigaddset rejects unknown numbers.
+        check(unsafe { libc::sigaddset(&mut set, signal) })?;
+    }
+    // SAFETY: set is initialised; the old mask is not asked for.
+    let failed = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if failed != 0 {
+        return Err(io::Error::from_raw_os_error(failed));
+    }
+    let flags = libc::SFD_CLOEXEC | libc::SFD_NONBLOCK;
+    // SAFETY: -1 asks for a new descriptor; set is initialised and read during the call.
+    let fd = check(unsafe { libc::signalfd(-1, &set, flags) })?;
+    // SAFETY: signalfd returned a fresh descriptor that only we own.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Ends this process the way `signal` ended a child of it, so that whoever waits for us
+/// sees the same signal: no core file is written, the signal gets its default action and
+/// is unblocked, then raised. Returns only if that default action does not end a process
+/// (e.g. `SIGCHLD`), or `signal` is not one.
+pub fn end_by_signal(signal: libc::c_int) {
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let mut set = signal_set(false);
+    // SAFETY: setrlimit reads one valid rlimit; signal, sigaddset and pthread_sigmask get
+    // a signal number and initialised sets; raise has no memory preconditions. A failure
+    // of any of them only means we return and the caller exits another way.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::signal(signal, libc::SIG_DFL);
+        if libc::sigaddset(&mut set, signal) == 0 {
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        }
+        libc::raise(signal);
+    }
+}
+
 /// Creates a pipe; both ends close-on-exec. Returns (read end, write end).
 pub fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0 as libc::c_int; 2];

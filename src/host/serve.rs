@@ -28,6 +28,19 @@ pub fn ctl_beside_current_exe() -> Result<PathBuf, HostError> {
     Ok(ctl)
 }
 
+/// This executable, for tmux terminals' pane filter (`termsprawl-tools pane`): `serve`
+/// runs in the binary that has that subcommand. Without it (no `/proc/self/exe`), tmux
+/// terminals run their programs directly, and a note says what that costs.
+fn pane_filter() -> Option<PathBuf> {
+    match std::env::current_exe() {
+        Ok(exe) => Some(exe),
+        Err(error) => {
+            eprintln!("termsprawl-tools: note: cannot find this executable ({error}); tmux terminals run without the pane filter, so tmux may type answers to terminal queries into them");
+            None
+        }
+    }
+}
+
 /// The ready line, fields in the contract's order.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,6 +104,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         data: options.data.clone(),
         terminals: options.terminals,
         browser: options.browser,
+        pane_filter: pane_filter(),
     })?;
     let project_id = host.add_project(&options.project, options.project_id.as_deref())?;
     let endpoint = host.start(&ctl_beside_current_exe()?)?;

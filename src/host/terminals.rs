@@ -5,6 +5,12 @@
 //! model, tmux reads from `capture-pane` (no `-e`) with every control character other
 //! than newline and tab removed.
 //!
+//! Neither backend answers terminal queries (device attributes, cursor position, colour
+//! reads, …), so nothing is ever typed into a program's input but what an agent or a
+//! person types: the PTY screen model drops them unanswered ([`super::screen`]), and tmux,
+//! which always answers, never sees them when [`HostTerminals::with_pane_filter`] names
+//! the pane filter ([`super::pane`], on in `serve`).
+//!
 //! `is_warm` (the trait) means "a session exists for this node": the runtime asks it
 //! before `terminal_external` and before preparing an agent launch, and a launch is always
 //! prepared before its session starts, so an existing session there is one that predates
@@ -205,8 +211,20 @@ pub fn stop_terminals(data: &Path) -> Result<bool, HostError> {
 }
 
 impl HostTerminals {
-    /// The backend `mode` asks for, for the data directory `data`.
+    /// The backend `mode` asks for, for the data directory `data`; tmux terminals run
+    /// their programs directly (see [`HostTerminals::with_pane_filter`]).
     pub fn new(mode: TerminalsMode, data: &Path) -> Result<HostTerminals, HostError> {
+        HostTerminals::with_pane_filter(mode, data, None)
+    }
+
+    /// [`HostTerminals::new`], with tmux terminals running their programs under the pane
+    /// filter of the executable `pane_filter` when it is given (see
+    /// [`TmuxServer::with_pane_filter`]).
+    pub fn with_pane_filter(
+        mode: TerminalsMode,
+        data: &Path,
+        pane_filter: Option<PathBuf>,
+    ) -> Result<HostTerminals, HostError> {
         let tmux = match mode {
             TerminalsMode::Pty => false,
             TerminalsMode::Tmux => true,
@@ -215,7 +233,7 @@ impl HostTerminals {
         let backend = if tmux {
             let server =
                 TmuxServer::new(&tmux_dir(data)).map_err(|e| HostError::Terminal(e.to_string()))?;
-            Backend::Tmux(Arc::new(server))
+            Backend::Tmux(Arc::new(server.with_pane_filter(pane_filter)))
         } else {
             Backend::Pty(PtyTerminals::new())
         };

@@ -182,6 +182,9 @@ pub struct TmuxServer {
     config: PathBuf,
     /// Sessions this instance opened, and when: they are not warm, and become ready by time.
     opened: Mutex<HashMap<String, Instant>>,
+    /// The executable whose `pane` subcommand runs each session's program (see
+    /// [`TmuxServer::with_pane_filter`]).
+    pane_filter: Option<PathBuf>,
 }
 
 impl TmuxServer {
@@ -221,7 +224,17 @@ impl TmuxServer {
             socket,
             config,
             opened: Mutex::new(HashMap::new()),
+            pane_filter: None,
         })
+    }
+
+    /// Runs each session's program under `executable pane …` ([`crate::host::pane`]), which
+    /// keeps tmux from answering terminal queries into the program's input. `None` (the
+    /// default) runs programs directly in their tmux pane. Sessions already running keep
+    /// what they were started with.
+    pub fn with_pane_filter(mut self, executable: Option<PathBuf>) -> Self {
+        self.pane_filter = executable;
+        self
     }
 
     /// The server's socket, `<dir>/socket`.
@@ -281,9 +294,7 @@ impl TmuxServer {
             args.push("-e".into());
             args.push(format!("{name}={value}").into());
         }
-        if let Some(command) = command {
-            args.push(command.into());
-        }
+        args.extend(pane_command(self.pane_filter.as_deref(), command));
         self.run("new-session", &args)?;
         self.lock_opened().insert(node.to_string(), Instant::now());
         Ok(())
@@ -731,6 +742,23 @@ fn session_target(node: &str) -> String {
 /// (tmux 3.3 rejects `=node` alone as a pane target).
 fn pane_target(node: &str) -> String {
     format!("={node}:")
+}
+
+/// The program part of `new-session`: `command` for tmux to run through its shell, or with
+/// a pane filter `FILTER pane [-c command]` (several arguments: tmux runs them directly).
+/// With neither, tmux starts its shell as a login shell, and so does the filter.
+fn pane_command(filter: Option<&Path>, command: Option<&str>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = match filter {
+        Some(filter) => vec![filter.into(), super::pane::PANE_SUBCOMMAND.into()],
+        None => Vec::new(),
+    };
+    if let Some(command) = command {
+        if filter.is_some() {
+            args.push("-c".into());
+        }
+        args.push(command.into());
+    }
+    args
 }
 
 /// Whether tmux's message means no server is listening on our socket.

@@ -1,0 +1,396 @@
+//! The pane filter: `termsprawl-tools pane`, the program of every tmux terminal, which
+//! runs the real program behind a [`QueryFilter`] so that tmux never answers a terminal
+//! query into the program's input (see [`super::query_filter`]).
+//!
+//! ```text
+//! termsprawl-tools pane                        # $SHELL as a login shell (what tmux runs)
+//! termsprawl-tools pane -c COMMAND             # $SHELL -c COMMAND
+//! termsprawl-tools pane -- PROGRAM [ARG...]    # PROGRAM, looked up on PATH
+//! ```
+//!
+//! It starts the program on an inner PTY (its own session, the PTY as controlling
+//! terminal, the pane's line settings and size, the same environment and folder), puts
+//! the pane's terminal (its stdin) in raw mode and copies: keys from tmux to the program
+//! unchanged, the program's output to tmux through the filter, in blocks of up to 64 KiB
+//! (one `poll` and one read/write per block). Job control, Ctrl+C, bracketed paste and
+//! `TERM` work as before because the inner PTY's line discipline does what the pane's
+//! did. A window size change (SIGWINCH on the pane) is passed on to the inner PTY.
+//!
+//! It ends when the program ends, after passing on its last output, and ends the same
+//! way: with the program's exit status, or by the signal that killed it (without a core
+//! file), so tmux's `pane_dead_status` / `pane_dead_signal` are the program's own. When
+//! tmux closes the pane, the program's terminal is hung up, as tmux's would have been.
+//!
+//! `SHELL` is the pane's (tmux sets it to its `default-shell`), else `/bin/sh`; the login
+//! shell's `argv[0]` is `-NAME`, as tmux makes it. An embedder that uses the default host
+//! with its own executable calls [`main`] from it for a `pane` argument and names that
+//! executable in `HostConfig::pane_filter`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use super::pty::{self, SpawnFailure};
+use super::query_filter::QueryFilter;
+use crate::runtime::agents::resolve_executable;
+
+/// The subcommand of the host binary that runs the pane filter.
+pub const PANE_SUBCOMMAND: &str = "pane";
+
+/// The most bytes moved per read.
+const BLOCK: usize = 64 * 1024;
+/// How long an unfinished escape sequence is held back when no more output comes.
+const QUIET: Duration = Duration::from_millis(50);
+/// After the program exited: how long to wait for more of its last output, at most
+/// [`LAST_OUTPUT_LIMIT`] in all (a background job may still be writing).
+const LAST_OUTPUT_QUIET: Duration = Duration::from_millis(20);
+const LAST_OUTPUT_LIMIT: Duration = Duration::from_millis(500);
+
+const USAGE: &str =
+    "usage: termsprawl-tools pane [-c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
+
+/// What the pane runs.
+#[derive(Debug, PartialEq, Eq)]
+enum Program {
+    LoginShell,
+    ShellCommand(String),
+    Argv(Vec<String>),
+}
+
+fn parse(args: &[String]) -> Option<Program> {
+    match args {
+        [] => Some(Program::LoginShell),
+        [flag, command] if flag == "-c" => Some(Program::ShellCommand(command.clone())),
+        [separator, argv @ ..] if separator == "--" && !argv.is_empty() => {
+            Some(Program::Argv(argv.to_vec()))
+        }
+        _ => None,
+    }
+}
+
+/// `termsprawl-tools pane ARGS`: runs the program and ends as it ended (a program killed
+/// by a signal ends this process by the same signal, so then this does not return).
+/// Exit 2 on a usage error, 127 when the program cannot be started, 1 on another failure.
+pub fn main(args: &[String]) -> ExitCode {
+    let Some(program) = parse(args) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    match run(&program) {
+        Ok(status) if libc::WIFSIGNALED(status) => {
+            pty::end_by_signal(libc::WTERMSIG(status));
+            ExitCode::from(128 + libc::WTERMSIG(status) as u8)
+        }
+        Ok(status) => ExitCode::from(libc::WEXITSTATUS(status) as u8),
+        Err(Failure::Start(error)) => {
+            eprintln!("termsprawl-tools pane: {error}");
+            ExitCode::from(127)
+        }
+        Err(Failure::Other(error)) => {
+            eprintln!("termsprawl-tools pane: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+enum Failure {
+    /// The program could not be started.
+    Start(String),
+    Other(String),
+}
+
+fn other(what: &str) -> impl Fn(io::Error) -> Failure + '_ {
+    move |error| Failure::Other(format!("{what}: {error}"))
+}
+
+/// The program's path and argv.
+fn command(program: &Program) -> Result<(CString, Vec<CString>), Failure> {
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".to_string());
+    let shell_name = Path::new(&shell)
+        .file_name()
+        .map_or(shell.clone(), |n| n.to_string_lossy().into_owned());
+    let (path, argv) = match program {
+        Program::LoginShell => (shell.clone().into(), vec![format!("-{shell_name}")]),
+        Program::ShellCommand(line) => (
+            shell.clone().into(),
+            vec![shell_name, "-c".to_string(), line.clone()],
+        ),
+        Program::Argv(argv) if argv[0].contains('/') => (argv[0].clone().into(), argv.clone()),
+        Program::Argv(argv) => {
+            let path = resolve_executable(&argv[0], std::env::var_os("PATH").as_deref())
+                .ok_or_else(|| Failure::Start(format!("{}: command not found", argv[0])))?;
+            (path, argv.clone())
+        }
+    };
+    let nul = |_| Failure::Start("an argument contains a NUL byte".to_string());
+    let path = CString::new(path.into_os_string().into_vec()).map_err(nul)?;
+    let argv = argv
+        .into_iter()
+        .map(|arg| CString::new(arg).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    Ok((path, argv))
+}
+
+/// Starts the program and relays until it ends; returns its raw wait status.
+fn run(program: &Program) -> Result<libc::c_int, Failure> {
+    let stdin = io::stdin();
+    let pane = stdin.as_fd();
+    let settings = pty::terminal_settings(pane).map_err(|e| {
+        Failure::Other(format!(
+            "its input is not a terminal ({e}); it runs as the program of a tmux pane"
+        ))
+    })?;
+    let size = pty::window_size(pane).unwrap_or_default();
+    let (path, argv) = command(program)?;
+    // Environment and folder are this process's own: tmux made them for the program.
+    let envp: Vec<CString> = std::env::vars_os()
+        .filter_map(|(name, value)| {
+            let mut entry = name.into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            CString::new(entry).ok()
+        })
+        .collect();
+    // Blocked before the program starts, so its exit cannot be missed.
+    let signals = pty::signal_reader(&[libc::SIGCHLD, libc::SIGWINCH])
+        .map_err(other("cannot watch signals"))?;
+    let pair = pty::open_pty(size).map_err(other("cannot open a pseudo-terminal"))?;
+    pty::set_terminal_settings(pair.slave.as_fd(), &settings)
+        .map_err(other("cannot set up the pseudo-terminal"))?;
+    let pid = pty::spawn(&pair.slave, &path, &argv, &envp, c".").map_err(|failure| {
+        let name = argv[0].to_string_lossy().into_owned();
+        match failure {
+            SpawnFailure::Exec(e) => Failure::Start(format!("cannot run {name}: {e}")),
+            SpawnFailure::Fork(e) | SpawnFailure::Terminal(e) | SpawnFailure::Cwd(e) => {
+                Failure::Start(format!("cannot start {name}: {e}"))
+            }
+        }
+    })?;
+    drop(pair.slave);
+    let copy = |fd: BorrowedFd<'_>, what: &str| {
+        fd.try_clone_to_owned().map(File::from).map_err(other(what))
+    };
+    let relay = Relay {
+        pane_in: copy(pane, "cannot use stdin")?,
+        pane_out: copy(io::stdout().as_fd(), "cannot use stdout")?,
+        master: File::from(pair.master),
+        signals,
+        pid,
+    };
+    let raw = pty::raw_settings(&settings);
+    pty::set_terminal_settings(pane, &raw).map_err(other("cannot put the pane in raw mode"))?;
+    let status = relay.run();
+    // Left as tmux set it up, for whatever tmux shows after the program (remain-on-exit).
+    let _ = pty::set_terminal_settings(pane, &settings);
+    status.map_err(other("relaying the terminal failed"))
+}
+
+struct Relay {
+    /// The pane's terminal, as tmux gave it to us.
+    pane_in: File,
+    pane_out: File,
+    /// The program's terminal (non-blocking).
+    master: File,
+    signals: File,
+    pid: libc::pid_t,
+}
+
+impl Relay {
+    /// Copies in both directions until the program exits; returns its raw wait status.
+    fn run(mut self) -> io::Result<libc::c_int> {
+        let mut filter = QueryFilter::new();
+        let mut buffer = vec![0u8; BLOCK];
+        let mut out = Vec::with_capacity(BLOCK);
+        // Keys the program has not taken yet; while there are some, no more are read.
+        let mut keys: Vec<u8> = Vec::new();
+        let mut program_open = true;
+        loop {
+            if !program_open {
+                keys.clear(); // no one can read them any more
+            }
+            let mut fds = [
+                poll_fd(&self.pane_in, keys.is_empty(), libc::POLLIN),
+                poll_fd(&self.master, program_open, libc::POLLIN),
+                poll_fd(&self.signals, true, libc::POLLIN),
+            ];
+            if program_open && !keys.is_empty() {
+                fds[1].events |= libc::POLLOUT;
+            }
+            let timeout = if filter.holds_partial() {
+                QUIET.as_millis() as libc::c_int
+            } else {
+                -1
+            };
+            let ready = match pty::poll(&mut fds, timeout) {
+                Ok(ready) => ready,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if ready == 0 {
+                filter.flush(&mut out);
+                self.write_pane(&mut out)?;
+                continue;
+            }
+            if fds[2].revents != 0 {
+                drain(&self.signals);
+                if let Some(status) = pty::wait_child(self.pid, false)? {
+                    self.last_output(&mut filter, &mut buffer, &mut out)?;
+                    return Ok(status);
+                }
+                if let Ok(size) = pty::window_size(self.pane_in.as_fd()) {
+                    let _ = pty::set_window_size(self.master.as_fd(), size);
+                }
+            }
+            if fds[1].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                match (&self.master).read(&mut buffer) {
+                    Ok(0) => program_open = false,
+                    Ok(n) => {
+                        filter.feed(&buffer[..n], &mut out);
+                        self.write_pane(&mut out)?;
+                    }
+                    Err(e) if retry(&e) => {}
+                    // EIO: nothing holds the program's terminal any more.
+                    Err(_) => program_open = false,
+                }
+            }
+            if fds[1].revents & libc::POLLOUT != 0 && !keys.is_empty() {
+                match (&self.master).write(&keys) {
+                    Ok(n) => drop(keys.drain(..n)),
+                    Err(e) if retry(&e) => {}
+                    Err(_) => keys.clear(),
+                }
+            }
+            if fds[0].revents != 0 {
+                match (&self.pane_in).read(&mut buffer) {
+                    Ok(n) if n > 0 => keys.extend_from_slice(&buffer[..n]),
+                    Err(e) if retry(&e) => {}
+                    // tmux closed the pane: hang up on the program, as tmux would have.
+                    Ok(_) | Err(_) => return self.hang_up(),
+                }
+            }
+        }
+    }
+
+    /// Writes `out` to the pane (waiting while tmux is behind) and empties it.
+    fn write_pane(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        let mut rest = &out[..];
+        while !rest.is_empty() {
+            match (&self.pane_out).write(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut fds = [poll_fd(&self.pane_out, true, libc::POLLOUT)];
+                    match pty::poll(&mut fds, -1) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        out.clear();
+        Ok(())
+    }
+
+    /// Passes on what the program wrote before it exited, until its terminal is quiet
+    /// for [`LAST_OUTPUT_QUIET`] or closed, then anything held.
+    fn last_output(
+        &mut self,
+        filter: &mut QueryFilter,
+        buffer: &mut [u8],
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let deadline = Instant::now() + LAST_OUTPUT_LIMIT;
+        while Instant::now() < deadline {
+            let mut fds = [poll_fd(&self.master, true, libc::POLLIN)];
+            match pty::poll(&mut fds, LAST_OUTPUT_QUIET.as_millis() as libc::c_int) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            match (&self.master).read(buffer) {
+                Ok(0) => break,
+                Ok(n) => filter.feed(&buffer[..n], out),
+                Err(e) if retry(&e) => {}
+                Err(_) => break,
+            }
+        }
+        filter.flush(out);
+        self.write_pane(out)
+    }
+
+    /// Closes the program's terminal (the kernel sends it SIGHUP) and waits for it.
+    fn hang_up(self) -> io::Result<libc::c_int> {
+        let pid = self.pid;
+        drop(self.master);
+        pty::wait_child(pid, true)?.ok_or_else(|| io::ErrorKind::Other.into())
+    }
+}
+
+fn poll_fd(file: &File, wanted: bool, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        // poll skips negative descriptors.
+        fd: if wanted { file.as_raw_fd() } else { -1 },
+        events,
+        revents: 0,
+    }
+}
+
+fn retry(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+/// Reads every pending signal record (only their arrival matters).
+fn drain(signals: &File) {
+    let mut records = [0u8; 16 * 128];
+    while matches!((&*signals).read(&mut records), Ok(n) if n > 0) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn arguments_name_the_program() {
+        assert_eq!(parse(&[]), Some(Program::LoginShell));
+        assert_eq!(
+            parse(&strings(&["-c", "echo hi; exit 3"])),
+            Some(Program::ShellCommand("echo hi; exit 3".into()))
+        );
+        assert_eq!(
+            parse(&strings(&["--", "sleep", "5"])),
+            Some(Program::Argv(strings(&["sleep", "5"])))
+        );
+        for bad in [&["--"][..], &["-c"], &["-c", "a", "b"], &["sleep"], &["-x"]] {
+            assert_eq!(parse(&strings(bad)), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        let Err(Failure::Start(message)) =
+            command(&Program::Argv(strings(&["no-such-program-here"])))
+        else {
+            panic!("found a program that does not exist");
+        };
+        assert!(message.contains("no-such-program-here: command not found"));
+    }
+}
