@@ -778,9 +778,9 @@ fn give_threads(
         .collect();
     if not_reached.iter().any(|(c, _)| c.unread) {
         thread::sleep(unserved::RECHECK_AFTER);
+        not_reached.retain(|(waiting, _)| !in_order.reached(&waiting.peer));
         for (waiting, connection) in &mut not_reached {
-            waiting.unread =
-                waiting.unread && !in_order.reached(&waiting.peer) && connection.has_unread_bytes();
+            waiting.unread = waiting.unread && connection.has_unread_bytes();
         }
     }
     let not_reached: Vec<NotReached> = not_reached.into_iter().map(|(c, _)| c).collect();

@@ -10,8 +10,9 @@
 //!
 //! The reaper finds them: a connection none of whose requests has reached us (no call
 //! in flight, none answered, not ended) with unread bytes (`SIOCINQ`) at one scan and
-//! again [`RECHECK_AFTER`] later. (A connection a pool thread serves has its bytes read
-//! within microseconds of their arrival.) For each, it makes one "kick"
+//! again [`RECHECK_AFTER`] later. (A pool thread serving a connection reads its bytes
+//! as they arrive, unless it is starved of CPU for that long; a kick then costs an
+//! idle thread, nothing else.) For each, it makes one "kick"
 //! ([`sockets::kick`]): a connection to our own listener, closed at once. While the
 //! pool has no waiting thread, which is always so while a task waits in its queue for
 //! longer than a thread takes to wake, tiny_http starts a new thread for the kick; the
