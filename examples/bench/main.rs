@@ -86,12 +86,13 @@ fn load_only(args: &[String]) -> Result<(), String> {
     })
     .map_err(|e| format!("load: {e}"))?;
     println!(
-        "{operation} x{connections}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, server CPU {:.1} µs/req, errors {}",
+        "{operation} x{connections}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, server CPU {:.1} µs/req, errors {}, connections never answered {}",
         result.rate(),
         result.quantile_ms(0.5),
         result.quantile_ms(0.99),
         result.cpu_per_request_us(),
-        result.errors
+        result.errors,
+        result.never_answered
     );
     never_answered_failure(&[(format!("{operation} x{connections}"), result.never_answered)])
 }
