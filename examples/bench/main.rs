@@ -525,10 +525,8 @@ impl Bench {
             result.never_answered
         );
         if result.never_answered > 0 {
-            let label = format!("{label} on {}", self.runs);
-            self.never_answered
-                .borrow_mut()
-                .push((label, result.never_answered));
+            let run = (label.to_string(), result.never_answered);
+            self.never_answered.borrow_mut().push(run);
         }
     }
 
