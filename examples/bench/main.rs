@@ -24,6 +24,7 @@ mod target;
 mod validator;
 mod viewer;
 
+use std::cell::RefCell;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -85,14 +86,33 @@ fn load_only(args: &[String]) -> Result<(), String> {
     })
     .map_err(|e| format!("load: {e}"))?;
     println!(
-        "{operation} x{connections}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, server CPU {:.1} µs/req, errors {}",
+        "{operation} x{connections}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, server CPU {:.1} µs/req, errors {}, connections never answered {}",
         result.rate(),
         result.quantile_ms(0.5),
         result.quantile_ms(0.99),
         result.cpu_per_request_us(),
-        result.errors
+        result.errors,
+        result.never_answered
     );
-    Ok(())
+    never_answered_failure(&[(format!("{operation} x{connections}"), result.never_answered)])
+}
+
+/// The bench's failure when any run had connections that never got an answer: their
+/// figures are distorted (fewer clients than the row says), so they must not pass as a
+/// result. `runs`: each run's label with its count of such connections.
+fn never_answered_failure(runs: &[(String, u64)]) -> Result<(), String> {
+    let failed: Vec<String> = runs
+        .iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(label, count)| format!("{label}: {count}"))
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "FAILED: connections that never got an answer (the runs' figures are not valid): {}",
+        failed.join("; ")
+    ))
 }
 
 /// The value after `name` in `args`, parsed; `default` when absent.
@@ -213,6 +233,8 @@ struct Bench {
     /// CPUs available before this thread was pinned to one.
     cpus: usize,
     load_before: String,
+    /// Each run with connections that never got an answer: its label and how many.
+    never_answered: RefCell<Vec<(String, u64)>>,
 }
 
 fn run_bench(options: Options) -> Result<(), String> {
@@ -242,6 +264,7 @@ fn run_bench(options: Options) -> Result<(), String> {
         runs: 0,
         cpus,
         load_before: load_average(),
+        never_answered: RefCell::default(),
     };
     let outcome = bench.everything();
     let _ = fs::remove_dir_all(&bench.scratch);
@@ -383,7 +406,8 @@ impl Bench {
             &sessions,
             &projects,
             &validator,
-        )
+        )?;
+        never_answered_failure(&self.never_answered.borrow())
     }
 
     fn command(&mut self, kind: Kind) -> Result<(Command, bool, PathBuf), String> {
@@ -487,16 +511,23 @@ impl Bench {
         Ok(result)
     }
 
+    /// Logs a run, and remembers it when connections never got an answer (the bench
+    /// then fails once its report is written).
     fn log_run(&self, label: &str, result: &LoadResult) {
         eprintln!(
-            "bench: {label}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} µs CPU/req, {} errors{}",
+            "bench: {label}: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, {:.1} µs CPU/req, {} errors{}, {} connections never answered",
             result.rate(),
             result.quantile_ms(0.5),
             result.quantile_ms(0.99),
             result.cpu_per_request_us(),
             result.errors,
-            result.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default()
+            result.first_error.as_ref().map(|e| format!(" (first: {e})")).unwrap_or_default(),
+            result.never_answered
         );
+        if result.never_answered > 0 {
+            let run = (label.to_string(), result.never_answered);
+            self.never_answered.borrow_mut().push(run);
+        }
     }
 
     /// Ours and the baseline side by side: both processes stay up, every workload runs
@@ -741,6 +772,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             "base CPU µs/req",
             "CPU ratio",
             "errors ours/base",
+            "never answered ours/base",
         ]);
         for (i, (operation, connections)) in WORKLOADS.iter().enumerate() {
             let (o, b) = (&ours.loads[i], &base.loads[i]);
@@ -759,6 +791,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
                 format!("{:.1}", b.cpu_per_request_us()),
                 ratio(o.cpu_per_request_us(), b.cpu_per_request_us()),
                 format!("{}/{}", o.errors, b.errors),
+                format!("{}/{}", o.never_answered, b.never_answered),
             ]);
         }
         md.push_str("## Throughput, latency, CPU\n\n");
@@ -873,6 +906,11 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             base_trickle.errors.to_string(),
         ]);
         trickle.row(vec![
+            "connections never answered".into(),
+            ours_trickle.never_answered.to_string(),
+            base_trickle.never_answered.to_string(),
+        ]);
+        trickle.row(vec![
             "trickler cut".into(),
             cut(ours_trickle),
             cut(base_trickle),
@@ -933,6 +971,7 @@ its ceiling.\n\n",
             "CPU ratio",
             "ours p99 ms",
             "base p99 ms",
+            "never answered ours/base",
         ]);
         for (i, (_, label)) in BODY_SIZES.iter().enumerate() {
             let (o, b) = (&ours.bodies[i], &base.bodies[i]);
@@ -946,6 +985,7 @@ its ceiling.\n\n",
                 ratio(o.cpu_per_request_us(), b.cpu_per_request_us()),
                 format!("{:.3}", o.quantile_ms(0.99)),
                 format!("{:.3}", b.quantile_ms(0.99)),
+                format!("{}/{}", o.never_answered, b.never_answered),
             ]);
         }
         md.push_str("\n## Request cost by body size\n\n");
@@ -989,6 +1029,7 @@ its ceiling.\n\n",
                 "401 (unknown token) req/s",
                 "401 CPU µs/req",
                 "errors",
+                "never answered",
             ]);
             for row in sessions {
                 let denied = row.extra.as_ref().expect("session rows carry the 401 run");
@@ -1000,6 +1041,7 @@ its ceiling.\n\n",
                     format!("{:.0}", denied.rate()),
                     format!("{:.1}", denied.cpu_per_request_us()),
                     format!("{}", row.ok.errors + denied.errors),
+                    format!("{}", row.ok.never_answered + denied.never_answered),
                 ]);
             }
             md.push_str(
@@ -1043,6 +1085,7 @@ its ceiling.\n\n",
                 "threads settled",
                 "RSS idle → peak MiB",
                 "errors",
+                "never answered",
             ]);
             for row in projects {
                 table.row(vec![
@@ -1059,6 +1102,7 @@ its ceiling.\n\n",
                         mib(row.settled.hwm_kib)
                     ),
                     row.ok.errors.to_string(),
+                    row.ok.never_answered.to_string(),
                 ]);
             }
             md.push_str("\n## Load spread over projects\n\n");

@@ -70,6 +70,11 @@
 //! open for [`TRIM_AFTER`], it hands the heap the burst freed back to the OS. Its scan
 //! of all connections is also what `can_write_now` knows their descriptors from.
 //!
+//! tiny_http's connection pool can also leave a connection with no thread at all after
+//! a burst of new connections; its request then sits unread on the socket and never
+//! reaches us. The same scan finds such connections and gets each a thread by opening
+//! a throw-away connection to ourselves (`unserved` says how, and why no call is cut).
+//!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
 //! connection has at most one call in flight at a time (`InOrder`; tiny_http parses
@@ -94,6 +99,7 @@ use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
 use super::sockets::{self, Connection, KnownConnections};
+use super::unserved::{self, NotReached, Unserved};
 use super::{
     connects_on_session_info, lock_or_recover, AgentToolServer, Invoked, WireAnswer,
     ANSWER_TIMEOUT_ERROR,
@@ -685,15 +691,25 @@ impl InOrder {
     fn in_flight(&self, peer: &SocketAddr) -> bool {
         lock_or_recover(&self.waiting).contains_key(peer)
     }
+
+    /// True once any request of the connection from `peer` has reached us: one is in
+    /// flight, one was answered, or the connection was ended for pipelining.
+    fn reached(&self, peer: &SocketAddr) -> bool {
+        self.in_flight(peer)
+            || self.was_answered(peer)
+            || lock_or_recover(&self.ended).contains_key(peer)
+    }
 }
 
 /// The reaper (module docs): ends connections quiet for [`REQUEST_DEADLINE`], and the
 /// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`]; answers queued calls left unanswered
-/// for [`AgentToolServer::answer_wait`]; remembers every open connection's descriptor.
+/// for [`AgentToolServer::answer_wait`]; remembers every open connection's descriptor;
+/// gets a thread for connections tiny_http runs on none ([`give_threads`]).
 fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     let (in_order, local) = (&front.in_order, front.local);
     // When the reaper first saw each connection (an estimate of when it connected).
     let mut seen: HashMap<SocketAddr, Instant> = HashMap::new();
+    let mut unserved = Unserved::default();
     // Since when no connection has been open, and whether the heap was trimmed since.
     let (mut closed_since, mut trimmed) = (None::<Instant>, true);
     while !stopping.load(Ordering::SeqCst) {
@@ -731,6 +747,49 @@ fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
             if n < over_cap || now.saturating_duration_since(since) >= REQUEST_DEADLINE {
                 connection.end();
             }
+        }
+        give_threads(front, &open, &seen, &mut unserved, now);
+    }
+}
+
+/// Gives a tiny_http thread to each connection it accepted but runs on none
+/// (`unserved`): finds the connections that have not reached us, looks again after
+/// [`unserved::RECHECK_AFTER`] at those with unread bytes, and makes the kicks due.
+fn give_threads(
+    front: &Front,
+    open: &HashMap<SocketAddr, Connection>,
+    seen: &HashMap<SocketAddr, Instant>,
+    unserved: &mut Unserved,
+    now: Instant,
+) {
+    let in_order = &front.in_order;
+    unserved.forget_closed_kicks(now, |kick| open.contains_key(kick));
+    let mut not_reached: Vec<(NotReached, Connection)> = open
+        .iter()
+        .filter(|(peer, _)| !in_order.reached(peer))
+        .map(|(peer, connection)| {
+            let waiting = NotReached {
+                peer: *peer,
+                first_seen: seen.get(peer).copied().unwrap_or(now),
+                unread: connection.has_unread_bytes(),
+            };
+            (waiting, *connection)
+        })
+        .collect();
+    if not_reached.iter().any(|(c, _)| c.unread) {
+        thread::sleep(unserved::RECHECK_AFTER);
+        not_reached.retain(|(waiting, _)| !in_order.reached(&waiting.peer));
+        for (waiting, connection) in &mut not_reached {
+            waiting.unread = waiting.unread && connection.has_unread_bytes();
+        }
+    }
+    let not_reached: Vec<NotReached> = not_reached.into_iter().map(|(c, _)| c).collect();
+    for _ in 0..unserved.kicks(now, &not_reached) {
+        match sockets::kick(front.local) {
+            Some(kick) => unserved.made(kick, Instant::now()),
+            // The listen backlog is full: tiny_http's accept thread is behind and
+            // will start threads as it catches up.
+            None => break,
         }
     }
 }

@@ -18,6 +18,7 @@ mod lock;
 mod queue;
 mod session;
 mod sockets;
+mod unserved;
 
 use std::collections::HashMap;
 use std::fmt;

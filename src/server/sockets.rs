@@ -14,6 +14,10 @@
 //! per request; a thread that must not block only ever asks it for a remembered one, to
 //! see whether the connection's send queue is empty ([`Connection::send_queue_empty`]).
 //!
+//! The reaper also asks each connection none of whose requests has reached us whether
+//! bytes wait unread on it ([`Connection::has_unread_bytes`], `SIOCINQ`), and opens
+//! throw-away connections to our own listener ([`kick`]); `unserved` says why.
+//!
 //! The listener gets `SO_SNDTIMEO` before tiny_http takes it; Linux copies it to every
 //! accepted socket, so writing a response to a client that never reads gives up after
 //! [`WRITE_TIMEOUT`]. (`SO_RCVTIMEO` cannot be set the same way: `accept` would time
@@ -183,6 +187,33 @@ impl Connection {
     pub fn end(self) {
         let _ = self.act(|s| s.shutdown(Shutdown::Both));
     }
+
+    /// True when bytes the client sent wait in the connection's receive queue, read by
+    /// no one yet (`SIOCINQ` above 0); false once `fd` no longer names this connection.
+    pub fn has_unread_bytes(self) -> bool {
+        self.act(|s| {
+            let mut unread: libc::c_int = 0;
+            // SAFETY: SIOCINQ (Linux's name for FIONREAD on sockets) writes one int
+            // through the pointer, which points to a live c_int; any fd is memory-safe.
+            let done = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut unread) };
+            Ok(done == 0 && unread > 0)
+        })
+        .unwrap_or(false)
+    }
+}
+
+/// How long [`kick`] may wait for its connection to be set up (loopback: microseconds,
+/// unless the listen backlog is full, when tiny_http's accept thread is behind anyway).
+const KICK_CONNECT_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Opens a connection to our own listening address `local` and closes it at once,
+/// sending nothing: tiny_http's accept thread then hands its connection pool one more
+/// task, which ends as soon as it is run (end-of-file before any request). Why that
+/// gives a waiting connection a thread: `unserved`. Returns the kick's own address (the
+/// peer address tiny_http sees), or `None` if it could not connect in time.
+pub fn kick(local: SocketAddr) -> Option<SocketAddr> {
+    let stream = TcpStream::connect_timeout(&local, KICK_CONNECT_TIMEOUT).ok()?;
+    stream.local_addr().ok()
 }
 
 /// The descriptors of connections found so far, by peer address (unique among open
