@@ -3,12 +3,13 @@
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
+use termsprawl_tools::host::activity::{self, ActivityOptions};
 use termsprawl_tools::host::options::parse_stop_terminals;
 use termsprawl_tools::host::{serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 
-const USAGE: &str =
-    "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | catalogue | validate";
+const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
+activity [--data DIR] [--project-id ID] [--follow] [--json] | catalogue | validate";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,6 +33,14 @@ fn main() -> ExitCode {
                     0,
                 ),
                 Err(error) => fail(&format!("termsprawl-tools stop-terminals: {error}"), 1),
+            },
+            Err(usage) => fail(&usage, 2),
+        },
+        Some("activity") => match ActivityOptions::parse(&args[1..], env) {
+            Ok(options) => match activity::run(&options, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) if error.is_empty() => ExitCode::SUCCESS,
+                Err(error) => fail(&format!("termsprawl-tools activity: {error}"), 1),
             },
             Err(usage) => fail(&usage, 2),
         },

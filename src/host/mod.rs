@@ -6,7 +6,9 @@
 //! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
 //! - [`browsers`]: browser guests, pages of the headless Chromium [`browser`] engine.
 //! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.
+//! - [`activity`]: the `activity` command, the trail for people.
 
+pub mod activity;
 pub mod browser;
 pub mod browsers;
 pub mod canvas;

@@ -134,7 +134,7 @@ fn parse_agent(value: &str) -> Result<AgentFlag, String> {
 }
 
 /// `$XDG_DATA_HOME/termsprawl-tools`, else `~/.local/share/termsprawl-tools`.
-fn default_data_dir(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+pub(crate) fn default_data_dir(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
     if let Some(xdg) = env("XDG_DATA_HOME").filter(|v| v.starts_with('/')) {
         return Ok(PathBuf::from(xdg).join("termsprawl-tools"));
     }
