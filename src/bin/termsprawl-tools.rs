@@ -4,12 +4,14 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use termsprawl_tools::host::activity::{self, ActivityOptions};
+use termsprawl_tools::host::browser_control;
 use termsprawl_tools::host::options::parse_stop_terminals;
 use termsprawl_tools::host::{serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 
 const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
-activity [--data DIR] [--project-id ID] [--follow] [--json] | catalogue | validate";
+activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
+catalogue | validate";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,6 +43,13 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) if error.is_empty() => ExitCode::SUCCESS,
                 Err(error) => fail(&format!("termsprawl-tools activity: {error}"), 1),
+            },
+            Err(usage) => fail(&usage, 2),
+        },
+        Some("browser-control") => match browser_control::parse(&args[1..], env) {
+            Ok((enabled, data)) => match browser_control::request(&data, enabled) {
+                Ok(done) => fail(&format!("termsprawl-tools: {done}"), 0),
+                Err(error) => fail(&format!("termsprawl-tools browser-control: {error}"), 1),
             },
             Err(usage) => fail(&usage, 2),
         },

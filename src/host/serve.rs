@@ -3,9 +3,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::browser_control;
 use super::default_host::{DefaultHost, HostConfig};
 use super::options::ServeOptions;
 use super::signals::ShutdownSignal;
@@ -136,7 +139,11 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
             view.url()
         );
     }
+    let stop_watching = Arc::new(AtomicBool::new(false));
+    let agent_tools = options.data.join("agent-tools");
+    browser_control::watch(agent_tools, host.workspace().clone(), stop_watching.clone());
     signal.wait();
+    stop_watching.store(true, Ordering::SeqCst);
     eprintln!("termsprawl-tools: stopping");
     if let Some(view) = view.as_mut() {
         view.stop();
