@@ -95,6 +95,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         terminals: options.terminals,
         browser: options.browser,
     })?;
+    host.set_activity_trail(options.activity);
     let project_id = host.add_project(&options.project, options.project_id.as_deref())?;
     let endpoint = host.start(&ctl_beside_current_exe()?)?;
     let mut sessions = Vec::new();
