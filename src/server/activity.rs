@@ -346,6 +346,8 @@ struct Writer {
     /// Projects whose unusable file was reported on stderr already.
     reported_unusable: Vec<String>,
     reported_dropped: (u64, Option<Instant>),
+    /// Whether a failed rotation was reported on stderr already.
+    reported_rotation: bool,
 }
 
 impl Writer {
@@ -357,6 +359,7 @@ impl Writer {
             sinks: HashMap::new(),
             reported_unusable: Vec::new(),
             reported_dropped: (0, None),
+            reported_rotation: false,
         }
     }
 
@@ -434,8 +437,12 @@ impl Writer {
             *sink = None;
             // The previous file is replaced; a planted symlink there is replaced, not
             // followed (rename acts on names).
+            // When it cannot be rotated, the file grows on (said once, not per batch).
             if let Err(e) = fs::rename(&path, previous_file(&path)) {
-                eprintln!("agent-tools: could not rotate {}: {e}", path.display());
+                if !self.reported_rotation {
+                    eprintln!("agent-tools: could not rotate {}: {e}", path.display());
+                    self.reported_rotation = true;
+                }
             }
         }
         if sink.is_none() {
