@@ -157,8 +157,8 @@ fn a_legacy_session_through_the_binary() {
 
     assert_eq!(
         host.requests(),
-        4,
-        "one host request per tools/call plus initialize"
+        5,
+        "one host request per tools/call plus initialize and tools/list (session_info)"
     );
     mcp.finish();
 }
@@ -177,8 +177,10 @@ fn a_modern_session_through_the_binary() {
     assert_eq!(list["result"]["cacheScope"], json!("public"));
     let call = mcp.ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"_meta": modern_meta(), "name": "canvas_list"}}));
     assert_eq!(call["result"]["structuredContent"][1]["id"], json!("n2"));
+    // tools/list asked session_info which operations it may list.
+    assert_eq!(host.seen()[1].body["operation"], json!("session_info"));
     assert_eq!(
-        host.seen()[1].body,
+        host.seen()[2].body,
         json!({"operation": "canvas_list", "args": {}})
     );
     mcp.finish();

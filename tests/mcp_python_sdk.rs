@@ -121,3 +121,31 @@ fn the_python_sdk_works_against_the_real_serve() {
     assert!(runs >= 2, "runs: {runs}, versions: {versions:?}");
     assert!(serve.stop().success());
 }
+
+#[test]
+fn the_python_sdk_hears_the_tool_list_change_when_browser_control_is_switched() {
+    let Some(sdk_version) = python_with_mcp() else {
+        eprintln!("NOTICE: python3 with the `mcp` package is not installed; skipping the Python SDK test (pip install mcp)");
+        return;
+    };
+    let dirs = Dirs::new("pysdk-changed");
+    let serve = Serve::start(&dirs, &["--agent", "agent-1", "--terminals", "pty"]);
+    let session = dirs.agent_tools().join("sessions/agent-1.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_list_changed.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_termsprawlctl"))
+        .arg(&session)
+        .arg(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .arg(&dirs.data)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    println!("--- Python SDK {sdk_version}: list_changed ---\n{stdout}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("RESULT "), "{stdout}");
+    assert!(serve.stop().success());
+}

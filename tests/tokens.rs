@@ -1,5 +1,5 @@
-//! Bearer tokens: never in a response, a log line, doctor output, an error text or a
-//! panic message; a revoked token stops at once, also for a call already queued; and
+//! Bearer tokens: never in a response, a log line, doctor output, an error text, the
+//! activity trail or a panic message; a revoked token stops at once, also for a call already queued; and
 //! 10,000 sessions authenticate correctly at a per-request cost that does not grow
 //! with the session count.
 
@@ -49,6 +49,7 @@ fn tokens_never_appear_in_responses_logs_doctor_or_errors() {
         ],
     );
     let (t1, t2) = (token(&dirs, "a1"), token(&dirs, "a2"));
+    let serve_project = serve.project_id();
     let mut seen = vec![serve.ready.to_string()];
     // Every operation, with no arguments (mostly errors) and with junk arguments.
     for tool in AGENT_TOOLS {
@@ -131,6 +132,21 @@ fn tokens_never_appear_in_responses_logs_doctor_or_errors() {
         seen.push(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     seen.push(stderr_before_stop);
+    // The activity trail recorded all of the above, refusals included.
+    let trail = dirs
+        .agent_tools()
+        .join("activity")
+        .join(format!("{}.jsonl", serve_project));
+    let trail = std::fs::read_to_string(&trail).unwrap();
+    assert!(trail.lines().count() > 2 * AGENT_TOOLS.len(), "{trail}");
+    assert!(
+        trail.contains("\"status\":401"),
+        "refusals recorded: {trail}"
+    );
+    for t in [&t1, &t2] {
+        assert_no_token("the activity trail", &trail, t);
+    }
+    seen.push(trail);
     let all = seen.join("\n");
     assert!(
         all.len() > 10_000,

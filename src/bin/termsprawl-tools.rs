@@ -3,12 +3,15 @@
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
+use termsprawl_tools::host::activity::{self, ActivityOptions};
+use termsprawl_tools::host::browser_control;
 use termsprawl_tools::host::options::parse_stop_terminals;
 use termsprawl_tools::host::{pane, serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 
-const USAGE: &str =
-    "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | catalogue | validate";
+const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
+activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
+catalogue | validate";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,6 +40,21 @@ fn main() -> ExitCode {
         },
         // Not in the usage: the program of each tmux terminal, started by `serve`.
         Some(pane::PANE_SUBCOMMAND) => pane::main(&args[1..]),
+        Some("activity") => match ActivityOptions::parse(&args[1..], env) {
+            Ok(options) => match activity::run(&options, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) if error.is_empty() => ExitCode::SUCCESS,
+                Err(error) => fail(&format!("termsprawl-tools activity: {error}"), 1),
+            },
+            Err(usage) => fail(&usage, 2),
+        },
+        Some("browser-control") => match browser_control::parse(&args[1..], env) {
+            Ok((enabled, data)) => match browser_control::request(&data, enabled) {
+                Ok(done) => fail(&format!("termsprawl-tools: {done}"), 0),
+                Err(error) => fail(&format!("termsprawl-tools browser-control: {error}"), 1),
+            },
+            Err(usage) => fail(&usage, 2),
+        },
         Some("catalogue") if args.len() == 1 => print_json(&catalogue_json(), ExitCode::SUCCESS),
         Some("validate") if args.len() == 1 => validate_stdin(),
         _ => fail(USAGE, 2),

@@ -167,7 +167,8 @@ fn run_mcp(session_file: Option<PathBuf>, timeout: std::time::Duration) -> ExitC
         Some(connection) => connection.call_or_error(operation, args),
         None => ToolResult::Err(ClientError::NoSessionFile.to_string()),
     };
-    let stdin = io::stdin().lock();
+    // Read on a thread of its own (see `mcp::serve`), hence not a `StdinLock`.
+    let stdin = io::BufReader::new(io::stdin());
     let stdout = io::stdout().lock();
     match mcp::serve(stdin, stdout, &mut host) {
         Ok(()) => ExitCode::SUCCESS,

@@ -250,6 +250,12 @@ fn check_host(port: u16, token: &str, timeout: Duration, report: &mut Report) {
         Some(false) => "browser control: off (enable it in Settings to use browser_* tools)",
         None => "browser control: unknown",
     });
+    if let Some(dropped) = value["activityDropped"].as_u64() {
+        report.info(match dropped {
+            0 => "activity trail: no line dropped".to_string(),
+            n => format!("activity trail: {n} line(s) dropped (disk full or writer behind; see serve's stderr)"),
+        });
+    }
 }
 
 #[cfg(test)]

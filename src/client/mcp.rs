@@ -14,7 +14,7 @@
 //! - **Legacy era: 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25** (`basic/lifecycle`).
 //!   `initialize` answers the requested version when it is one of these, else the newest
 //!   (2025-11-25); it first calls the host's `session_info` and fails (-32603, the host's
-//!   error text) when that fails. Result: `protocolVersion`, `capabilities: {tools: {}}`,
+//!   error text) when that fails. Result: `protocolVersion`, `capabilities: {tools: {listChanged: true}}`,
 //!   `serverInfo {name: "termsprawl", version: appVersion}` (+ `title` from 2025-06-18),
 //!   `instructions` (the overview guide). `notifications/initialized` and every other
 //!   notification get no reply; `ping` answers `{}`. Version-dependent shapes
@@ -32,10 +32,19 @@
 //!   `initialize` does. Every result carries `resultType: "complete"` and, once the app
 //!   version is known, `_meta` serverInfo; `server/discover` and `tools/list` carry the
 //!   required cache hints `ttlMs` and `cacheScope: "public"` (the catalogue is the same
-//!   for every caller). `structuredContent` may be any JSON value. Not used: MRTR
-//!   (`input_required`), `subscriptions/listen` (the tool list never changes), logging.
+//!   for every caller). `structuredContent` may be any JSON value.
+//!   `subscriptions/listen` (`basic/patterns/subscriptions`) honours `toolsListChanged`:
+//!   the answer is `notifications/subscriptions/acknowledged` tagged with
+//!   `_meta["io.modelcontextprotocol/subscriptionId"]` (the request's id), the stream
+//!   stays open until `notifications/cancelled` names it. Not used: MRTR
+//!   (`input_required`), logging.
 //!   `ping`, removed in 2026-07-28, is still answered so probing clients get no error.
-//! - **Both eras**: `tools/list` (one page; a cursor is -32602 `Invalid cursor`),
+//! - **Both eras**: `tools/list` lists exactly the operations `session_info` names now
+//!   (asked on each list; no `browser_*` while browser control is off). While a client
+//!   listens (legacy: after `initialize`; modern: an open listen stream), the stdio loop
+//!   asks `session_info` at most every [`TOOLS_CHECK_EVERY`] and, when its operations
+//!   changed since the client's last list, sends `notifications/tools/list_changed`
+//!   (on a modern stream tagged with its subscription id). One page; a cursor is -32602 `Invalid cursor`;
 //!   `tools/call` → the host's `{operation: name, args: arguments ?? {}}`; `ok:false` →
 //!   `isError: true` with the error text; a value with a string `image` (a
 //!   `browser_screenshot`) → image content (`image/png` unless a data URL says otherwise);
@@ -50,6 +59,9 @@
 //!   is ignored; no progress notifications are sent.
 
 use std::io::{self, BufRead, ErrorKind, Write};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
@@ -79,6 +91,11 @@ pub const SERVER_NAME: &str = "termsprawl";
 const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// How often, at most, the stdio loop asks `session_info` whether the tool list changed
+/// (only while a client listens).
+pub const TOOLS_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 /// `ttlMs` of cacheable results: the catalogue changes only with this binary.
 const CACHE_TTL_MS: u64 = 60 * 60 * 1000;
@@ -150,6 +167,13 @@ fn at_least(version: &str, minimum: &str) -> bool {
 pub struct McpServer {
     legacy_version: Option<&'static str>,
     app_version: Option<String>,
+    /// The operations `session_info` last named (None: not known yet).
+    operations: Option<Vec<String>>,
+    /// The operations the client was last shown (`tools/list`, or a change notified).
+    announced: Option<Vec<String>>,
+    /// Ids of the open 2026-07-28 `subscriptions/listen` streams that asked for
+    /// `toolsListChanged`.
+    listeners: Vec<Value>,
 }
 
 impl McpServer {
@@ -224,7 +248,12 @@ impl McpServer {
             return invalid("method must be a string");
         };
         // Without an id it is a notification, never answered (initialized, cancelled, …).
-        id?;
+        if id.is_none() {
+            if method == "notifications/cancelled" {
+                self.cancelled(object.get("params"));
+            }
+            return None;
+        }
         let Some(id) = echo_id.clone() else {
             return invalid("id must be a string or a number");
         };
@@ -238,6 +267,12 @@ impl McpServer {
                 ))
             }
         };
+        if method == "subscriptions/listen" {
+            return Some(match self.listen(&id, &params) {
+                Ok(acknowledgement) => acknowledgement,
+                Err(error) => error_reply(id, error),
+            });
+        }
         Some(match self.request(method, &params, host) {
             Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string(),
             Err(error) => error_reply(id, error),
@@ -266,7 +301,7 @@ impl McpServer {
         match method {
             "ping" => Ok(self.finish(era, json!({}), false)),
             "server/discover" => self.discover(era, host),
-            "tools/list" => self.tools_list(era, params),
+            "tools/list" => self.tools_list(era, params, host),
             _ => self.tools_call(era, params, host),
         }
     }
@@ -330,7 +365,7 @@ impl McpServer {
         }
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": { "tools": {} },
+            "capabilities": capabilities(),
             "serverInfo": server_info,
             "instructions": instructions(),
         }))
@@ -349,21 +384,110 @@ impl McpServer {
         self.session_info(host)?;
         let result = json!({
             "supportedVersions": MODERN_VERSIONS,
-            "capabilities": { "tools": {} },
+            "capabilities": capabilities(),
             "instructions": instructions(),
         });
         Ok(self.finish(era, result, true))
     }
 
-    fn tools_list(&self, era: Era, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    /// The tools this session may call now: `session_info`'s operations (asked afresh;
+    /// the last known ones, else the whole catalogue, when the host cannot answer).
+    fn tools_list(
+        &mut self,
+        era: Era,
+        params: &Map<String, Value>,
+        host: &mut dyn ToolHost,
+    ) -> Result<Value, RpcError> {
         if params.get("cursor").is_some_and(|c| !c.is_null()) {
             return Err(RpcError::invalid_params(
                 "Invalid cursor: tools/list has a single page",
             ));
         }
+        let _ = self.session_info(host);
+        self.announced = self.operations.clone();
         let version = era.version();
-        let tools: Vec<Value> = AGENT_TOOLS.iter().map(|t| tool_json(t, version)).collect();
+        let allowed = |tool: &&ToolSpec| {
+            self.operations
+                .as_ref()
+                .map_or(true, |ops| ops.iter().any(|op| op == tool.name))
+        };
+        let tools: Vec<Value> = AGENT_TOOLS
+            .iter()
+            .filter(allowed)
+            .map(|t| tool_json(t, version))
+            .collect();
+        // Not cacheable for long: the list follows the session (see `check_tools`).
         Ok(self.finish(era, json!({ "tools": tools }), true))
+    }
+
+    /// `subscriptions/listen` (2026-07-28): acknowledges `toolsListChanged` (the only
+    /// list this server has) and keeps the stream open until the client cancels it.
+    fn listen(&mut self, id: &Value, params: &Map<String, Value>) -> Result<String, RpcError> {
+        let era = self.era("subscriptions/listen", params)?;
+        if let Era::Legacy(_) = era {
+            return Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                "subscriptions/listen is a 2026-07-28 method; name that version in _meta",
+            ));
+        }
+        let wants_tools = params
+            .get("notifications")
+            .and_then(|n| n.get("toolsListChanged"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        let mut honoured = Map::new();
+        if wants_tools {
+            honoured.insert("toolsListChanged".into(), json!(true));
+            if !self.listeners.contains(id) {
+                self.listeners.push(id.clone());
+            }
+        }
+        Ok(json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": { "notifications": honoured, "_meta": { SUBSCRIPTION_ID_KEY: id } },
+        })
+        .to_string())
+    }
+
+    /// `notifications/cancelled` for an open listen stream closes it.
+    fn cancelled(&mut self, params: Option<&Value>) {
+        if let Some(request) = params.and_then(|p| p.get("requestId")) {
+            self.listeners.retain(|id| id != request);
+        }
+    }
+
+    /// True while someone would hear of a tool list change: a legacy client after
+    /// `initialize`, or an open 2026-07-28 listen stream.
+    pub fn has_listeners(&self) -> bool {
+        self.legacy_version.is_some() || !self.listeners.is_empty()
+    }
+
+    /// Asks `session_info` whether the operations changed since the client was last
+    /// shown them; if so, the `notifications/tools/list_changed` lines to send (one for
+    /// a legacy client, one per 2026-07-28 listen stream, tagged with its id).
+    pub fn check_tools(&mut self, host: &mut dyn ToolHost) -> Vec<String> {
+        if !self.has_listeners() || self.session_info(host).is_err() {
+            return Vec::new();
+        }
+        if self.operations == self.announced {
+            return Vec::new();
+        }
+        let first_look = self.announced.is_none();
+        self.announced = self.operations.clone();
+        if first_look {
+            return Vec::new();
+        }
+        let method = "notifications/tools/list_changed";
+        let mut lines = Vec::new();
+        if self.legacy_version.is_some() {
+            lines.push(json!({ "jsonrpc": "2.0", "method": method }).to_string());
+        }
+        for id in &self.listeners {
+            let params = json!({ "_meta": { SUBSCRIPTION_ID_KEY: id } });
+            lines.push(json!({ "jsonrpc": "2.0", "method": method, "params": params }).to_string());
+        }
+        lines
     }
 
     fn tools_call(
@@ -405,12 +529,20 @@ impl McpServer {
         }
     }
 
+    /// Remembers the app version and the operations a `session_info` answer names.
     fn note_app_version(&mut self, session_info: &Value) {
         let version = session_info
             .get("appVersion")
             .and_then(Value::as_str)
             .unwrap_or("development");
         self.app_version = Some(version.to_string());
+        if let Some(operations) = session_info.get("operations").and_then(Value::as_array) {
+            let names = operations
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from);
+            self.operations = Some(names.collect());
+        }
     }
 
     fn server_info(&self) -> Value {
@@ -434,6 +566,11 @@ impl McpServer {
         }
         result
     }
+}
+
+/// Both eras: tools, whose list changes with the session (`check_tools`).
+fn capabilities() -> Value {
+    json!({ "tools": { "listChanged": true } })
 }
 
 fn instructions() -> &'static str {
@@ -547,21 +684,55 @@ pub fn read_bounded_line<R: BufRead>(input: &mut R, limit: usize) -> io::Result<
     }
 }
 
-/// Serves MCP on `input`/`output` until EOF. Each reply is written as one line and flushed.
-pub fn serve<R: BufRead, W: Write>(
+/// Serves MCP on `input`/`output` until EOF. Each reply is written as one line and
+/// flushed. Lines are read on a thread of their own, so that while a client listens the
+/// tool list is checked every [`TOOLS_CHECK_EVERY`] even when no request comes.
+pub fn serve<R: BufRead + Send + 'static, W: Write>(
     mut input: R,
     mut output: W,
     host: &mut dyn ToolHost,
 ) -> io::Result<()> {
+    let (lines, incoming) = mpsc::channel::<io::Result<Vec<u8>>>();
+    thread::Builder::new()
+        .name("mcp-stdin".into())
+        .spawn(move || loop {
+            let line = read_bounded_line(&mut input, MAX_LINE_BYTES).transpose();
+            let done = !matches!(line, Some(Ok(_)));
+            if let Some(line) = line {
+                if lines.send(line).is_err() {
+                    return;
+                }
+            }
+            if done {
+                return;
+            }
+        })?;
     let mut server = McpServer::new();
-    while let Some(line) = read_bounded_line(&mut input, MAX_LINE_BYTES)? {
-        if let Some(reply) = server.handle_line(&line, host) {
-            output.write_all(reply.as_bytes())?;
-            output.write_all(b"\n")?;
-            output.flush()?;
+    let mut checked = Instant::now();
+    let write = |output: &mut W, line: &str| -> io::Result<()> {
+        output.write_all(line.as_bytes())?;
+        output.write_all(b"\n")?;
+        output.flush()
+    };
+    loop {
+        let wait = TOOLS_CHECK_EVERY.saturating_sub(checked.elapsed());
+        match incoming.recv_timeout(wait) {
+            Ok(line) => {
+                if let Some(reply) = server.handle_line(&line?, host) {
+                    write(&mut output, &reply)?;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // EOF: the client is gone.
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+        if checked.elapsed() >= TOOLS_CHECK_EVERY {
+            checked = Instant::now();
+            for notification in server.check_tools(host) {
+                write(&mut output, &notification)?;
+            }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ pub struct DefaultHost {
     terminals: Arc<HostTerminals>,
     browsers: Arc<ChromiumBrowsers>,
     runtime: Option<Arc<AgentToolRuntime>>,
+    /// Whether [`DefaultHost::start`] lets the server write its activity trail.
+    activity_trail: bool,
 }
 
 impl DefaultHost {
@@ -85,7 +87,14 @@ impl DefaultHost {
             terminals,
             browsers,
             runtime: None,
+            activity_trail: true,
         })
+    }
+
+    /// Turns the activity trail (`<data>/agent-tools/activity/`) off or on; effective
+    /// at [`DefaultHost::start`].
+    pub fn set_activity_trail(&mut self, on: bool) {
+        self.activity_trail = on;
     }
 
     /// Opens the folder project at `dir` (its canvas from `.termsprawl/project.json`);
@@ -115,6 +124,9 @@ impl DefaultHost {
         }
         let runtime = Arc::new(AgentToolRuntime::new(&self.data, self.host())?);
         self.canvas.attach_runtime(&runtime);
+        if !self.activity_trail {
+            runtime.set_activity_directory(None);
+        }
         let endpoint = runtime.start(ctl_executable)?;
         self.runtime = Some(runtime);
         for line in self.canvas.with(|state| state.restore_terminals())? {

@@ -6,8 +6,12 @@
 //! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
 //! - [`browsers`]: browser guests, pages of the headless Chromium [`browser`] engine.
 //! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.
+//! - [`activity`]: the `activity` command, the trail for people.
+//! - [`browser_control`]: `browser-control on|off`, switched while `serve` runs.
 
+pub mod activity;
 pub mod browser;
+pub mod browser_control;
 pub mod browsers;
 pub mod canvas;
 pub mod canvas_owner;

@@ -32,13 +32,15 @@ pub struct ServeOptions {
     pub kill_terminals: bool,
     /// `--no-view`: no canvas view (no second listener).
     pub no_view: bool,
+    /// False with `--no-activity`: no activity trail is written.
+    pub activity: bool,
 }
 
 /// The usage line printed on a usage error.
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
 [--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view]";
+[--no-view] [--no-activity]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -59,6 +61,7 @@ impl ServeOptions {
         let mut terminals = TerminalsMode::Auto;
         let mut kill_terminals = false;
         let mut no_view = false;
+        let mut activity = true;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -84,6 +87,7 @@ impl ServeOptions {
                 }
                 "--kill-terminals" if inline.is_none() => kill_terminals = true,
                 "--no-view" if inline.is_none() => no_view = true,
+                "--no-activity" if inline.is_none() => activity = false,
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }
         }
@@ -100,6 +104,7 @@ impl ServeOptions {
             terminals,
             kill_terminals,
             no_view,
+            activity,
         })
     }
 }
@@ -134,7 +139,7 @@ fn parse_agent(value: &str) -> Result<AgentFlag, String> {
 }
 
 /// `$XDG_DATA_HOME/termsprawl-tools`, else `~/.local/share/termsprawl-tools`.
-fn default_data_dir(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
+pub(crate) fn default_data_dir(env: &impl Fn(&str) -> Option<String>) -> Result<PathBuf, String> {
     if let Some(xdg) = env("XDG_DATA_HOME").filter(|v| v.starts_with('/')) {
         return Ok(PathBuf::from(xdg).join("termsprawl-tools"));
     }

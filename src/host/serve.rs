@@ -3,9 +3,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::browser_control;
 use super::default_host::{DefaultHost, HostConfig};
 use super::options::ServeOptions;
 use super::signals::ShutdownSignal;
@@ -106,6 +109,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         browser: options.browser,
         pane_filter: pane_filter(),
     })?;
+    host.set_activity_trail(options.activity);
     let project_id = host.add_project(&options.project, options.project_id.as_deref())?;
     let endpoint = host.start(&ctl_beside_current_exe()?)?;
     let mut sessions = Vec::new();
@@ -150,7 +154,11 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
             view.url()
         );
     }
+    let stop_watching = Arc::new(AtomicBool::new(false));
+    let agent_tools = options.data.join("agent-tools");
+    browser_control::watch(agent_tools, host.workspace().clone(), stop_watching.clone());
     signal.wait();
+    stop_watching.store(true, Ordering::SeqCst);
     eprintln!("termsprawl-tools: stopping");
     if let Some(view) = view.as_mut() {
         view.stop();

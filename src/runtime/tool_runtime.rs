@@ -114,6 +114,13 @@ impl AgentToolRuntime {
         Ok(AgentToolRuntime { core, server })
     }
 
+    /// Where the activity trail goes (`None`: none), instead of
+    /// `<data>/agent-tools/activity`: an app can keep it with its own logs. Call it
+    /// before [`AgentToolRuntime::start`].
+    pub fn set_activity_directory(&self, directory: Option<PathBuf>) {
+        self.server.set_activity_directory(directory);
+    }
+
     /// The server (sessions, provisioning, endpoint).
     pub fn server(&self) -> &Arc<AgentToolServer> {
         &self.server

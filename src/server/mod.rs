@@ -8,10 +8,12 @@
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
 //! - `queue`: one worker thread per project with work queued.
 //! - `sockets`: the few socket calls tiny_http does not offer.
+//! - `activity`: the activity trail, one JSON line per call, written off the call's path.
 //!
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
 //! one of the server's locks is held, so they may call back into the server.
 
+pub mod activity;
 mod files;
 mod http;
 mod lock;
@@ -26,7 +28,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -71,6 +73,8 @@ pub(crate) struct Pending<'a> {
     server: &'a AgentToolServer,
     session: &'a ToolSession,
     request: ToolRequest,
+    /// When the request was parsed (its activity line's duration counts from here).
+    started: Instant,
 }
 
 impl Pending<'_> {
@@ -82,7 +86,7 @@ impl Pending<'_> {
     ) -> Result<(), WireAnswer> {
         let done = move |result: ToolResult| later(wire(&result));
         self.server
-            .queue(self.session, self.request, done)
+            .queue(self.session, self.request, self.started, done)
             .map_err(|refused| wire(&refused))
     }
 }
@@ -92,6 +96,12 @@ impl Pending<'_> {
 /// runtime's opencode-mcp) is wired the same way, so it connects the same way.
 pub(crate) fn connects_on_session_info(status: &IntegrationStatus) -> bool {
     status.adapter.ends_with("-mcp") && status.state != IntegrationState::Connected
+}
+
+/// The operation a raw request names, for the activity line of a request that did not
+/// validate (`?` when it names none).
+fn raw_operation(raw: &Value) -> &str {
+    raw.get("operation").and_then(Value::as_str).unwrap_or("?")
 }
 
 fn wire(result: &ToolResult) -> WireAnswer {
@@ -263,6 +273,10 @@ pub struct AgentToolServer {
     /// The last `session_info` answer on the wire for each node, with what it was made
     /// from (see [`AgentToolServer::session_info_wire`]).
     session_info_answers: Mutex<HashMap<String, (SessionInfoSource, Vec<u8>)>>,
+    /// Where the activity trail goes (`None`: no trail); read by `start`.
+    activity_directory: Mutex<Option<PathBuf>>,
+    /// The running trail, from `start` on.
+    activity: OnceLock<activity::Trail>,
 }
 
 /// What a `session_info` answer depends on beyond the server's fixed paths and ids.
@@ -272,6 +286,7 @@ struct SessionInfoSource {
     status: IntegrationStatus,
     browser_enabled: bool,
     app_version: String,
+    activity_dropped: u64,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -283,6 +298,7 @@ const SESSION_INFO_ANSWERS_MAX: usize = 256;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SessionInfo<'a> {
+    activity_dropped: u64,
     app_version: String,
     browser_enabled: bool,
     guides_directory: PathBuf,
@@ -350,6 +366,7 @@ impl AgentToolServer {
         Ok(Arc::new_cyclic(|me| AgentToolServer {
             me: me.clone(),
             launch_directory: directory.join("launch"),
+            activity_directory: Mutex::new(Some(directory.join("activity"))),
             preferences_file: directory.join("preferences.json"),
             directory,
             instance_id,
@@ -360,7 +377,67 @@ impl AgentToolServer {
             queues: queue::ProjectQueues::default(),
             lifecycle: Mutex::new(Lifecycle::New),
             session_info_answers: Mutex::default(),
+            activity: OnceLock::new(),
         }))
+    }
+
+    /// Sets where the activity trail is written (`None`: no trail), instead of the
+    /// default `<data>/agent-tools/activity`; effective at [`start`](Self::start).
+    pub fn set_activity_directory(&self, directory: Option<PathBuf>) {
+        *lock_or_recover(&self.activity_directory) = directory;
+    }
+
+    /// The trail file of `project_id` (`<activity>/<projectId>.jsonl`), unless there is
+    /// no trail or the id is no safe file name. Read it with [`activity::read_tail`].
+    pub fn activity_file(&self, project_id: &str) -> Option<PathBuf> {
+        let directory = lock_or_recover(&self.activity_directory).clone()?;
+        activity::trail_file(&directory, project_id)
+    }
+
+    /// Activity lines dropped so far (the writer was behind, or the disk full).
+    pub fn activity_dropped(&self) -> u64 {
+        self.activity.get().map_or(0, activity::Trail::dropped)
+    }
+
+    /// Records a call's outcome in the activity trail (never waits).
+    fn record_call(
+        &self,
+        session: &ToolSession,
+        operation: &str,
+        args: Option<&serde_json::Map<String, Value>>,
+        result: &ToolResult,
+        started: Instant,
+    ) {
+        let Some(trail) = self.activity.get() else {
+            return;
+        };
+        let error = match result {
+            ToolResult::Ok(_) => None,
+            ToolResult::Err(error) => Some(error.as_str()),
+        };
+        let line = activity::call_line(&session.node_id, operation, args, error, started);
+        trail.record(&session.project_id, line);
+    }
+
+    /// Records a request refused by the HTTP front before its call was known: its
+    /// status, reason and client port; with the `session` it authenticated as, if any
+    /// (then in that project's trail only).
+    pub(crate) fn record_refused(
+        &self,
+        session: Option<&ToolSession>,
+        status: u16,
+        reason: &str,
+        peer_port: Option<u16>,
+    ) {
+        let Some(trail) = self.activity.get() else {
+            return;
+        };
+        let node_id = session.map(|s| s.node_id.as_str());
+        let line = activity::refused_line(node_id, status, reason, peer_port);
+        match session {
+            Some(session) => trail.record(&session.project_id, line),
+            None => trail.record_refused(line),
+        }
     }
 
     /// `<data>/agent-tools` (mode 0700).
@@ -425,6 +502,9 @@ impl AgentToolServer {
         self.persist(&session)?;
         lock_or_recover(&self.sessions).insert(session.clone());
         drop(files);
+        if let Some(trail) = self.activity.get() {
+            trail.add_project(&session.project_id);
+        }
         self.callbacks.on_status(&session.node_id, &status);
         Ok(session)
     }
@@ -504,9 +584,13 @@ impl AgentToolServer {
 
     /// Runs one raw request for an authenticated session: the spec's eight steps.
     pub fn invoke(&self, session: &ToolSession, raw: &Value) -> ToolResult {
+        let started = Instant::now();
         match self.admit(session, raw) {
-            Ok(request) => self.answer(session, request),
-            Err(refused) => refused,
+            Ok(request) => self.answer(session, request, started),
+            Err(refused) => {
+                self.record_call(session, raw_operation(raw), None, &refused, started);
+                refused
+            }
         }
     }
 
@@ -514,19 +598,31 @@ impl AgentToolServer {
     /// wire bytes now, or the operation to queue ([`Invoked::Queue`]).
     /// `session_info`, the most frequent call, comes from [`Self::session_info_wire`].
     pub(crate) fn invoke_wire<'a>(&'a self, session: &'a ToolSession, raw: &Value) -> Invoked<'a> {
+        let started = Instant::now();
         let request = match self.admit(session, raw) {
             Ok(request) => request,
-            Err(refused) => return Invoked::Now(wire(&refused)),
+            Err(refused) => {
+                self.record_call(session, raw_operation(raw), None, &refused, started);
+                return Invoked::Now(wire(&refused));
+            }
         };
         if request.operation == "session_info" {
-            return Invoked::Now((true, self.session_info_wire(session)));
+            let answer = self.session_info_wire(session);
+            let ok = ToolResult::Ok(Value::Null);
+            self.record_call(session, "session_info", Some(&request.args), &ok, started);
+            return Invoked::Now((true, answer));
         }
         match self.answer_now(session, &request) {
-            Some(result) => Invoked::Now(wire(&result)),
+            Some(result) => {
+                let args = Some(&request.args);
+                self.record_call(session, &request.operation, args, &result, started);
+                Invoked::Now(wire(&result))
+            }
             None => Invoked::Queue(Pending {
                 server: self,
                 session,
                 request,
+                started,
             }),
         }
     }
@@ -551,12 +647,14 @@ impl AgentToolServer {
 
     /// Steps 3 to 8 for an admitted request, waiting up to [`Clock::answer_wait`] for a
     /// queued one.
-    fn answer(&self, session: &ToolSession, request: ToolRequest) -> ToolResult {
+    fn answer(&self, session: &ToolSession, request: ToolRequest, started: Instant) -> ToolResult {
         if let Some(result) = self.answer_now(session, &request) {
+            let args = Some(&request.args);
+            self.record_call(session, &request.operation, args, &result, started);
             return result;
         }
         let (reply, answer) = mpsc::channel();
-        let queued = self.queue(session, request, move |result| {
+        let queued = self.queue(session, request, started, move |result| {
             let _ = reply.send(result);
         });
         if let Err(refused) = queued {
@@ -608,12 +706,14 @@ impl AgentToolServer {
     }
 
     /// Steps 6 to 8: queues `request` behind its project; when its turn comes it is
-    /// checked again and executed, and `then` gets the result on the worker thread.
-    /// `Err` when it could not be queued (then `then` is never called).
+    /// checked again and executed, recorded in the activity trail, and `then` gets the
+    /// result on the worker thread. `Err` when it could not be queued (then `then` is
+    /// never called).
     fn queue(
         &self,
         session: &ToolSession,
         request: ToolRequest,
+        started: Instant,
         then: impl FnOnce(ToolResult) + Send + 'static,
     ) -> Result<(), ToolResult> {
         let Some(server) = self.me.upgrade() else {
@@ -624,15 +724,22 @@ impl AgentToolServer {
         let project_id = session.project_id.clone();
         let browser = is_browser_operation(&request.operation);
         let queued_at = self.clock.now();
-        let session = session.clone();
+        let operation = request.operation.clone();
+        let caller = session.clone();
         let work = Box::new(move || {
             // A panicking operation still gets an answer.
-            let turn = || server.take_turn(&session, &request, queued_at, browser);
+            let turn = || server.take_turn(&caller, &request, queued_at, browser);
             let result = catch_unwind(AssertUnwindSafe(turn))
                 .unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()));
+            let args = Some(&request.args);
+            server.record_call(&caller, &request.operation, args, &result, started);
             then(result);
         });
-        self.queues.push(&project_id, work).map_err(ToolResult::Err)
+        self.queues.push(&project_id, work).map_err(|error| {
+            let refused = ToolResult::Err(error);
+            self.record_call(session, &operation, None, &refused, started);
+            refused
+        })
     }
 
     /// Steps 7 and 8, on the project's worker thread.
@@ -713,6 +820,7 @@ impl AgentToolServer {
             status,
             browser_enabled: self.callbacks.browser_enabled(),
             app_version: self.callbacks.app_version(),
+            activity_dropped: self.activity_dropped(),
         }
     }
 
@@ -723,6 +831,7 @@ impl AgentToolServer {
         source: SessionInfoSource,
     ) -> SessionInfo<'a> {
         SessionInfo {
+            activity_dropped: source.activity_dropped,
             app_version: source.app_version,
             browser_enabled: source.browser_enabled,
             guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
@@ -747,6 +856,10 @@ impl AgentToolServer {
         }
         let lock_file = self.directory.join("server.lock");
         let held = lock::acquire(&lock_file, &self.instance_id)?;
+        if let Err(e) = self.start_activity() {
+            lock::release(&lock_file, &self.instance_id);
+            return Err(e);
+        }
         let started = http::Http::start(self.me.clone()).and_then(|http| {
             let port = http.port();
             let endpoint = Endpoint {
@@ -780,6 +893,25 @@ impl AgentToolServer {
         }
     }
 
+    /// Starts the activity trail's writer (once), telling it the projects that already
+    /// have sessions.
+    fn start_activity(&self) -> Result<(), ServerError> {
+        let Some(directory) = lock_or_recover(&self.activity_directory).clone() else {
+            return Ok(());
+        };
+        if self.activity.get().is_none() {
+            let trail = activity::Trail::start(directory)
+                .map_err(|e| ServerError::io("start the activity trail", e))?;
+            let _ = self.activity.set(trail);
+        }
+        if let Some(trail) = self.activity.get() {
+            for project_id in lock_or_recover(&self.sessions).project_ids() {
+                trail.add_project(&project_id);
+            }
+        }
+        Ok(())
+    }
+
     /// Where the server listens, while it runs.
     pub fn endpoint(&self) -> Option<Endpoint> {
         match &*lock_or_recover(&self.lifecycle) {
@@ -805,6 +937,10 @@ impl AgentToolServer {
             }
         }
         http.stop();
+        // After the front: its last answers (503 while shutting down) are recorded too.
+        if let Some(trail) = self.activity.get() {
+            trail.stop();
+        }
         lock::release(&self.directory.join("server.lock"), &self.instance_id);
         drop(held);
     }

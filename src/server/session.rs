@@ -155,6 +155,18 @@ impl SessionStore {
         }
     }
 
+    /// Every project with a session.
+    pub fn project_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .by_node
+            .values()
+            .map(|e| e.session.project_id.clone())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
     /// The identities and statuses of `project_id`'s sessions, by node id.
     pub fn of_project(&self, project_id: &str) -> Vec<(ToolIdentity, IntegrationStatus)> {
         let mut found: Vec<_> = self

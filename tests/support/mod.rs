@@ -264,7 +264,7 @@ fn answer(head: &str, body: &Value, port: u16) -> (u16, ToolResult) {
             "nodeId": "agent-1", "projectId": "p1", "instanceId": "test-instance", "host": "local",
             "status": {"state": "connected", "adapter": "claude-mcp", "reason": "Authenticated tool connection established"},
             "appVersion": "7.7.7-test", "browserEnabled": true,
-            "operations": ["session_info", "canvas_list", "browser_screenshot"],
+            "operations": termsprawl_tools::protocol::AGENT_TOOLS.iter().map(|t| t.name).collect::<Vec<_>>(),
         }),
         // A 1x1 PNG, as browser_screenshot returns it: {image: base64}.
         "browser_screenshot" => json!({

@@ -84,7 +84,10 @@ fn legacy_conversation_for_every_handshake_version() {
         let reply = initialize(&mut server, &mut host, version);
         let result = &reply["result"];
         assert_eq!(result["protocolVersion"], json!(version));
-        assert_eq!(result["capabilities"], json!({ "tools": {} }));
+        assert_eq!(
+            result["capabilities"],
+            json!({ "tools": { "listChanged": true } })
+        );
         assert_eq!(result["serverInfo"]["name"], json!("termsprawl"));
         assert_eq!(result["serverInfo"]["version"], json!("9.9.9"));
         assert_eq!(result["instructions"], json!(guide("overview").unwrap()));
@@ -198,7 +201,10 @@ fn modern_conversation() {
     let result = &discover["result"];
     assert_eq!(result["resultType"], json!("complete"));
     assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
-    assert_eq!(result["capabilities"], json!({ "tools": {} }));
+    assert_eq!(
+        result["capabilities"],
+        json!({ "tools": { "listChanged": true } })
+    );
     assert_eq!(
         result["_meta"]["io.modelcontextprotocol/serverInfo"],
         json!({ "name": "termsprawl", "version": "9.9.9" })
@@ -598,7 +604,12 @@ fn the_stdio_loop_skips_overlong_lines_and_stops_at_eof() {
     input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
     input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":\"last\",\"method\":\"ping\"}");
     let mut output = Vec::new();
-    serve(&input[..], &mut output, &mut FakeHost::new()).unwrap();
+    serve(
+        std::io::Cursor::new(input),
+        &mut output,
+        &mut FakeHost::new(),
+    )
+    .unwrap();
     let lines: Vec<Value> = output
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
@@ -668,4 +679,123 @@ fn arbitrary_input_never_panics() {
             assert_eq!(reply["jsonrpc"], json!("2.0"));
         }
     }
+}
+
+/// A host whose `session_info` names the operations in `browser` mode or without them.
+fn switching_host(
+    browser: std::rc::Rc<std::cell::Cell<bool>>,
+) -> impl FnMut(&str, &Map<String, Value>) -> ToolResult {
+    move |operation, _args| {
+        let names: Vec<&str> = AGENT_TOOLS
+            .iter()
+            .map(|t| t.name)
+            .filter(|name| browser.get() || !name.starts_with("browser_"))
+            .collect();
+        match operation {
+            "session_info" => ToolResult::Ok(json!({ "appVersion": "1", "operations": names })),
+            _ => ToolResult::Ok(json!({})),
+        }
+    }
+}
+
+fn listed(server: &mut McpServer, host: &mut dyn ToolHost, meta: Option<Value>) -> usize {
+    let mut params = json!({});
+    if let Some(meta) = meta {
+        params["_meta"] = meta;
+    }
+    let line = json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list", "params": params});
+    let reply: Value = serde_json::from_str(
+        &server
+            .handle_line(line.to_string().as_bytes(), host)
+            .unwrap(),
+    )
+    .unwrap();
+    reply["result"]["tools"].as_array().unwrap().len()
+}
+
+#[test]
+fn a_legacy_client_hears_of_a_changed_tool_list_and_lists_the_new_one() {
+    let browser = std::rc::Rc::new(std::cell::Cell::new(false));
+    let mut host = switching_host(browser.clone());
+    let mut server = McpServer::new();
+    assert!(server.check_tools(&mut host).is_empty(), "no client yet");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}});
+    let reply: Value = serde_json::from_str(
+        &server
+            .handle_line(init.to_string().as_bytes(), &mut host)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        reply["result"]["capabilities"]["tools"]["listChanged"],
+        json!(true)
+    );
+    assert_eq!(listed(&mut server, &mut host, None), 19);
+    assert!(server.check_tools(&mut host).is_empty(), "unchanged");
+    browser.set(true);
+    let notes = server.check_tools(&mut host);
+    assert_eq!(notes.len(), 1);
+    let note: Value = serde_json::from_str(&notes[0]).unwrap();
+    assert_eq!(
+        note,
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
+    assert!(server.check_tools(&mut host).is_empty(), "told once");
+    assert_eq!(listed(&mut server, &mut host, None), 28);
+}
+
+#[test]
+fn a_modern_listen_stream_is_acknowledged_notified_by_id_and_cancelled() {
+    let browser = std::rc::Rc::new(std::cell::Cell::new(true));
+    let mut host = switching_host(browser.clone());
+    let mut server = McpServer::new();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let listen = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "_meta": meta, "notifications": {"toolsListChanged": true, "promptsListChanged": true}}});
+    let ack: Value = serde_json::from_str(
+        &server
+            .handle_line(listen.to_string().as_bytes(), &mut host)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        ack["method"],
+        json!("notifications/subscriptions/acknowledged")
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(7)
+    );
+    assert!(ack.get("id").is_none(), "the listen request stays open");
+    assert_eq!(listed(&mut server, &mut host, Some(meta.clone())), 28);
+    browser.set(false);
+    let notes = server.check_tools(&mut host);
+    let note: Value = serde_json::from_str(&notes[0]).unwrap();
+    assert_eq!(note["method"], json!("notifications/tools/list_changed"));
+    assert_eq!(
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(7)
+    );
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    assert!(server
+        .handle_line(cancel.to_string().as_bytes(), &mut host)
+        .is_none());
+    assert!(!server.has_listeners());
+    // Without _meta naming 2026-07-28 and no initialize: refused.
+    let bare = json!({"jsonrpc": "2.0", "id": 8, "method": "subscriptions/listen", "params": {}});
+    let reply: Value = serde_json::from_str(
+        &server
+            .handle_line(bare.to_string().as_bytes(), &mut host)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(error_code(&reply), INVALID_PARAMS);
 }

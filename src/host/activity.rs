@@ -1,0 +1,188 @@
+//! `termsprawl-tools activity [--data DIR] [--project-id ID] [--follow] [--json]`: the
+//! activity trail for people (see `server::activity` for what a line holds).
+//!
+//! Without `--project-id` it shows the only project's trail under
+//! `<data>/agent-tools/activity/`, and names the choices when there are several. The
+//! previous (rotated) file comes first, then the current one. `--follow` prints the last
+//! ten lines and then each new one as it is written (checked every [`FOLLOW_EVERY`]),
+//! starting over when the file is rotated. Times are UTC.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use crate::server::activity::{
+    open_private_for_reading, read_from, read_tail, trail_file, ActivityLine,
+};
+
+/// How often `--follow` looks for new lines.
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
+/// Lines `--follow` shows before waiting for new ones (as `tail -f`).
+const FOLLOW_BACKLOG: usize = 10;
+
+/// The usage line of `activity`.
+pub const ACTIVITY_USAGE: &str =
+    "usage: termsprawl-tools activity [--data DIR] [--project-id ID] [--follow] [--json]";
+
+/// What `activity` was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActivityOptions {
+    /// `--data DIR`.
+    pub data: PathBuf,
+    /// `--project-id ID`.
+    pub project_id: Option<String>,
+    /// `--follow`.
+    pub follow: bool,
+    /// `--json`: the raw lines.
+    pub json: bool,
+}
+
+impl ActivityOptions {
+    /// Parses the words after `activity`; `env` gives the `--data` default.
+    pub fn parse(
+        args: &[String],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ActivityOptions, String> {
+        let (mut data, mut project_id, mut follow, mut json) = (None, None, false, false);
+        let mut words = args.iter();
+        while let Some(word) = words.next() {
+            let (flag, inline) = match word.split_once('=') {
+                Some((flag, value)) => (flag, Some(value.to_string())),
+                None => (word.as_str(), None),
+            };
+            let mut value = || {
+                inline
+                    .clone()
+                    .or_else(|| words.next().cloned())
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| format!("{flag} needs a value; {ACTIVITY_USAGE}"))
+            };
+            match flag {
+                "--data" => data = Some(PathBuf::from(value()?)),
+                "--project-id" => project_id = Some(value()?),
+                "--follow" if inline.is_none() => follow = true,
+                "--json" if inline.is_none() => json = true,
+                _ => return Err(format!("unknown option {word}; {ACTIVITY_USAGE}")),
+            }
+        }
+        let data = match data {
+            Some(data) => data,
+            None => super::options::default_data_dir(&env)?,
+        };
+        Ok(ActivityOptions {
+            data,
+            project_id,
+            follow,
+            json,
+        })
+    }
+}
+
+/// Runs `activity`: prints the trail on `out` (and, with `--follow`, never returns
+/// unless writing fails). The error text tells a person what to do.
+pub fn run(options: &ActivityOptions, out: &mut impl Write) -> Result<(), String> {
+    let dir = options.data.join("agent-tools").join("activity");
+    let project_id = match &options.project_id {
+        Some(id) => id.clone(),
+        None => only_project(&dir)?,
+    };
+    let file = trail_file(&dir, &project_id)
+        .ok_or_else(|| format!("{project_id} is not a project id (letters, digits, - and _)"))?;
+    let printer = Printer { json: options.json };
+    // A closed pipe (`activity | head`) is the reader being done, not a failure.
+    let write_failed = |e: io::Error| match e.kind() {
+        io::ErrorKind::BrokenPipe => String::new(),
+        _ => format!("cannot write: {e}"),
+    };
+    if !options.follow {
+        let lines = read_tail(&dir, &project_id, usize::MAX);
+        return printer.print(&lines, out).map_err(write_failed);
+    }
+    let backlog = read_tail(&dir, &project_id, FOLLOW_BACKLOG);
+    printer.print(&backlog, out).map_err(write_failed)?;
+    follow(&file, &printer, out).map_err(write_failed)
+}
+
+/// Prints each new line of `file` as it is written, forever.
+fn follow(file: &Path, printer: &Printer, out: &mut impl Write) -> io::Result<()> {
+    // Start at the current end: what is there was printed as the backlog.
+    let mut open = open_private_for_reading(file).ok();
+    let mut offset = open
+        .as_ref()
+        .map_or(0, |f| f.metadata().map_or(0, |m| m.len()));
+    loop {
+        thread::sleep(FOLLOW_EVERY);
+        // Rotated (a new inode at the name) or cut: read the new file from its start.
+        let current = std::fs::symlink_metadata(file).ok();
+        let same = |f: &File| {
+            let (Ok(now), Some(named)) = (f.metadata(), &current) else {
+                return false;
+            };
+            now.ino() == named.ino() && named.len() >= offset
+        };
+        if !open.as_ref().is_some_and(same) {
+            if let Some(mut old) = open.take() {
+                // The rest of the file that was rotated away.
+                if let Ok((lines, _)) = read_from(&mut old, offset) {
+                    printer.print(&lines, out)?;
+                }
+            }
+            open = open_private_for_reading(file).ok();
+            offset = 0;
+        }
+        if let Some(f) = open.as_mut() {
+            if let Ok((lines, next)) = read_from(f, offset) {
+                printer.print(&lines, out)?;
+                offset = next;
+            }
+        }
+    }
+}
+
+/// The one project with a trail in `dir`, or an error naming the choices.
+fn only_project(dir: &Path) -> Result<String, String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("no activity trail in {}: {e}", dir.display()))?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".jsonl").map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    match ids.as_slice() {
+        [id] => Ok(id.clone()),
+        [] => Err(format!("no activity trail in {} yet", dir.display())),
+        _ => Err(format!(
+            "several projects have a trail; choose one with --project-id: {}",
+            ids.join(", ")
+        )),
+    }
+}
+
+struct Printer {
+    json: bool,
+}
+
+impl Printer {
+    fn print(&self, lines: &[ActivityLine], out: &mut impl Write) -> io::Result<()> {
+        // Columns as wide as this batch's longest node id and operation.
+        let width = |f: fn(&ActivityLine) -> usize| lines.iter().map(f).max().unwrap_or(0);
+        let widths = (
+            width(|l| l.node_id.as_deref().map_or(1, str::len)),
+            width(|l| l.operation.as_deref().map_or(11, str::len)),
+        );
+        for line in lines {
+            if self.json {
+                serde_json::to_writer(&mut *out, line)?;
+                out.write_all(b"\n")?;
+            } else {
+                writeln!(out, "{}", line.display(widths))?;
+            }
+        }
+        out.flush()
+    }
+}

@@ -1,0 +1,810 @@
+//! The activity trail: one JSON line per call in `<dir>/<projectId>.jsonl`, written by
+//! one writer thread so that recording never makes a call wait.
+//!
+//! A call hands its finished line to [`Trail::record`], which only tries to put it on a
+//! bounded channel ([`CHANNEL_LINES`]); when the channel is full the line is dropped and
+//! [`Trail::dropped`] goes up. The writer takes lines in batches (it pauses
+//! [`BATCH_PAUSE`] after the first, so a burst costs one wake-up and one `write` per
+//! project), and writes each batch with one append. A write that fails (a full disk)
+//! is cut back to the file's previous length, its lines counted as dropped: lines in the
+//! file are whole, and only a crash in the middle of a write can leave a torn last line
+//! (readers skip lines that do not parse). While the count grows, stderr hears of it at
+//! most once per [`REPORT_EVERY`].
+//!
+//! Files are private state: the directory 0700, each file 0600, opened for appending
+//! with `O_NOFOLLOW|O_NONBLOCK` and used only if `fstat` finds a regular file of this
+//! user (a planted symlink is never followed, a planted FIFO never blocks and never
+//! receives a line). At [`ROTATE_BYTES`] the file becomes `<projectId>.jsonl.1` (the
+//! previous one is replaced) and a new one is created exclusively.
+//!
+//! What a line holds (see [`ActivityLine`]): the time (RFC 3339, UTC, ms), the caller's
+//! `nodeId`, the `operation`, the `outcome` (`ok` or `error` with the `error` text),
+//! `durationMs`, and the arguments the agent sent, every string cut to [`TEXT_CHARS`]
+//! characters. Nothing else the server holds is written: no token, no header, no answer.
+//! A request refused before its call is known (403, 401, too large, a body that does not
+//! arrive or is not JSON, the service shutting down) has no `operation`; it carries the
+//! HTTP `status`, the reason and the client's `peerPort`, and is written to the trail of
+//! every project the server has provisioned a session for.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use super::lock_or_recover;
+
+/// A trail file is rotated once it has reached this size.
+pub const ROTATE_BYTES: u64 = 10 * 1024 * 1024;
+/// Lines waiting for the writer; one more is dropped (and counted).
+pub const CHANNEL_LINES: usize = 16 * 1024;
+/// Every string argument is cut to this many characters.
+pub const TEXT_CHARS: usize = 200;
+/// After waking for a line, the writer waits this long for more before writing.
+const BATCH_PAUSE: Duration = Duration::from_millis(20);
+/// Dropped lines are reported on stderr at most this often.
+pub const REPORT_EVERY: Duration = Duration::from_secs(60);
+/// Error texts are cut to this many characters (they may quote what an agent sent).
+const ERROR_CHARS: usize = 500;
+
+/// `<dir>/<project_id>.jsonl`, or `None` for a project id that is no safe file name
+/// (`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`, as node ids): such a project has no trail.
+pub fn trail_file(dir: &Path, project_id: &str) -> Option<PathBuf> {
+    crate::protocol::is_valid_node_id(project_id).then(|| dir.join(format!("{project_id}.jsonl")))
+}
+
+/// The file a trail was rotated into: `<projectId>.jsonl.1`.
+pub fn previous_file(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".1");
+    PathBuf::from(name)
+}
+
+/// One line of a trail, as read back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityLine {
+    /// RFC 3339 UTC with milliseconds, e.g. `2026-12-01T12:03:04.512Z`.
+    pub time: String,
+    /// The calling agent; absent for a request refused before its call was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    /// The operation; absent for a refused request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// `ok` or `error`.
+    pub outcome: String,
+    /// Why it failed (cut to 500 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// From the parsed request to its answer (queue wait included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The HTTP status of a refused request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The client's TCP port, for a refused request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_port: Option<u16>,
+    /// The arguments as sent, strings cut to [`TEXT_CHARS`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Map<String, Value>>,
+}
+
+impl ActivityLine {
+    /// The line for people: `12:03:04.512  me  terminal_submit  ok  3 ms  term-1 "cargo test"`
+    /// (time of day in UTC; `widths` pads the node and operation columns).
+    pub fn display(&self, widths: (usize, usize)) -> String {
+        let clock = self.time.get(11..23).unwrap_or(&self.time);
+        let node = self.node_id.as_deref().unwrap_or("-");
+        let operation = match (&self.operation, self.status) {
+            (Some(operation), _) => operation.clone(),
+            (None, Some(status)) => format!("refused {status}"),
+            (None, None) => "refused".to_string(),
+        };
+        let mut line = format!(
+            "{clock}  {node:<nw$}  {operation:<ow$}  {:<5}",
+            self.outcome,
+            nw = widths.0,
+            ow = widths.1
+        );
+        if let Some(ms) = self.duration_ms {
+            line.push_str(&format!("  {ms} ms"));
+        }
+        if let Some(args) = &self.args {
+            // The node acted on first, then the rest in the map's order.
+            let node_first = args.get("nodeId").into_iter().chain(
+                args.iter()
+                    .filter(|(key, _)| *key != "nodeId")
+                    .map(|(_, value)| value),
+            );
+            let shown: Vec<String> = node_first
+                .map(|value| match value {
+                    Value::String(text) if !text.contains([' ', '"']) && !text.is_empty() => {
+                        text.clone()
+                    }
+                    other => other.to_string(),
+                })
+                .collect();
+            if !shown.is_empty() {
+                line.push_str("  ");
+                line.push_str(&shown.join(" "));
+            }
+        }
+        if let Some(port) = self.peer_port {
+            line.push_str(&format!("  port {port}"));
+        }
+        if let Some(error) = &self.error {
+            line.push_str(&format!("  {error}"));
+        }
+        line
+    }
+}
+
+/// The last `n` whole lines of `project_id`'s trail in `dir` (oldest first), reaching
+/// into the previous, rotated file when the current one has fewer. Lines that do not
+/// parse (a torn last line) are skipped; a missing or untrusted file reads as empty.
+/// For a view that shows the latest calls; see `AgentToolServer::activity_file`.
+pub fn read_tail(dir: &Path, project_id: &str, n: usize) -> Vec<ActivityLine> {
+    let Some(file) = trail_file(dir, project_id) else {
+        return Vec::new();
+    };
+    let mut lines = tail_of(&file, n);
+    if lines.len() < n {
+        let mut older = tail_of(&previous_file(&file), n - lines.len());
+        older.append(&mut lines);
+        lines = older;
+    }
+    lines
+}
+
+/// The last `n` parsable lines of one file.
+fn tail_of(file: &Path, n: usize) -> Vec<ActivityLine> {
+    let Ok(mut opened) = open_private_for_reading(file) else {
+        return Vec::new();
+    };
+    let Ok(len) = opened.seek(SeekFrom::End(0)) else {
+        return Vec::new();
+    };
+    // Read backwards in growing windows until `n` lines are in it (or the whole file).
+    let mut window = (n as u64).saturating_add(1).saturating_mul(512);
+    loop {
+        let start = len.saturating_sub(window);
+        let mut bytes = Vec::new();
+        if opened.seek(SeekFrom::Start(start)).is_err()
+            || Read::by_ref(&mut opened)
+                .take(len - start)
+                .read_to_end(&mut bytes)
+                .is_err()
+        {
+            return Vec::new();
+        }
+        // The first line of a window that does not start the file may be partial.
+        let skip_first = start > 0;
+        let mut parsed: Vec<ActivityLine> = bytes
+            .split(|b| *b == b'\n')
+            .skip(usize::from(skip_first))
+            .filter_map(|line| serde_json::from_slice(line).ok())
+            .collect();
+        if parsed.len() >= n || start == 0 {
+            let from = parsed.len().saturating_sub(n);
+            return parsed.split_off(from);
+        }
+        window = window.saturating_mul(4);
+    }
+}
+
+/// Opens a trail file for reading only if it is a regular file of this user (never
+/// through a symlink; a FIFO never blocks).
+pub fn open_private_for_reading(file: &Path) -> io::Result<File> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(file)?;
+    check_private(&opened, file)?;
+    Ok(opened)
+}
+
+/// Every parsable line of `file` from byte `from`, and the offset after the last whole
+/// line read (for following a growing file).
+pub fn read_from(file: &mut File, from: u64) -> io::Result<(Vec<ActivityLine>, u64)> {
+    file.seek(SeekFrom::Start(from))?;
+    let mut reader = BufReader::new(file);
+    let (mut lines, mut offset, mut buf) = (Vec::new(), from, Vec::new());
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        // A line still being written (no newline yet) is read next time.
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok((lines, offset));
+        }
+        offset += n as u64;
+        if let Ok(line) = serde_json::from_slice(&buf) {
+            lines.push(line);
+        }
+    }
+}
+
+fn check_private(file: &File, path: &Path) -> io::Result<()> {
+    let meta = file.metadata()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_file() || meta.uid() != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is not a regular file of this user", path.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// What the writer is sent.
+enum Entry {
+    /// A call's line for one project's trail.
+    Call { project_id: String, line: Vec<u8> },
+    /// A refused request's line, for every project's trail.
+    Refused(Vec<u8>),
+    /// A project with sessions: refused requests go to its trail too.
+    Project(String),
+    /// Write what is queued and stop.
+    Stop,
+}
+
+/// A running trail: the sending side of the writer's channel.
+pub(crate) struct Trail {
+    sender: SyncSender<Entry>,
+    dropped: Arc<AtomicU64>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Trail {
+    /// Starts the writer for files in `dir` (made 0700 if missing).
+    pub(crate) fn start(dir: PathBuf) -> io::Result<Trail> {
+        super::private_dir(&dir)?;
+        let (sender, lines) = sync_channel(CHANNEL_LINES);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let dropped = dropped.clone();
+            thread::Builder::new()
+                .name("agent-tools-activity".into())
+                .spawn(move || Writer::new(dir, dropped, ROTATE_BYTES).run(&lines))?
+        };
+        Ok(Trail {
+            sender,
+            dropped,
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// Lines dropped so far (channel full, disk full, file unusable).
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Queues a call's line; never waits.
+    pub(crate) fn record(&self, project_id: &str, line: Vec<u8>) {
+        let project_id = project_id.to_string();
+        self.send(Entry::Call { project_id, line });
+    }
+
+    /// Queues a refused request's line; never waits.
+    pub(crate) fn record_refused(&self, line: Vec<u8>) {
+        self.send(Entry::Refused(line));
+    }
+
+    /// Tells the writer about a project with sessions (see the module docs).
+    pub(crate) fn add_project(&self, project_id: &str) {
+        self.send(Entry::Project(project_id.to_string()));
+    }
+
+    fn send(&self, entry: Entry) {
+        match self.sender.try_send(entry) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            // Stopped: the server is closing, nobody is left to care.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Writes what is queued and stops the writer. Idempotent.
+    pub(crate) fn stop(&self) {
+        let Some(writer) = lock_or_recover(&self.writer).take() else {
+            return;
+        };
+        // Blocking: the writer is draining, so there is room soon.
+        let _ = self.sender.send(Entry::Stop);
+        let _ = writer.join();
+    }
+}
+
+/// One project's open trail file and its size.
+struct Sink {
+    file: File,
+    size: u64,
+}
+
+/// The writer thread's state.
+struct Writer {
+    dir: PathBuf,
+    /// [`ROTATE_BYTES`] (smaller in unit tests).
+    rotate_bytes: u64,
+    dropped: Arc<AtomicU64>,
+    /// Open files by project id; a project whose file cannot be used maps to `None`
+    /// until the next batch tries again.
+    sinks: HashMap<String, Option<Sink>>,
+    /// Projects whose unusable file was reported on stderr already.
+    reported_unusable: Vec<String>,
+    reported_dropped: (u64, Option<Instant>),
+    /// Whether a failed rotation was reported on stderr already.
+    reported_rotation: bool,
+}
+
+impl Writer {
+    fn new(dir: PathBuf, dropped: Arc<AtomicU64>, rotate_bytes: u64) -> Writer {
+        Writer {
+            dir,
+            rotate_bytes,
+            dropped,
+            sinks: HashMap::new(),
+            reported_unusable: Vec::new(),
+            reported_dropped: (0, None),
+            reported_rotation: false,
+        }
+    }
+
+    fn run(mut self, lines: &Receiver<Entry>) {
+        loop {
+            let first = match lines.recv_timeout(REPORT_EVERY) {
+                Ok(entry) => entry,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.report_dropped();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut batch = vec![first];
+            if !matches!(batch[0], Entry::Stop) {
+                thread::sleep(BATCH_PAUSE);
+            }
+            batch.extend(lines.try_iter().take(CHANNEL_LINES));
+            let stop = self.write_batch(batch);
+            self.report_dropped();
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// Writes one batch, one append per project; true when it held `Stop`.
+    fn write_batch(&mut self, batch: Vec<Entry>) -> bool {
+        let mut stop = false;
+        // Per project: its bytes and how many lines they are, in arrival order.
+        let mut out: HashMap<String, (Vec<u8>, u64)> = HashMap::new();
+        for entry in batch {
+            match entry {
+                Entry::Call { project_id, line } => {
+                    let (bytes, count) = out.entry(project_id).or_default();
+                    bytes.extend_from_slice(&line);
+                    *count += 1;
+                }
+                Entry::Refused(line) => {
+                    if self.sinks.is_empty() {
+                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    for project_id in self.sinks.keys() {
+                        let (bytes, count) = out.entry(project_id.clone()).or_default();
+                        bytes.extend_from_slice(&line);
+                        *count += 1;
+                    }
+                }
+                Entry::Project(project_id) => {
+                    self.sinks.entry(project_id).or_insert(None);
+                }
+                Entry::Stop => stop = true,
+            }
+        }
+        for (project_id, (bytes, count)) in out {
+            if !self.append(&project_id, &bytes) {
+                self.dropped.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+        stop
+    }
+
+    /// Appends whole lines to the project's trail (rotating it first when due); false
+    /// when nothing was written.
+    fn append(&mut self, project_id: &str, bytes: &[u8]) -> bool {
+        let Some(path) = trail_file(&self.dir, project_id) else {
+            self.report_unusable(project_id, "its project id is not a safe file name");
+            return false;
+        };
+        let sink = self.sinks.entry(project_id.to_string()).or_insert(None);
+        if sink
+            .as_ref()
+            .is_some_and(|s| s.size > 0 && s.size + bytes.len() as u64 > self.rotate_bytes)
+        {
+            *sink = None;
+            // The previous file is replaced; a planted symlink there is replaced, not
+            // followed (rename acts on names).
+            // When it cannot be rotated, the file grows on (said once, not per batch).
+            if let Err(e) = fs::rename(&path, previous_file(&path)) {
+                if !self.reported_rotation {
+                    eprintln!("agent-tools: could not rotate {}: {e}", path.display());
+                    self.reported_rotation = true;
+                }
+            }
+        }
+        if sink.is_none() {
+            match open_for_appending(&path) {
+                Ok(opened) => *sink = Some(opened),
+                Err(e) => {
+                    let why = e.to_string();
+                    self.report_unusable(project_id, &why);
+                    return false;
+                }
+            }
+        }
+        let Some(open) = sink.as_mut() else {
+            return false;
+        };
+        match open.file.write_all(bytes) {
+            Ok(()) => {
+                open.size += bytes.len() as u64;
+                true
+            }
+            Err(_) => {
+                // Cut a partial write back so the file holds whole lines only.
+                let _ = open.file.set_len(open.size);
+                false
+            }
+        }
+    }
+
+    fn report_unusable(&mut self, project_id: &str, why: &str) {
+        if !self.reported_unusable.iter().any(|p| p == project_id) {
+            eprintln!(
+                "agent-tools: the activity trail of project {project_id} is not written: {why}"
+            );
+            self.reported_unusable.push(project_id.to_string());
+        }
+    }
+
+    /// Says on stderr how many lines were dropped, when the count grew since the last
+    /// report and that was at least [`REPORT_EVERY`] ago.
+    fn report_dropped(&mut self) {
+        let now = self.dropped.load(Ordering::Relaxed);
+        let (last, at) = self.reported_dropped;
+        if now > last && at.map_or(true, |at| at.elapsed() >= REPORT_EVERY) {
+            eprintln!("agent-tools: activity trail: {now} line(s) dropped so far (disk full or writer behind)");
+            self.reported_dropped = (now, Some(Instant::now()));
+        }
+    }
+}
+
+/// Opens (or creates, 0600) a trail file for appending, only if it is a regular file of
+/// this user: `O_NOFOLLOW` refuses a symlink, `O_NONBLOCK` keeps a FIFO from blocking
+/// the open, and `fstat` refuses anything but a regular file.
+fn open_for_appending(path: &Path) -> io::Result<Sink> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    check_private(&file, path)?;
+    let meta = file.metadata()?;
+    if meta.mode() & 0o077 != 0 {
+        file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    }
+    let mut sink = Sink {
+        file,
+        size: meta.len(),
+    };
+    // A torn last line from a crash: end it, so the next line starts on its own.
+    if sink.size > 0 && !ends_with_newline(&sink.file, sink.size) {
+        sink.file.write_all(b"\n")?;
+        sink.size += 1;
+    }
+    Ok(sink)
+}
+
+fn ends_with_newline(file: &File, size: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, size - 1).is_ok() && last[0] == b'\n'
+}
+
+/// A call's line (see the module docs).
+pub(crate) fn call_line(
+    node_id: &str,
+    operation: &str,
+    args: Option<&Map<String, Value>>,
+    error: Option<&str>,
+    started: Instant,
+) -> Vec<u8> {
+    let line = Line {
+        time: &now_rfc3339(),
+        node_id: Some(node_id),
+        operation: Some(&Cut(operation, TEXT_CHARS)),
+        outcome: if error.is_some() { "error" } else { "ok" },
+        error: error.map(|e| Cut(e, ERROR_CHARS)),
+        duration_ms: Some(started.elapsed().as_millis() as u64),
+        status: None,
+        peer_port: None,
+        args: args.filter(|args| !args.is_empty()).map(CutArgs),
+    };
+    to_line(&line)
+}
+
+/// A refused request's line (see the module docs).
+pub(crate) fn refused_line(
+    node_id: Option<&str>,
+    status: u16,
+    reason: &str,
+    peer_port: Option<u16>,
+) -> Vec<u8> {
+    let line = Line {
+        time: &now_rfc3339(),
+        node_id,
+        operation: None,
+        outcome: "error",
+        error: Some(Cut(reason, ERROR_CHARS)),
+        duration_ms: None,
+        status: Some(status),
+        peer_port,
+        args: None,
+    };
+    to_line(&line)
+}
+
+fn to_line(line: &Line<'_>) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(line).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// [`ActivityLine`] as written, from borrowed parts.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Line<'a> {
+    time: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation: Option<&'a Cut<'a>>,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Cut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<CutArgs<'a>>,
+}
+
+/// A string serialized cut to its first `.1` characters (with `…` when cut).
+struct Cut<'a>(&'a str, usize);
+
+impl Serialize for Cut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0.char_indices().nth(self.1) {
+            None => serializer.serialize_str(self.0),
+            Some((end, _)) => serializer.serialize_str(&format!("{}…", &self.0[..end])),
+        }
+    }
+}
+
+/// Arguments serialized with every string cut to [`TEXT_CHARS`].
+struct CutArgs<'a>(&'a Map<String, Value>);
+
+impl Serialize for CutArgs<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            map.serialize_entry(&Cut(key, TEXT_CHARS), &CutValue(value))?;
+        }
+        map.end()
+    }
+}
+
+struct CutValue<'a>(&'a Value);
+
+impl Serialize for CutValue<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::String(text) => Cut(text, TEXT_CHARS).serialize(serializer),
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&CutValue(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => CutArgs(map).serialize(serializer),
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+/// Now as RFC 3339 in UTC with milliseconds.
+pub(crate) fn now_rfc3339() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since.as_secs(), since.subsec_millis())
+}
+
+/// `secs` after the Unix epoch (and `millis`) as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn rfc3339(secs: u64, millis: u32) -> String {
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400, 7), "2000-02-29T00:00:00.007Z");
+        assert_eq!(rfc3339(1_764_590_584, 512), "2025-12-01T12:03:04.512Z");
+    }
+
+    #[test]
+    fn strings_are_cut_to_200_characters_and_marked() {
+        let long = "é".repeat(300);
+        let args = json!({ "text": long, "nodeIds": ["a", "b"], "x": 1.5 });
+        let line = call_line("me", "sticky_open", args.as_object(), None, Instant::now());
+        let read: ActivityLine = serde_json::from_slice(&line).unwrap();
+        let text = read.args.as_ref().unwrap()["text"].as_str().unwrap();
+        assert_eq!(text.chars().count(), TEXT_CHARS + 1);
+        assert!(text.ends_with('…'));
+        assert_eq!(read.args.unwrap()["nodeIds"], json!(["a", "b"]));
+        assert_eq!(read.outcome, "ok");
+        assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'));
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tst-activity-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn batch(project: &str, from: u64, n: u64) -> Vec<Entry> {
+        (from..from + n)
+            .map(|i| Entry::Call {
+                project_id: project.to_string(),
+                line: call_line(
+                    "me",
+                    "terminal_read",
+                    json!({ "maxChars": i }).as_object(),
+                    None,
+                    Instant::now(),
+                ),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rotation_keeps_the_current_and_one_previous_file() {
+        let dir = scratch("rotate");
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut writer = Writer::new(dir.clone(), dropped.clone(), 4096);
+        for round in 0..40 {
+            writer.write_batch(batch("p1", round * 10, 10));
+        }
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["p1.jsonl", "p1.jsonl.1"]);
+        for name in &names {
+            let meta = fs::metadata(dir.join(name)).unwrap();
+            assert!(meta.len() <= 4096, "{name}: {} bytes", meta.len());
+            assert_eq!(meta.mode() & 0o777, 0o600, "{name}");
+        }
+        // The newest lines, in order, across both files; the last is call 399.
+        let tail = read_tail(&dir, "p1", 20);
+        let numbers: Vec<u64> = tail
+            .iter()
+            .map(|l| l.args.as_ref().unwrap()["maxChars"].as_u64().unwrap())
+            .collect();
+        assert_eq!(numbers, (380..400).collect::<Vec<_>>());
+        assert_eq!(dropped.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_planted_symlink_or_fifo_is_not_followed_and_its_lines_are_counted() {
+        let dir = scratch("planted");
+        let outside = dir.join("outside.txt");
+        fs::write(&outside, b"untouched").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("p1.jsonl")).unwrap();
+        let fifo =
+            std::ffi::CString::new(dir.join("p2.jsonl").into_os_string().into_encoded_bytes())
+                .unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut writer = Writer::new(dir.clone(), dropped.clone(), ROTATE_BYTES);
+        writer.write_batch(batch("p1", 0, 3));
+        writer.write_batch(batch("p2", 0, 4));
+        assert_eq!(fs::read(&outside).unwrap(), b"untouched");
+        assert_eq!(dropped.load(Ordering::Relaxed), 7);
+        assert!(read_tail(&dir, "p1", 10).is_empty() && read_tail(&dir, "p2", 10).is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_and_the_next_starts_on_its_own() {
+        let dir = scratch("torn");
+        let whole = call_line("me", "canvas_list", None, None, Instant::now());
+        let mut text = whole.clone();
+        text.extend_from_slice(b"{\"time\":\"2026-");
+        fs::write(dir.join("p1.jsonl"), &text).unwrap();
+        fs::set_permissions(dir.join("p1.jsonl"), fs::Permissions::from_mode(0o600)).unwrap();
+        let mut writer = Writer::new(dir.clone(), Arc::default(), ROTATE_BYTES);
+        writer.write_batch(batch("p1", 7, 1));
+        let lines = read_tail(&dir, "p1", 10);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[1].args.as_ref().unwrap()["maxChars"], 7);
+    }
+
+    #[test]
+    fn the_display_line_is_aligned_and_quotes_text_with_spaces() {
+        let line = ActivityLine {
+            time: "2026-12-01T12:03:04.512Z".into(),
+            node_id: Some("me".into()),
+            operation: Some("terminal_submit".into()),
+            outcome: "ok".into(),
+            error: None,
+            duration_ms: Some(3),
+            status: None,
+            peer_port: None,
+            args: json!({ "nodeId": "term-81591085", "command": "cargo test" })
+                .as_object()
+                .cloned(),
+        };
+        assert_eq!(
+            line.display((2, 15)),
+            "12:03:04.512  me  terminal_submit  ok     3 ms  term-81591085 \"cargo test\""
+        );
+    }
+}
