@@ -113,6 +113,7 @@ const READ_VIEW: &str = r##"() => {
   return {
     status: document.getElementById("status").textContent,
     agents: document.getElementById("agents").textContent,
+    activity: document.getElementById("activity").textContent,
     links: Array.from(document.querySelectorAll("#links line")).map((l) => l.dataset.link),
     pwned: document.body.dataset.pwned || null,
     scripts: document.scripts.length,
@@ -223,6 +224,18 @@ fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
         "the selection",
         Duration::from_secs(2),
         |v| (v["nodes"][&term]["selected"] == true).then_some(()),
+    );
+    // The side panel has the activity trail's latest calls.
+    see(
+        &engine,
+        &page,
+        "the latest calls",
+        Duration::from_secs(3),
+        |v| {
+            let activity = v["activity"].as_str()?;
+            let both = activity.contains("canvas_select") && activity.contains("terminal_submit");
+            both.then_some(())
+        },
     );
 
     // Hostile text: HTML in output, a title and a note; escape sequences.

@@ -1,7 +1,8 @@
 //! What the canvas view shows, as one JSON value made on demand: the nodes with absolute
 //! positions and their `canvas_list` data (terminal `session`s included), each browser's
 //! live page (URL and title), the screens of the terminals in view, the selection, the
-//! links of `context_read`, and the agents with their integration status.
+//! links of `context_read`, the agents with their integration status, and the latest
+//! lines of the activity trail.
 //!
 //! The canvas lock is held only to copy the nodes; terminal screens and statuses are read
 //! after it is released, so a viewer never holds up an agent's canvas call for longer
@@ -24,6 +25,7 @@ use super::super::HostError;
 use super::Visible;
 use crate::runtime::context::read_links;
 use crate::runtime::AgentToolRuntime;
+use crate::server::activity::read_tail;
 
 /// Lines of a terminal's screen shown (its last screenful).
 pub const SCREEN_LINES: usize = 60;
@@ -36,7 +38,12 @@ pub const SCREENS_EVERY: Duration = Duration::from_millis(500);
 pub struct Screens {
     taken: Option<Instant>,
     by_node: HashMap<String, Option<String>>,
+    /// The latest activity lines, read with the screens.
+    activity: Option<Value>,
 }
+
+/// Activity lines shown in the side panel (the latest).
+pub const ACTIVITY_LINES: usize = 30;
 
 /// Where the view reads from: the default host's parts and the project shown.
 pub struct ViewSource {
@@ -57,6 +64,7 @@ impl ViewSource {
     pub fn snapshot(&self, visible: &Visible, screens: &mut Screens) -> Result<Value, HostError> {
         if screens.taken.map_or(true, |t| t.elapsed() >= SCREENS_EVERY) {
             screens.by_node.clear();
+            screens.activity = None;
             screens.taken = Some(Instant::now());
         }
         let project_id = self.project_id.clone();
@@ -95,13 +103,29 @@ impl ViewSource {
             .into_iter()
             .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
             .collect();
+        let activity = screens
+            .activity
+            .get_or_insert_with(|| self.latest_activity())
+            .clone();
         Ok(json!({
             "projectId": self.project_id,
+            "activity": activity,
             "nodes": nodes,
             "selection": selection,
             "links": links,
             "agents": agents,
         }))
+    }
+
+    /// The latest lines of the project's activity trail (none without a trail).
+    fn latest_activity(&self) -> Value {
+        let server = self.runtime.server();
+        let lines = server
+            .activity_file(&self.project_id)
+            .and_then(|file| file.parent().map(|dir| dir.to_path_buf()))
+            .map(|dir| read_tail(&dir, &self.project_id, ACTIVITY_LINES))
+            .unwrap_or_default();
+        json!(lines)
     }
 
     /// The id of browser node `node_id`'s active tab (else its first), if it has one.

@@ -242,7 +242,9 @@
       const item = make("li", "line " + outcome);
       item.append(make("span", "when", when));
       item.append(make("span", "who", line.nodeId || "-"));
-      item.append(make("span", "what", line.operation || line.reason || ""));
+      const what = line.operation || (line.status ? "refused " + line.status : "");
+      item.append(make("span", "what", what + (line.durationMs !== undefined ? " · " + line.durationMs + " ms" : "")));
+      if (line.error) item.append(make("span", "error", line.error));
       item.append(make("span", "outcome", outcome));
       list.append(item);
     }
