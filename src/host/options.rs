@@ -34,13 +34,16 @@ pub struct ServeOptions {
     pub no_view: bool,
     /// False with `--no-activity`: no activity trail is written.
     pub activity: bool,
+    /// `--query-filter`: tmux terminals' programs run under the pane filter, which drops
+    /// terminal queries so tmux types no answers into them (see `serve::pane_filter`).
+    pub query_filter: bool,
 }
 
 /// The usage line printed on a usage error.
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
 [--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view] [--no-activity]";
+[--no-view] [--no-activity] [--query-filter]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -61,6 +64,7 @@ impl ServeOptions {
         let mut terminals = TerminalsMode::Auto;
         let mut kill_terminals = false;
         let mut no_view = false;
+        let mut query_filter = false;
         let mut activity = true;
         let mut words = args.iter();
         while let Some(word) = words.next() {
@@ -87,6 +91,7 @@ impl ServeOptions {
                 }
                 "--kill-terminals" if inline.is_none() => kill_terminals = true,
                 "--no-view" if inline.is_none() => no_view = true,
+                "--query-filter" if inline.is_none() => query_filter = true,
                 "--no-activity" if inline.is_none() => activity = false,
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }
@@ -105,6 +110,7 @@ impl ServeOptions {
             kill_terminals,
             no_view,
             activity,
+            query_filter,
         })
     }
 }

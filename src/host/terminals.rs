@@ -791,8 +791,12 @@ fn last_lines(text: &str, count: usize) -> &str {
     }
 }
 
+/// How often the watcher looks for ends it was not woken for (see `report_ends`).
+const MISSED_WAKE_POLL: Duration = Duration::from_secs(1);
+
 /// The watcher thread: on every wake-up, records the new ends and reports them; while a
-/// dead pane's status is not reported yet, looks again every [`STATUS_POLL`]. Ends when
+/// dead pane's status is not reported yet, looks again every [`STATUS_POLL`], and
+/// otherwise every [`MISSED_WAKE_POLL`]. Ends when
 /// every sender is gone (shutdown) or the terminals are dropped.
 fn report_ends(
     terminals: &Weak<HostTerminals>,
@@ -801,14 +805,17 @@ fn report_ends(
 ) {
     let mut look_again = false;
     loop {
-        let woken = if look_again {
-            !matches!(
-                wakes.recv_timeout(STATUS_POLL),
-                Err(mpsc::RecvTimeoutError::Disconnected)
-            )
+        // Without a wake-up it still looks now and then: a pane that died before the
+        // pane watcher was waiting on tmux again must not go unrecorded for good.
+        let wait = if look_again {
+            STATUS_POLL
         } else {
-            wakes.recv().is_ok()
+            MISSED_WAKE_POLL
         };
+        let woken = !matches!(
+            wakes.recv_timeout(wait),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        );
         let Some(terminals) = terminals.upgrade().filter(|_| woken) else {
             return;
         };

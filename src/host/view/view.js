@@ -240,12 +240,12 @@
       const when = typeof line.time === "string" ? line.time.slice(11, 23) : "";
       const outcome = line.outcome === "ok" ? "ok" : "error";
       const item = make("li", "line " + outcome);
-      item.append(make("span", "when", when));
-      item.append(make("span", "who", line.nodeId || "-"));
       const what = line.operation || (line.status ? "refused " + line.status : "");
-      item.append(make("span", "what", what + (line.durationMs !== undefined ? " · " + line.durationMs + " ms" : "")));
-      if (line.error) item.append(make("span", "error", line.error));
+      const ms = line.durationMs !== undefined ? " · " + line.durationMs + " ms" : "";
+      item.append(make("span", "when", when));
+      item.append(make("span", "what", (line.nodeId || "-") + " " + what + ms));
       item.append(make("span", "outcome", outcome));
+      if (line.error) item.append(make("span", "detail", line.error));
       list.append(item);
     }
     if (!lines.length) list.append(make("li", "empty", "nothing yet"));
