@@ -108,7 +108,20 @@ fn typed_after_prompt(screen: &str, command: &str) -> bool {
 fn queries_then_a_command(server: &Server) -> String {
     server.shell("q");
     server.tmux.submit("q", QUERIES).unwrap();
-    server.screen_with("q", "\nqueries-sent");
+    // Its output: a second `queries-sent` after the command line's own (without the
+    // filter, tmux's echoed answers can stand on the same line before it).
+    let deadline = Instant::now() + WAIT;
+    while server
+        .tmux
+        .capture("q", 20_000)
+        .unwrap_or_default()
+        .matches("queries-sent")
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the queries were never sent");
+        thread::sleep(Duration::from_millis(25));
+    }
     // tmux answers at once; give a late answer time to arrive anyway.
     thread::sleep(Duration::from_millis(200));
     server.tmux.submit("q", "echo ok-marker").unwrap();
