@@ -22,7 +22,8 @@
 //!   no-referrer` and `Cache-Control: no-store`; never a CORS header.
 //!
 //! Live updates are long polls: `GET /api/state?viewer=V&since=VERSION&visible=ID,…`
-//! answers as soon as the snapshot (`snapshot.rs`) differs from the one of `since`, else
+//! answers once the snapshot (`snapshot.rs`) differs from the one of `since` (at the
+//! soonest one tick after the poll, so a viewer is answered at most 4 times a second), else
 //! after [`LONG_POLL`]. A snapshot is made only for a waiting poll, every [`POLL_TICK`]
 //! (terminal screens at most every `snapshot::SCREENS_EVERY`, each tmux screen one call),
 //! so nothing is computed while nobody watches; terminal screens are captured only for
@@ -349,6 +350,11 @@ fn state(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &
     let since = params.get("since").copied().unwrap_or_default();
     let deadline = Instant::now() + LONG_POLL;
     let mut screens = snapshot::Screens::default();
+    // A viewer that has a version is answered at most once a tick: while something
+    // changes all the time (the activity panel under load) it must not poll in a loop.
+    if !since.is_empty() {
+        std::thread::sleep(POLL_TICK);
+    }
     let answer = loop {
         let snapshot = shared
             .source
