@@ -161,9 +161,8 @@ pub fn end_by_signal(signal: libc::c_int) {
         rlim_max: 0,
     };
     let mut set = signal_set(false);
-    // SAFETY: setrlimit reads one valid rlimit; signal, sigaddset and pthread_sigmask get
-    // a signal number and initialised sets; raise has no memory preconditions. A failure
-    // of any of them only means we return and the caller exits another way.
+    // SAFETY: setrlimit reads one valid rlimit; signal, sigaddset, pthread_sigmask, raise
+    // take a signal number and initialised sets. On failure we return (caller exits).
     unsafe {
         libc::setrlimit(libc::RLIMIT_CORE, &no_core);
         libc::signal(signal, libc::SIG_DFL);
