@@ -237,14 +237,14 @@
     const list = $("activity");
     list.replaceChildren();
     for (const line of lines.slice(-30).reverse()) {
-      const when = typeof line.time === "string" ? line.time.slice(11, 23) : "";
+      const when = typeof line.time === "string" ? line.time.slice(11, 19) : "";
       const outcome = line.outcome === "ok" ? "ok" : "error";
       const item = make("li", "line " + outcome);
       const what = line.operation || (line.status ? "refused " + line.status : "");
       const ms = line.durationMs !== undefined ? " · " + line.durationMs + " ms" : "";
       item.append(make("span", "when", when));
-      item.append(make("span", "what", (line.nodeId || "-") + " " + what + ms));
-      item.append(make("span", "outcome", outcome));
+      item.append(make("span", "what", (line.nodeId || "-") + " " + what));
+      item.append(make("span", "outcome", outcome + ms));
       if (line.error) item.append(make("span", "detail", line.error));
       list.append(item);
     }
