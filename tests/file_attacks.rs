@@ -239,6 +239,11 @@ fn all_json_parses(dir: &Path) -> usize {
     count
 }
 
+/// A child's "node token" line (libtest's own lines and a line cut by the kill are not).
+fn is_token_line(line: &str) -> bool {
+    line.split_once(' ').is_some_and(|(_, token)| token.len() == 64)
+}
+
 fn token_in(dir: &Path, node: &str) -> Option<String> {
     let bytes = fs::read(dir.join(format!("agent-tools/sessions/{node}.json"))).ok()?;
     let value: Value = serde_json::from_slice(&bytes).ok()?;
@@ -275,11 +280,16 @@ fn killed_provisioning_never_tears_files_or_loses_tokens() {
                 let _ = line_tx.send(line);
             }
         });
-        // Start the random delay once the child has provisioned something, so a loaded
-        // machine (slow process start) still kills children mid-provisioning.
+        // Start the random delay once the child has provisioned something (its first
+        // token line; libtest's own lines come before it), so a slow machine (slow
+        // process and server start) still kills children mid-provisioning.
         let mut lines_seen = Vec::new();
-        if let Ok(first) = line_rx.recv_timeout(Duration::from_secs(20)) {
-            lines_seen.push(first);
+        while let Ok(line) = line_rx.recv_timeout(Duration::from_secs(20)) {
+            let is_token = is_token_line(&line);
+            lines_seen.push(line);
+            if is_token {
+                break;
+            }
         }
         let until = Instant::now() + Duration::from_micros(next_random(&mut random) % 30_000);
         while Instant::now() < until {
