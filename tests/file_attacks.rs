@@ -241,7 +241,8 @@ fn all_json_parses(dir: &Path) -> usize {
 
 /// A child's "node token" line (libtest's own lines and a line cut by the kill are not).
 fn is_token_line(line: &str) -> bool {
-    line.split_once(' ').is_some_and(|(_, token)| token.len() == 64)
+    line.split_once(' ')
+        .is_some_and(|(_, token)| token.len() == 64)
 }
 
 fn token_in(dir: &Path, node: &str) -> Option<String> {

@@ -43,8 +43,8 @@ fn open_terminal(serve: &Serve, dirs: &Dirs) -> String {
     opened["nodeId"].as_str().unwrap().to_string()
 }
 
-/// The pid of the program running in `node`'s pane (the shell; `serve` runs it without
-/// the pane filter unless `--query-filter`).
+/// The pid of the program running in `node`'s pane: the shell, the only child of the
+/// pane filter that tmux runs (`serve` without `--no-query-filter`).
 fn pane_pid(dirs: &Dirs, node: &str) -> u32 {
     let out = dirs.tmux(&[
         "display-message",
@@ -53,7 +53,17 @@ fn pane_pid(dirs: &Dirs, node: &str) -> u32 {
         &format!("={node}:"),
         "#{pane_pid}",
     ]);
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    let filter: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let comm = std::fs::read_to_string(format!("/proc/{filter}/comm")).unwrap_or_default();
+    assert_eq!(comm.trim(), "termsprawl-tool", "tmux runs the pane filter");
+    poll(
+        "the pane filter's program",
+        Duration::from_secs(5),
+        || match children(filter)[..] {
+            [program] => Some(program),
+            _ => None,
+        },
+    )
 }
 
 fn fake_agent(dirs: &Dirs) {
@@ -375,7 +385,7 @@ fn terminal_queries_are_not_answered_into_the_shell() {
         return;
     }
     let dirs = Dirs::new("tmuxq");
-    let serve = Serve::start(&dirs, &[TMUX, &["--query-filter"]].concat());
+    let serve = Serve::start(&dirs, TMUX);
     let term = open_terminal(&serve, &dirs);
     serve.ok(
         &dirs,

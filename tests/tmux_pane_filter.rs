@@ -171,13 +171,17 @@ fn exit_status_and_killing_signal_are_the_programs_own() {
     server.tmux.submit("killed", "kill -9 $$").unwrap();
     server.open("segv", Some("kill -SEGV $$"));
     // tmux may mark a pane dead (its terminal closed) a moment before it has reaped the
-    // program and knows how it ended: wait for that too.
+    // program and knows how it ended, or miss the exit (as the watcher does, then make
+    // it reap: see `every_ended_program_reports_its_status`): wait for that too.
     let dead = |node: &str| {
         let deadline = Instant::now() + WAIT;
         loop {
             let ended = server.pane(node, "#{pane_dead}:#{pane_dead_status}/#{pane_dead_signal}");
             if let Some(how) = ended.strip_prefix("1:").filter(|how| *how != "/") {
                 return how.to_string();
+            }
+            if ended == "1:/" {
+                server.tmux.reap_ended_programs().unwrap();
             }
             assert!(Instant::now() < deadline, "{node} never ended: {ended}");
             thread::sleep(Duration::from_millis(25));
@@ -193,6 +197,47 @@ fn exit_status_and_killing_signal_are_the_programs_own() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("core"))
         .collect();
     assert!(cores.is_empty(), "{cores:?}");
+}
+
+/// tmux 3.3a now and then misses the exit of a pane's program under the filter (a
+/// zombie, the pane dead with no status; a later child's exit makes tmux collect it, so
+/// it shows when no other pane ends after it). `reap_ended_programs`, which the terminal
+/// watcher calls for such a pane, makes tmux collect it: one pane at a time, each must
+/// report `exit 3`.
+#[test]
+fn every_ended_program_reports_its_status() {
+    use termsprawl_tools::runtime::ProgramEnd;
+    let Some(server) = Server::new("many", true) else {
+        return;
+    };
+    let rounds = 100;
+    let mut missed = 0;
+    for i in 0..rounds {
+        let node = format!("e{i}");
+        server.open(&node, Some("exit 3"));
+        let session = |server: &Server| {
+            let sessions = server.tmux.sessions().unwrap();
+            sessions.into_iter().find(|s| s.name == node).unwrap()
+        };
+        let deadline = Instant::now() + WAIT;
+        while !session(&server).pane_dead {
+            assert!(Instant::now() < deadline, "{node} never ended");
+            thread::sleep(Duration::from_millis(5));
+        }
+        // Usually the status comes with the pane's death or a moment later.
+        let late = Instant::now() + Duration::from_millis(300);
+        while session(&server).end.is_none() && Instant::now() < late {
+            thread::sleep(Duration::from_millis(10));
+        }
+        if session(&server).end.is_none() {
+            missed += 1;
+            server.tmux.reap_ended_programs().unwrap();
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(session(&server).end, Some(ProgramEnd::Status(3)), "{node}");
+        server.tmux.kill(&node).unwrap();
+    }
+    eprintln!("figure: {rounds} panes ended one at a time, tmux missed {missed} exits");
 }
 
 #[test]

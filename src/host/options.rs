@@ -34,8 +34,9 @@ pub struct ServeOptions {
     pub no_view: bool,
     /// False with `--no-activity`: no activity trail is written.
     pub activity: bool,
-    /// `--query-filter`: tmux terminals' programs run under the pane filter, which drops
-    /// terminal queries so tmux types no answers into them (see `serve::pane_filter`).
+    /// False with `--no-query-filter`: tmux terminals' programs run directly, not under
+    /// the pane filter that drops terminal queries so tmux types no answers into them (see
+    /// `serve::pane_filter`).
     pub query_filter: bool,
 }
 
@@ -43,7 +44,7 @@ pub struct ServeOptions {
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
 [--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view] [--no-activity] [--query-filter]";
+[--no-view] [--no-activity] [--no-query-filter]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -64,7 +65,7 @@ impl ServeOptions {
         let mut terminals = TerminalsMode::Auto;
         let mut kill_terminals = false;
         let mut no_view = false;
-        let mut query_filter = false;
+        let mut query_filter = true;
         let mut activity = true;
         let mut words = args.iter();
         while let Some(word) = words.next() {
@@ -91,7 +92,7 @@ impl ServeOptions {
                 }
                 "--kill-terminals" if inline.is_none() => kill_terminals = true,
                 "--no-view" if inline.is_none() => no_view = true,
-                "--query-filter" if inline.is_none() => query_filter = true,
+                "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }

@@ -46,9 +46,10 @@ pub const PANE_SUBCOMMAND: &str = "pane";
 const BLOCK: usize = 64 * 1024;
 /// How long an unfinished escape sequence is held back when no more output comes.
 const QUIET: Duration = Duration::from_millis(50);
-/// After the program exited: how long to wait for more of its last output, at most
-/// [`LAST_OUTPUT_LIMIT`] in all (a background job may still be writing).
-const LAST_OUTPUT_QUIET: Duration = Duration::from_millis(20);
+/// After the program exited: how long its last output is passed on while something (a
+/// background job) still holds its terminal. Until the terminal is closed, not until it
+/// is quiet: on a busy machine the kernel may pass the program's last writes to the
+/// terminal's reader a while after it exited.
 const LAST_OUTPUT_LIMIT: Duration = Duration::from_millis(500);
 
 const USAGE: &str =
@@ -302,8 +303,8 @@ impl Relay {
         Ok(())
     }
 
-    /// Passes on what the program wrote before it exited, until its terminal is quiet
-    /// for [`LAST_OUTPUT_QUIET`] or closed, then anything held.
+    /// Passes on what the program wrote before it exited, until its terminal is closed
+    /// (at most [`LAST_OUTPUT_LIMIT`]), then anything held.
     fn last_output(
         &mut self,
         filter: &mut QueryFilter,
@@ -311,9 +312,13 @@ impl Relay {
         out: &mut Vec<u8>,
     ) -> io::Result<()> {
         let deadline = Instant::now() + LAST_OUTPUT_LIMIT;
-        while Instant::now() < deadline {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
             let mut fds = [poll_fd(&self.master, true, libc::POLLIN)];
-            match pty::poll(&mut fds, LAST_OUTPUT_QUIET.as_millis() as libc::c_int) {
+            match pty::poll(&mut fds, left.as_millis().max(1) as libc::c_int) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -31,13 +31,9 @@ pub fn ctl_beside_current_exe() -> Result<PathBuf, HostError> {
     Ok(ctl)
 }
 
-/// This executable, for tmux terminals' pane filter (`termsprawl-tools pane`), with
-/// `--query-filter`: `serve` runs in the binary that has that subcommand. Without it (the
-/// default, or no `/proc/self/exe`), tmux terminals run their programs directly.
-///
-/// Off by default: under the filter, tmux 3.3a with our `pane-died` hook and
-/// `remain-on-exit` sometimes never reports a pane's exit status (1 pane in 30 here;
-/// none without the filter), so an ended terminal says only `[process exited]`.
+/// This executable, for tmux terminals' pane filter (`termsprawl-tools pane`): `serve`
+/// runs in the binary that has that subcommand. `None` with `--no-query-filter` or without
+/// `/proc/self/exe`: then tmux terminals run their programs directly.
 fn pane_filter(wanted: bool) -> Option<PathBuf> {
     if !wanted {
         return None;

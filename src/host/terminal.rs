@@ -198,6 +198,9 @@ struct Shared {
     child: Mutex<ChildState>,
     /// Set by `close` before any signal is sent, so an end it causes is never reported.
     closed: AtomicBool,
+    /// Set by the reader once every holder of the terminal is gone and all its output is
+    /// recorded.
+    output_done: AtomicBool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -341,6 +344,7 @@ impl Terminal {
             printed: AtomicBool::new(false),
             child: Mutex::new(ChildState::Running),
             closed: AtomicBool::new(false),
+            output_done: AtomicBool::new(false),
         });
         let terminal = Terminal {
             shared: Arc::clone(&shared),
@@ -382,6 +386,13 @@ impl Terminal {
     /// True while the child runs (not closed and not exited).
     pub fn live(&self) -> bool {
         !self.shared.closed.load(Ordering::Acquire) && self.shared.try_reap() == ChildState::Running
+    }
+
+    /// True once the reader has recorded all the output (every holder of the terminal is
+    /// gone). A program that has exited may still have output on its way to the reader;
+    /// a background job that keeps the terminal open keeps this false.
+    pub fn output_done(&self) -> bool {
+        self.shared.output_done.load(Ordering::Acquire)
     }
 
     /// The child's exit status, once it has exited and been reaped.
@@ -525,6 +536,7 @@ fn read_until_eof(shared: &Shared, master: &File, wake: &File) {
             Err(_) => break, // EIO: every holder of the slave side is gone
         }
     }
+    shared.output_done.store(true, Ordering::Release);
     // Ordinarily the child has just exited; reap it so it does not linger as a zombie.
     poll_until(Instant::now() + REAP_AFTER_EOF, || {
         shared.try_reap() != ChildState::Running

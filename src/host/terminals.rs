@@ -59,6 +59,9 @@ pub const KEPT_SCREEN_LINES: usize = 200;
 /// How long a dead tmux pane may go without tmux reporting its exit status before its end
 /// is recorded as unknown (tmux collects the status a moment after the pane dies).
 const STATUS_WAIT: Duration = Duration::from_secs(2);
+/// How long after a pane died without a status the watcher makes tmux reap its program
+/// (see [`TmuxServer::reap_ended_programs`]); usually tmux has the status at once.
+const REAP_AFTER: Duration = Duration::from_millis(200);
 /// How often the watcher looks again while a dead pane's status is not reported yet.
 const STATUS_POLL: Duration = Duration::from_millis(50);
 
@@ -179,7 +182,8 @@ pub struct HostTerminals {
     listing: Mutex<Option<(Instant, HashMap<String, SessionState>)>>,
     /// The ends recorded (reported by the watcher, or remembered from the canvas).
     ended: Mutex<HashMap<String, EndedTerminal>>,
-    /// Dead tmux panes whose status tmux has not reported yet, and since when.
+    /// Dead tmux panes whose status tmux has not reported yet, and PTY programs that exited
+    /// while their last output may still be on its way; since when.
     unreported: Mutex<HashMap<String, Instant>>,
     /// "A program may have ended": PTY readers and the tmux pane watcher send here; the
     /// watcher thread ([`HostTerminals::watch`]) takes the receiver. `None` once shut down.
@@ -311,6 +315,7 @@ impl HostTerminals {
                 let Ok(sessions) = tmux.sessions() else {
                     return (found, false);
                 };
+                let mut reap = false;
                 let mut unreported = lock(&self.unreported);
                 unreported.retain(|name, _| sessions.iter().any(|s| &s.name == name));
                 for session in sessions.iter().filter(|s| s.pane_dead) {
@@ -325,6 +330,7 @@ impl HostTerminals {
                         None if since.elapsed() >= STATUS_WAIT => ProgramEnd::Unknown,
                         None => {
                             look_again = true;
+                            reap = reap || since.elapsed() >= REAP_AFTER;
                             continue;
                         }
                     };
@@ -339,15 +345,29 @@ impl HostTerminals {
                     };
                     found.push((session.name.clone(), ended(end, ended_at, &screen)));
                 }
+                if reap {
+                    let _ = tmux.reap_ended_programs(); // the next look sees the status
+                }
             }
             Backend::Pty(pty) => {
-                for id in pty.ids() {
+                let ids = pty.ids();
+                let mut unfinished = lock(&self.unreported);
+                unfinished.retain(|id, _| ids.contains(id));
+                for id in ids {
                     let Some(terminal) = pty.get(&id) else {
                         continue;
                     };
                     if terminal.live() || lock(&self.ended).contains_key(&id) {
                         continue;
                     }
+                    // Its last output may still be on its way to the reader: wait for it,
+                    // unless a background job keeps the terminal open.
+                    let since = *unfinished.entry(id.clone()).or_insert_with(Instant::now);
+                    if !terminal.output_done() && since.elapsed() < STATUS_WAIT {
+                        look_again = true;
+                        continue;
+                    }
+                    unfinished.remove(&id);
                     let end = terminal
                         .exit_status()
                         .map_or(ProgramEnd::Unknown, program_end);
@@ -506,15 +526,12 @@ impl HostTerminals {
                     .filter_map(|id| {
                         let terminal = pty.get(&id)?;
                         let live = terminal.live();
-                        let ended = match recorded.get(&id) {
-                            Some(ended) => Some((ended.end, ended.ended_at)),
-                            None => terminal.exit_status().map(|status| {
-                                // Its reader has not reported it (a background job may
-                                // still hold the PTY open): record it now.
-                                self.wake_watcher();
-                                (program_end(status), unix_millis())
-                            }),
-                        };
+                        // Only a recorded end, as on tmux: the watcher records it once
+                        // the last output is in, so `terminal_read` agrees.
+                        let ended = recorded.get(&id).map(|e| (e.end, e.ended_at));
+                        if !live && ended.is_none() {
+                            self.wake_watcher();
+                        }
                         let state = SessionState {
                             live,
                             warm: false,
@@ -699,28 +716,11 @@ impl Terminals for HostTerminals {
         self.read_screen(node_id, false)
     }
 
-    /// The recorded end, else, on the PTY backend, the end of a program that ended a
-    /// moment ago (before the watcher recorded it). Never starts a process: the server
-    /// asks this on its accept thread (`may_connect`); a tmux pane's end counts once the
-    /// watcher has recorded it, which `canvas_list` also waits for.
+    /// The recorded end. Never starts a process: the server asks this on its accept
+    /// thread (`may_connect`). An end counts once the watcher has recorded it (with the
+    /// program's last output), which `canvas_list` and `terminal_read` also wait for.
     fn ended(&self, node_id: &str) -> Option<ProgramEnd> {
-        if let Some(ended) = self.recorded_end(node_id) {
-            return Some(ended.end);
-        }
-        match &self.backend {
-            Backend::Tmux(_) => None,
-            Backend::Pty(pty) => {
-                let terminal = pty.get(node_id)?;
-                if terminal.live() {
-                    return None;
-                }
-                Some(
-                    terminal
-                        .exit_status()
-                        .map_or(ProgramEnd::Unknown, program_end),
-                )
-            }
-        }
+        self.recorded_end(node_id).map(|ended| ended.end)
     }
 
     fn scrollback(&self, _node_id: &str) -> Option<String> {
