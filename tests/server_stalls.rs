@@ -192,7 +192,8 @@ fn a_client_that_never_reads_small_answers_does_not_stall_the_accept_thread() {
             );
         }
     }
-    stream.shutdown(std::net::Shutdown::Both).unwrap();
+    // The server may have dropped it already (its answers timed out): then ENOTCONN.
+    let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = sender.join();
     serve_others(&t);
     t.server.close();

@@ -205,6 +205,36 @@ fn shell_runs_an_echo_with_its_env_in_its_folder() {
     fx.finish();
 }
 
+/// The canvas view's read: every session and the screens asked for, in one tmux call;
+/// a node without a session (the call then fails part way) costs calls, not screens.
+#[test]
+fn sessions_and_screens_come_in_one_call_and_survive_a_missing_node() {
+    let Some(fx) = Fixture::new("screens") else {
+        return;
+    };
+    for (node, text) in [("a-1", "first"), ("b-2", "second")] {
+        let command = format!("printf '%s-screen\\n' {text}; exec sleep 60");
+        fx.tmux
+            .open(node, &fx.dir, &[], Some(&command), 80, 24)
+            .unwrap();
+        capture_until(&fx.tmux, node, &format!("{text}-screen"));
+    }
+    let (sessions, screens) = fx.tmux.sessions_and_screens(&["a-1", "b-2"]).unwrap();
+    let mut names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["a-1", "b-2"]);
+    assert_eq!(screens["a-1"], fx.tmux.capture_screen("a-1").unwrap());
+    assert_eq!(screens["a-1"], "first-screen");
+    assert_eq!(screens["b-2"], "second-screen");
+    for nodes in [&["a-1", "gone-3", "b-2"][..], &["gone-3"][..], &[][..]] {
+        let (sessions, screens) = fx.tmux.sessions_and_screens(nodes).unwrap();
+        assert_eq!(sessions.len(), 2, "{nodes:?}");
+        let wanted: Vec<&&str> = nodes.iter().filter(|n| **n != "gone-3").collect();
+        assert_eq!(screens.len(), wanted.len(), "{nodes:?}: {screens:?}");
+    }
+    fx.finish();
+}
+
 #[test]
 fn literal_text_arrives_unchanged_even_long_or_ending_in_a_semicolon() {
     let Some(fx) = Fixture::new("literal") else {

@@ -537,7 +537,7 @@ pub(crate) fn sync_tabs(canvas: &mut Canvas, browsers: &ChromiumBrowsers) {
 
 /// `canvas_list`'s nodes with each terminal's `session` (see the module docs; `null`
 /// when it has none).
-pub(crate) fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value {
+pub(crate) fn with_sessions(list: Value, terminals: &HostTerminals) -> Value {
     let is_terminal = |n: &Value| n["type"] == "terminal";
     let lists_terminal = list
         .as_array()
@@ -546,16 +546,23 @@ pub(crate) fn with_sessions(mut list: Value, terminals: &HostTerminals) -> Value
         // Nothing to annotate: don't ask the backend (for tmux, that is a process).
         return list;
     }
-    let states = terminals.states();
-    if let Some(nodes) = list.as_array_mut() {
-        for node in nodes.iter_mut().filter(|n| is_terminal(n)) {
-            let id = node["id"].as_str().unwrap_or_default();
-            let session = states
-                .get(id)
-                .map(|state| session_json(terminals.backend_name(), state));
-            if let Some(object) = node.as_object_mut() {
-                object.insert("session".into(), session.unwrap_or(Value::Null));
-            }
+    with_states(list, terminals.backend_name(), &terminals.states())
+}
+
+/// `list` with each terminal node's `session` taken from `states`.
+pub(crate) fn with_states(
+    mut list: Value,
+    backend: &str,
+    states: &HashMap<String, SessionState>,
+) -> Value {
+    for node in list.as_array_mut().into_iter().flatten() {
+        if node["type"] != "terminal" {
+            continue;
+        }
+        let id = node["id"].as_str().unwrap_or_default();
+        let session = states.get(id).map(|state| session_json(backend, state));
+        if let Some(object) = node.as_object_mut() {
+            object.insert("session".into(), session.unwrap_or(Value::Null));
         }
     }
     list

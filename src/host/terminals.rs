@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
-use super::tmux::TmuxServer;
+use super::tmux::{SessionInfo, TmuxServer};
 use super::HostError;
 use crate::runtime::{unix_millis, ProgramEnd, Terminals};
 
@@ -476,6 +476,74 @@ impl HostTerminals {
         }
     }
 
+    /// The states of tmux `sessions` (with the recorded ends of terminals without one).
+    fn tmux_states(&self, sessions: Vec<SessionInfo>) -> HashMap<String, SessionState> {
+        let started = self
+            .started_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let opened = self.lock_opened();
+        let recorded = lock(&self.ended);
+        let mut states: HashMap<String, SessionState> = sessions
+            .into_iter()
+            .map(|s| {
+                let warm = !opened.contains(&s.name) && s.created_unix <= started;
+                // Only a recorded end, so that `ended` (the trait) agrees: a pane that
+                // died a moment ago is `live: false` until recorded.
+                let ended = recorded.get(&s.name).map(|e| (e.end, e.ended_at));
+                let state = SessionState {
+                    live: !s.pane_dead && ended.is_none(),
+                    warm,
+                    ended,
+                };
+                (s.name, state)
+            })
+            .collect();
+        add_recorded(&mut states, &recorded);
+        states
+    }
+
+    /// [`HostTerminals::states`] (taken now) and the [`HostTerminals::screen`] of each of
+    /// `visible`: what the canvas view reads, in one tmux call for all of them.
+    pub fn states_and_screens(
+        &self,
+        visible: &[&str],
+    ) -> (HashMap<String, SessionState>, HashMap<String, String>) {
+        let Backend::Tmux(tmux) = &self.backend else {
+            let screens = visible
+                .iter()
+                .filter_map(|id| Some((id.to_string(), self.screen(id)?)))
+                .collect();
+            return (self.states(), screens);
+        };
+        let mut listing = crate::server::lock_or_recover(&self.listing);
+        // Ask only for sessions the last listing had (a missing one costs a call each).
+        let listed: Vec<&str> = match listing.as_ref() {
+            Some((_, states)) => visible
+                .iter()
+                .copied()
+                .filter(|id| states.contains_key(*id))
+                .collect(),
+            None => visible.to_vec(),
+        };
+        let taken = Instant::now();
+        let Ok((sessions, captured)) = tmux.sessions_and_screens(&listed) else {
+            *listing = None;
+            return (HashMap::new(), HashMap::new());
+        };
+        let states = self.tmux_states(sessions);
+        *listing = Some((taken, states.clone()));
+        drop(listing);
+        let screens = visible
+            .iter()
+            .filter_map(|id| {
+                let screen = captured.get(*id).map(|text| inert(text));
+                Some((id.to_string(), self.with_end_line(id, screen)?))
+            })
+            .collect();
+        (states, screens)
+    }
+
     /// Every session, by node id. The tmux backend answers from one `tmux list-sessions`
     /// at most `LISTING_TTL` (250 ms) old, taken after this host's last start, close or adopt.
     pub fn states(&self) -> HashMap<String, SessionState> {
@@ -488,33 +556,12 @@ impl HostTerminals {
                     }
                 }
                 let taken = Instant::now();
-                let started = self
-                    .started_at
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
                 let Ok(sessions) = tmux.sessions() else {
                     // A failed listing is not kept: the next call asks again.
                     *listing = None;
                     return HashMap::new();
                 };
-                let opened = self.lock_opened();
-                let recorded = lock(&self.ended);
-                let mut states: HashMap<String, SessionState> = sessions
-                    .into_iter()
-                    .map(|s| {
-                        let warm = !opened.contains(&s.name) && s.created_unix <= started;
-                        // Only a recorded end, so that `ended` (the trait) agrees: a
-                        // pane that died a moment ago is `live: false` until recorded.
-                        let ended = recorded.get(&s.name).map(|e| (e.end, e.ended_at));
-                        let state = SessionState {
-                            live: !s.pane_dead && ended.is_none(),
-                            warm,
-                            ended,
-                        };
-                        (s.name, state)
-                    })
-                    .collect();
-                add_recorded(&mut states, &recorded);
+                let states = self.tmux_states(sessions);
                 *listing = Some((taken, states.clone()));
                 states
             }
@@ -615,7 +662,6 @@ impl HostTerminals {
         }
     }
 
-    /// Drops the cached tmux listing (after this host changed the sessions).
     /// The terminal's current screen only (tmux: the visible pane, one tmux call instead of
     /// `capture`'s two and its history), followed by an ended program's end line: what the
     /// canvas view shows.
@@ -634,6 +680,12 @@ impl HostTerminals {
             .map(|text| inert(&text)),
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.read(MAX_CAPTURE_CHARS)),
         };
+        self.with_end_line(node_id, screen)
+    }
+
+    /// `screen`, for an ended terminal its last screen when it has none, followed by the
+    /// line saying how it ended.
+    fn with_end_line(&self, node_id: &str, screen: Option<String>) -> Option<String> {
         let Some(ended) = self.recorded_end(node_id) else {
             return screen;
         };
@@ -646,6 +698,7 @@ impl HostTerminals {
         })
     }
 
+    /// Drops the cached tmux listing (after this host changed the sessions).
     fn forget_listing(&self) {
         *crate::server::lock_or_recover(&self.listing) = None;
     }

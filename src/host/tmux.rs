@@ -309,15 +309,68 @@ impl TmuxServer {
                 return Ok(Vec::new());
             }
         }
-        let format = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}";
-        match self.run("list-sessions", &["list-sessions", "-F", format]) {
-            Ok(out) => Ok(String::from_utf8_lossy(&out)
-                .lines()
-                .filter_map(parse_session_line)
-                .collect()),
+        match self.run("list-sessions", &["list-sessions", "-F", SESSION_FORMAT]) {
+            Ok(out) => Ok(parse_sessions(&out)),
             Err(TmuxError::Failed { message, .. }) if no_server(&message) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`TmuxServer::sessions`] and the [`TmuxServer::capture_screen`] of each of `nodes`,
+    /// in one tmux call (`list-sessions ; display-message MARKER ; capture-pane … ; …`):
+    /// what the canvas view reads twice a second, so `nodes` should be sessions that
+    /// exist. The outputs are told apart by a random marker line that the panes' programs
+    /// cannot guess. When the call fails (a node has no session: tmux stops the sequence
+    /// there), the sessions are listed and each listed node's screen read, one call each.
+    pub fn sessions_and_screens(
+        &self,
+        nodes: &[&str],
+    ) -> Result<(Vec<SessionInfo>, HashMap<String, String>), TmuxError> {
+        if nodes.is_empty() || nodes.iter().any(|node| check_node(node).is_err()) {
+            return self.sessions_then_screens(nodes);
+        }
+        let marker = crate::server::random_hex(16).map_err(|e| TmuxError::Failed {
+            what: "capture-pane".to_string(),
+            message: e.to_string(),
+        })?;
+        let mut commands = vec![vec![
+            "list-sessions".to_string(),
+            "-F".to_string(),
+            SESSION_FORMAT.to_string(),
+        ]];
+        for node in nodes {
+            commands.push(vec!["display-message".into(), "-p".into(), marker.clone()]);
+            let target = pane_target(node);
+            commands.push(["capture-pane", "-p", "-J", "-t", &target].map(String::from).to_vec());
+        }
+        let outputs = self
+            .run_sequence("capture-pane", &commands)
+            .map(|out| split_on_line(&String::from_utf8_lossy(&out), &marker))
+            .ok()
+            .filter(|outputs| outputs.len() == nodes.len() + 1);
+        let Some(outputs) = outputs else {
+            return self.sessions_then_screens(nodes);
+        };
+        let screens = nodes
+            .iter()
+            .zip(&outputs[1..])
+            .map(|(node, text)| (node.to_string(), tidy_capture(text)))
+            .collect();
+        Ok((parse_sessions(outputs[0].as_bytes()), screens))
+    }
+
+    /// [`TmuxServer::sessions_and_screens`] one call at a time (listed nodes only).
+    fn sessions_then_screens(
+        &self,
+        nodes: &[&str],
+    ) -> Result<(Vec<SessionInfo>, HashMap<String, String>), TmuxError> {
+        let sessions = self.sessions()?;
+        let screens = nodes
+            .iter()
+            .filter(|node| sessions.iter().any(|s| s.name == **node))
+            .filter_map(|node| Some((node.to_string(), self.capture_screen(node).ok()?)))
+            .collect();
+        Ok((sessions, screens))
     }
 
     /// The session of `node`, if it exists.
@@ -672,6 +725,12 @@ impl TmuxServer {
     /// `tmux -u -S socket -f config ARGS`, its environment as the module docs say, stdin
     /// closed.
     fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
+        let escaped: Vec<OsString> = args.iter().map(|a| escape_separator(a.as_ref())).collect();
+        self.command_unescaped(&escaped)
+    }
+
+    /// [`TmuxServer::command`] with `args` as they are (a `;` argument separates commands).
+    fn command_unescaped(&self, args: &[OsString]) -> Command {
         let mut command = Command::new(&self.tmux);
         command.env_clear();
         for (name, value) in std::env::vars_os() {
@@ -685,14 +744,30 @@ impl TmuxServer {
             .arg(&self.socket)
             .arg("-f")
             .arg(&self.config)
-            .args(args.iter().map(|a| escape_separator(a.as_ref())))
+            .args(args)
             .stdin(Stdio::null());
         command
     }
 
+    /// Runs several tmux commands in one tmux call, `;` between them, and returns the
+    /// stdout of all of them.
+    fn run_sequence(&self, what: &str, commands: &[Vec<String>]) -> Result<Vec<u8>, TmuxError> {
+        let mut args: Vec<OsString> = Vec::new();
+        for (i, command) in commands.iter().enumerate() {
+            if i > 0 {
+                args.push(";".into()); // a separator: not escaped
+            }
+            args.extend(command.iter().map(|a| escape_separator(a.as_ref())));
+        }
+        self.run_command(what, self.command_unescaped(&args))
+    }
+
     /// Runs `tmux -u -S socket -f config ARGS` and returns its stdout.
     fn run<S: AsRef<OsStr>>(&self, what: &str, args: &[S]) -> Result<Vec<u8>, TmuxError> {
-        let mut command = self.command(args);
+        self.run_command(what, self.command(args))
+    }
+
+    fn run_command(&self, what: &str, mut command: Command) -> Result<Vec<u8>, TmuxError> {
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let child = command.spawn().map_err(|source| TmuxError::Io {
             what: format!("running {}", self.tmux.display()),
@@ -810,6 +885,29 @@ fn chunks(text: &str, max: usize) -> Vec<&str> {
         rest = tail;
     }
     pieces
+}
+
+/// What `list-sessions -F` reports of each session (see [`parse_session_line`]).
+const SESSION_FORMAT: &str = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}";
+
+fn parse_sessions(out: &[u8]) -> Vec<SessionInfo> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(parse_session_line)
+        .collect()
+}
+
+/// `text` cut at every line that is exactly `marker` (the marker lines dropped).
+fn split_on_line(text: &str, marker: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    for line in text.split_inclusive('\n') {
+        if line.trim_end_matches('\n') == marker {
+            parts.push(String::new());
+        } else if let Some(part) = parts.last_mut() {
+            part.push_str(line);
+        }
+    }
+    parts
 }
 
 /// One `list-sessions -F` line; `None` for anything that isn't one of our sessions.

@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 
 use super::super::browsers::ChromiumBrowsers;
 use super::super::canvas::NodeKind;
-use super::super::canvas_owner::{with_sessions, HeadlessCanvas};
-use super::super::terminals::HostTerminals;
+use super::super::canvas_owner::{with_states, HeadlessCanvas};
+use super::super::terminals::{HostTerminals, SessionState};
 use super::super::HostError;
 use super::Visible;
 use crate::runtime::context::read_links;
@@ -29,17 +29,20 @@ use crate::server::activity::read_tail;
 
 /// Lines of a terminal's screen shown (its last screenful).
 pub const SCREEN_LINES: usize = 60;
-/// A poll reads the terminal screens again at most this often (each tmux screen is a
-/// `tmux` process): output still shows well within a second.
+/// A poll reads the terminals (their sessions and the screens in view: one `tmux`
+/// process) and the activity trail again at most this often: output still shows well
+/// within a second.
 pub const SCREENS_EVERY: Duration = Duration::from_millis(500);
 
-/// The screens one poll has read, and when: reused by its ticks until [`SCREENS_EVERY`].
+/// What one poll has read of the terminals and the trail, and when: reused by its ticks
+/// until [`SCREENS_EVERY`].
 #[derive(Default)]
 pub struct Screens {
     taken: Option<Instant>,
-    by_node: HashMap<String, Option<String>>,
-    /// The latest activity lines, read with the screens.
-    activity: Option<Value>,
+    states: HashMap<String, SessionState>,
+    by_node: HashMap<String, String>,
+    /// The latest activity lines.
+    activity: Value,
 }
 
 /// Activity lines shown in the side panel (the latest).
@@ -62,11 +65,6 @@ pub struct ViewSource {
 impl ViewSource {
     /// The snapshot (module docs); screens only for terminals `visible` names.
     pub fn snapshot(&self, visible: &Visible, screens: &mut Screens) -> Result<Value, HostError> {
-        if screens.taken.map_or(true, |t| t.elapsed() >= SCREENS_EVERY) {
-            screens.by_node.clear();
-            screens.activity = None;
-            screens.taken = Some(Instant::now());
-        }
         let project_id = self.project_id.clone();
         let copied = self.canvas.with(move |state| {
             let canvas = state.canvas(&project_id)?;
@@ -86,7 +84,19 @@ impl ViewSource {
         let Some((nodes, selection, folder)) = copied else {
             return Err(HostError::Other("the project is not open".into()));
         };
-        let mut nodes = with_sessions(Value::Array(nodes), &self.terminals);
+        if screens.taken.map_or(true, |t| t.elapsed() >= SCREENS_EVERY) {
+            let in_view: Vec<&str> = nodes
+                .iter()
+                .filter(|n| n["type"] == NodeKind::Terminal.name())
+                .filter_map(|n| n["id"].as_str())
+                .filter(|id| visible.contains(id))
+                .collect();
+            (screens.states, screens.by_node) = self.terminals.states_and_screens(&in_view);
+            screens.activity = self.latest_activity();
+            screens.taken = Some(Instant::now());
+        }
+        let backend = self.terminals.backend_name();
+        let mut nodes = with_states(Value::Array(nodes), backend, &screens.states);
         for node in nodes.as_array_mut().into_iter().flatten() {
             self.add_live_parts(node, visible, screens);
         }
@@ -103,13 +113,9 @@ impl ViewSource {
             .into_iter()
             .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
             .collect();
-        let activity = screens
-            .activity
-            .get_or_insert_with(|| self.latest_activity())
-            .clone();
         Ok(json!({
             "projectId": self.project_id,
-            "activity": activity,
+            "activity": screens.activity,
             "nodes": nodes,
             "selection": selection,
             "links": links,
@@ -148,18 +154,14 @@ impl ViewSource {
     }
 
     /// A terminal's screen (when in view) and a browser's live page, added to `node`.
-    fn add_live_parts(&self, node: &mut Value, visible: &Visible, screens: &mut Screens) {
+    fn add_live_parts(&self, node: &mut Value, visible: &Visible, screens: &Screens) {
         let id = node["id"].as_str().unwrap_or_default().to_string();
         let kind = node["type"].as_str().unwrap_or_default().to_string();
         let Some(object) = node.as_object_mut() else {
             return;
         };
         if kind == NodeKind::Terminal.name() && visible.contains(&id) {
-            let screen = screens
-                .by_node
-                .entry(id.clone())
-                .or_insert_with(|| self.terminals.screen(&id));
-            if let Some(screen) = screen {
+            if let Some(screen) = screens.by_node.get(&id) {
                 object.insert("screen".into(), json!(last_lines(screen, SCREEN_LINES)));
             }
         }
