@@ -287,6 +287,104 @@ fn smuggling_with_both_lengths_is_refused_and_the_inner_call_never_runs() {
     t.server.close();
 }
 
+/// CVE-2026-66752 (tiny_http 0.12 reads any Transfer-Encoding as chunked): a request
+/// whose Transfer-Encoding is not exactly `chunked`, followed by an empty chunk and a
+/// second request, gets 400 and its connection closed (RFC 9112 6.3); the second request
+/// never runs.
+#[test]
+fn a_transfer_encoding_other_than_chunked_is_refused_and_ends_the_connection() {
+    let t = common::start("te-smuggle");
+    let port = t.port;
+    let inner = common::post_bytes(
+        port,
+        Some(&t.session.token),
+        &common::op("canvas_list", json!({})),
+    );
+    let heads = [
+        "Transfer-Encoding: chunked, identity\r\n",
+        "Transfer-Encoding: identity\r\n",
+        "Transfer-Encoding: xchunked\r\n",
+        "Transfer-Encoding: gzip\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n",
+        "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: \r\n",
+    ];
+    for (i, encoding) in heads.iter().enumerate() {
+        // With and without a token: the framing is refused before anything else. The
+        // second request after an empty chunk, or right after the head.
+        let token = if i % 2 == 0 {
+            t.session.token.as_str()
+        } else {
+            "x"
+        };
+        for empty_chunk in ["0\r\n\r\n", ""] {
+            let mut request =
+                format!("{}{encoding}\r\n{empty_chunk}", head(port, token)).into_bytes();
+            request.extend_from_slice(&inner);
+            let (reply, closed, _) = exchange(port, &request, Duration::from_secs(5));
+            let text = String::from_utf8_lossy(&reply);
+            // Ours, then possibly tiny_http's own 400 for the bytes it had buffered.
+            let statuses = statuses(&reply);
+            assert_eq!(statuses.first(), Some(&400), "{encoding:?}: {text}");
+            assert!(statuses.iter().all(|s| *s == 400), "{encoding:?}: {text}");
+            assert!(text.contains("Unsupported request"), "{encoding:?}: {text}");
+            assert!(closed, "{encoding:?}: the connection stays open");
+        }
+    }
+    // `chunked` alone, in any case, is read as before.
+    let body = common::op("session_info", json!({}));
+    let request = format!(
+        "{}Transfer-Encoding: Chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        head(port, &t.session.token),
+        body.len()
+    );
+    let (reply, _, _) = exchange(port, request.as_bytes(), Duration::from_secs(2));
+    assert_eq!(
+        statuses(&reply).first(),
+        Some(&200),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    assert!(t.app.executed().is_empty(), "{:?}", t.app.executed());
+    t.server.close();
+}
+
+/// CVE-2026-66753 (CR or LF inside a header value): nothing a request sends ever appears
+/// in an answer's header lines.
+#[test]
+fn no_request_byte_reaches_an_answers_headers() {
+    let t = common::start("crlf");
+    let port = t.port;
+    let body = common::op("session_info", json!({}));
+    for value in [
+        "a\rInjected-A: 1",
+        "a\nInjected-B: 1",
+        "a\r\n Injected-C: 1",
+        "Injected-D: 1\r\r\n",
+    ] {
+        for (name, token) in [("X-Probe", t.session.token.as_str()), ("Authorization", "")] {
+            let mut request = head(port, token);
+            if name == "Authorization" {
+                request = format!("POST /call HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+            }
+            request.push_str(&format!(
+                "{name}: {value}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ));
+            let (reply, _, _) = exchange(port, request.as_bytes(), Duration::from_secs(5));
+            let text = String::from_utf8_lossy(&reply);
+            assert!(!statuses(&reply).is_empty(), "{value:?}: no answer");
+            // Every answer's head (a value cut short may leave bytes tiny_http answers too).
+            for (at, _) in text.match_indices("HTTP/1.1 ") {
+                let head = text[at..].split("\r\n\r\n").next().unwrap_or_default();
+                assert!(!head.contains("Injected"), "{value:?}: {text}");
+            }
+        }
+    }
+    t.server.close();
+}
+
 fn raise_fd_limit() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

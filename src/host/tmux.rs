@@ -341,7 +341,11 @@ impl TmuxServer {
         for node in nodes {
             commands.push(vec!["display-message".into(), "-p".into(), marker.clone()]);
             let target = pane_target(node);
-            commands.push(["capture-pane", "-p", "-J", "-t", &target].map(String::from).to_vec());
+            commands.push(
+                ["capture-pane", "-p", "-J", "-t", &target]
+                    .map(String::from)
+                    .to_vec(),
+            );
         }
         let outputs = self
             .run_sequence("capture-pane", &commands)

@@ -12,7 +12,8 @@
 //! 1. `Origin` or `Sec-Fetch-Site` present, method not POST, path not exactly `/call`, or a protocol
 //!    upgrade -> 403 `Unsupported request`;
 //! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
-//!    both `Transfer-Encoding` and `Content-Length` -> 400 (smuggling), connection closed;
+//!    both `Transfer-Encoding` and `Content-Length`, or a `Transfer-Encoding` other than
+//!    one `chunked` -> 400 (smuggling), connection closed;
 //! 3. bearer token unknown -> 401 `Unknown or revoked session` (constant time, see
 //!    `session`);
 //! 4. declared body over 128 KiB -> 400 `Request too large`.
@@ -458,7 +459,12 @@ impl Front {
             return None;
         }
         if !body_read && !body_in_memory(&request) {
-            // tiny_http's drop then sees end-of-file instead of waiting for the rest.
+            // tiny_http's drop then sees end-of-file instead of waiting for the rest. What
+            // it had already read past the head (a smuggled request) it may still parse
+            // as requests: the connection counts as ended, so none of them ever runs.
+            if let Some(peer) = peer {
+                self.in_order.end_after_this(peer);
+            }
             if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
                 connection.stop_reading();
             }
@@ -624,9 +630,9 @@ struct InOrder {
     waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
     /// When each connection's last call was answered (for the reaper).
     answered: Mutex<HashMap<SocketAddr, Instant>>,
-    /// Connections ended for pipelining past the cap, and when: calls tiny_http still
-    /// delivers for them are dropped, never run (the reaper forgets them once they are
-    /// gone).
+    /// Connections ended (for pipelining past the cap, or answered before their body was
+    /// read), and when: calls tiny_http still delivers for them are dropped, never run
+    /// (the reaper forgets them once they are gone).
     ended: Mutex<HashMap<SocketAddr, Instant>>,
     /// Descriptors of our connections (the reaper remembers every open one).
     known: KnownConnections,
@@ -642,6 +648,10 @@ impl InOrder {
             return Admitted::Run(call);
         };
         if lock_or_recover(&self.ended).contains_key(&peer) {
+            // Ended both ways first, so tiny_http writes nothing for the dropped call.
+            if let Some(connection) = Connection::find(local, peer) {
+                connection.end();
+            }
             return Admitted::Drop(vec![call]);
         }
         let mut waiting = lock_or_recover(&self.waiting);
@@ -664,6 +674,12 @@ impl InOrder {
                 Admitted::Run(call)
             }
         }
+    }
+
+    /// Ends the connection from `peer` once its call in flight is answered: every later
+    /// call tiny_http delivers for it is dropped unrun.
+    fn end_after_this(&self, peer: SocketAddr) {
+        lock_or_recover(&self.ended).insert(peer, Instant::now());
     }
 
     /// Drops the calls waiting behind a connection that was ended (their bodies are in
@@ -841,9 +857,13 @@ fn check_headers(owner: &AgentToolServer, request: &Request, hosts: &[String; 2]
     if !host_ok {
         return Verdict::Refuse(403, "Unsupported request");
     }
-    // Both framings at once is the request-smuggling shape: refuse it, and (the body
-    // being on the socket) the connection closes after the answer (RFC 9112 6.3).
-    if header(request, "Transfer-Encoding").is_some() && header(request, "Content-Length").is_some()
+    // Both framings at once is the request-smuggling shape, and tiny_http 0.12 reads any
+    // Transfer-Encoding as chunked (CVE-2026-66752): after `identity`, `chunked,
+    // identity` or two such headers, the bytes past a `0` chunk would run as the next
+    // request. Only one `chunked` is read; the rest is refused and, the body being on
+    // the socket, the connection closes after the answer (RFC 9112 6.3).
+    if header(request, "Transfer-Encoding").is_some()
+        && (header(request, "Content-Length").is_some() || !chunked_only(request))
     {
         return Verdict::Refuse(400, "Unsupported request");
     }
@@ -860,6 +880,17 @@ fn check_headers(owner: &AgentToolServer, request: &Request, hosts: &[String; 2]
         return Verdict::Refuse(400, "Request too large");
     }
     Verdict::Accept(session)
+}
+
+/// True when the request has exactly one `Transfer-Encoding` header and it is `chunked`.
+fn chunked_only(request: &Request) -> bool {
+    let mut encodings = request
+        .headers()
+        .iter()
+        .filter(|h| h.field.equiv("Transfer-Encoding"));
+    let first = encodings.next();
+    encodings.next().is_none()
+        && first.is_some_and(|h| h.value.as_str().trim().eq_ignore_ascii_case("chunked"))
 }
 
 /// True when answering `call` writes to disk: a session's first `session_info` that
