@@ -210,6 +210,10 @@ fn every_ended_program_reports_its_status() {
     let Some(server) = Server::new("many", true) else {
         return;
     };
+    // Keeps the server running between rounds (with `exit-empty` it would exit after
+    // each kill, and a new-session racing that exit fails); it never ends, so it does
+    // not reap anything either.
+    server.open("keeper", Some("exec sleep 600"));
     let rounds = 100;
     let mut missed = 0;
     for i in 0..rounds {
