@@ -176,7 +176,10 @@ fn a_modern_session_through_the_binary() {
     let list = mcp.ask(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}));
     assert_eq!(list["result"]["cacheScope"], json!("public"));
     let call = mcp.ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"_meta": modern_meta(), "name": "canvas_list"}}));
-    assert_eq!(call["result"]["structuredContent"][1]["id"], json!("n2"));
+    assert_eq!(
+        call["result"]["structuredContent"]["result"][1]["id"],
+        json!("n2")
+    );
     // tools/list asked session_info which operations it may list.
     assert_eq!(host.seen()[1].body["operation"], json!("session_info"));
     assert_eq!(

@@ -18,8 +18,8 @@
 //!   `serverInfo {name: "termsprawl", version: appVersion}` (+ `title` from 2025-06-18),
 //!   `instructions` (the overview guide). `notifications/initialized` and every other
 //!   notification get no reply; `ping` answers `{}`. Version-dependent shapes
-//!   (`schema.ts` of each revision): tool `annotations` from 2025-03-26, tool `title` and
-//!   `structuredContent` (an object only) from 2025-06-18. Requests before `initialize`
+//!   (`schema.ts` of each revision): tool `annotations` from 2025-03-26, tool `title`,
+//!   `outputSchema` and `structuredContent` from 2025-06-18. Requests before `initialize`
 //!   without a per-request version are refused with -32602 (except `ping`).
 //! - **Modern era: 2026-07-28** (`basic/index` "_meta", `basic/versioning`,
 //!   `server/discover`, `server/utilities/caching`, `basic/transports/stdio`). Every
@@ -32,7 +32,7 @@
 //!   `initialize` does. Every result carries `resultType: "complete"` and, once the app
 //!   version is known, `_meta` serverInfo; `server/discover` and `tools/list` carry the
 //!   required cache hints `ttlMs` and `cacheScope: "public"` (the catalogue is the same
-//!   for every caller). `structuredContent` may be any JSON value.
+//!   for every caller).
 //!   `subscriptions/listen` (`basic/patterns/subscriptions`) honours `toolsListChanged`:
 //!   the answer is `notifications/subscriptions/acknowledged` tagged with
 //!   `_meta["io.modelcontextprotocol/subscriptionId"]` (the request's id), the stream
@@ -46,17 +46,27 @@
 //!   changed since the client's last list, sends `notifications/tools/list_changed`
 //!   (on a modern stream tagged with its subscription id). One page; a cursor is -32602 `Invalid cursor`;
 //!   `tools/call` → the host's `{operation: name, args: arguments ?? {}}`; `ok:false` →
-//!   `isError: true` with the error text; a value with a string `image` (a
-//!   `browser_screenshot`) → image content (`image/png` unless a data URL says otherwise);
-//!   other values → text content with the JSON. Unknown tool or non-object `arguments` →
-//!   -32602. Unknown method → -32601; unparsable line or invalid UTF-8 → -32700; not a
-//!   request object (incl. batches, `jsonrpc` not "2.0", an id that is not a string or a
-//!   number) → -32600; a line over 256 KiB → -32600 and it is skipped. Ids are echoed
+//!   `isError: true` with the error text and no `structuredContent`; a value with a
+//!   string `image` (a `browser_screenshot`) → image content (`image/png` unless a data
+//!   URL says otherwise), its other fields (if any) as text content; other values → text
+//!   content with the JSON. Unknown tool or non-object `arguments` → -32602. Unknown
+//!   method → -32601; unparsable line or invalid UTF-8 → -32700; not a request object
+//!   (incl. batches, `jsonrpc` not "2.0", an id that is not a string or a number) →
+//!   -32600; a line over 256 KiB → -32600 and it is skipped. Ids are echoed
 //!   exactly (0, negative, fractional, strings). `params._meta` (progress tokens, client
 //!   thread ids, trace context) is accepted on any request. Responses sent by the client
 //!   are ignored (this server sends no requests). Requests are handled one at a time, in
 //!   order, so a `notifications/cancelled` always arrives after its request finished and
 //!   is ignored; no progress notifications are sent.
+//! - **Structured results** (2025-06-18 and later, both eras): every tool lists the
+//!   catalogue's `outputSchema` ([`ToolSpec::output_schema`]), and every successful call
+//!   carries `structuredContent` conforming to it, always an object (the spec: a tool
+//!   that declares `outputSchema` must answer with conforming `structuredContent`): an
+//!   object answer as it is; a list (`canvas_list`, `browser_list`) or any other
+//!   non-object as `{"result": value}`; an image answer as its fields other than the
+//!   image (`{}` for `browser_screenshot`, whose picture is only in the image content,
+//!   not repeated as base64 in JSON). The text content is the same as before 2025-06-18,
+//!   for clients that ignore `structuredContent`.
 
 use std::io::{self, BufRead, ErrorKind, Write};
 use std::sync::mpsc;
@@ -65,7 +75,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::protocol::{find_tool, guide, ToolResult, ToolSpec, AGENT_TOOLS};
+use crate::protocol::{find_tool, guide, ToolResult, ToolSpec, AGENT_TOOLS, IMAGE_KEY, RESULT_KEY};
 
 /// Protocol versions served statelessly with per-request `_meta` (newest first).
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
@@ -596,6 +606,7 @@ fn tool_json(tool: &ToolSpec, version: &str) -> Value {
     if let Some(fields) = entry.as_object_mut() {
         if !at_least(version, "2025-06-18") {
             fields.remove("title");
+            fields.remove("outputSchema");
         }
         if !at_least(version, "2025-03-26") {
             fields.remove("annotations");
@@ -604,7 +615,14 @@ fn tool_json(tool: &ToolSpec, version: &str) -> Value {
     entry
 }
 
-/// The `tools/call` result for a host answer.
+/// Whether `era` has `outputSchema` and `structuredContent` (2025-06-18 and later).
+fn has_structured_results(era: Era) -> bool {
+    at_least(era.version(), "2025-06-18")
+}
+
+/// The `tools/call` result for a host answer. Where the era has structured results, a
+/// success carries `structuredContent`, always an object: an object answer as it is,
+/// an image answer's other fields, anything else as `{"result": value}`.
 fn call_result(result: ToolResult, era: Era) -> Value {
     let value = match result {
         ToolResult::Err(error) => {
@@ -612,23 +630,28 @@ fn call_result(result: ToolResult, era: Era) -> Value {
         }
         ToolResult::Ok(value) => value,
     };
-    if let Some((data, mime_type, rest)) = image_of(&value) {
-        let mut content = vec![json!({ "type": "image", "data": data, "mimeType": mime_type })];
-        if !rest.is_empty() {
-            content.push(json!({ "type": "text", "text": Value::Object(rest).to_string() }));
+    let (content, structured) = match image_of(&value) {
+        Some((data, mime_type, rest)) => {
+            let mut content = vec![json!({ "type": "image", "data": data, "mimeType": mime_type })];
+            if !rest.is_empty() {
+                content.push(
+                    json!({ "type": "text", "text": Value::Object(rest.clone()).to_string() }),
+                );
+            }
+            (content, Value::Object(rest))
         }
-        return json!({ "content": content, "isError": false });
-    }
-    let mut result = json!({
-        "content": [{ "type": "text", "text": value.to_string() }],
-        "isError": false,
-    });
-    let structured = match era {
-        Era::Modern(_) => true,
-        Era::Legacy(version) => at_least(version, "2025-06-18") && value.is_object(),
+        None => {
+            let content = vec![json!({ "type": "text", "text": value.to_string() })];
+            let structured = match value {
+                Value::Object(_) => value,
+                other => json!({ RESULT_KEY: other }),
+            };
+            (content, structured)
+        }
     };
-    if structured {
-        result["structuredContent"] = value;
+    let mut result = json!({ "content": content, "isError": false });
+    if has_structured_results(era) {
+        result["structuredContent"] = structured;
     }
     result
 }
@@ -636,7 +659,7 @@ fn call_result(result: ToolResult, era: Era) -> Value {
 /// `(base64 data, MIME type, other fields)` when `value` is `{image: …}`.
 fn image_of(value: &Value) -> Option<(String, String, Map<String, Value>)> {
     let object = value.as_object()?;
-    let image = object.get("image")?.as_str()?;
+    let image = object.get(IMAGE_KEY)?.as_str()?;
     let (mime_type, data) = match image.strip_prefix("data:") {
         Some(url) => {
             let (mime_type, data) = url.split_once(";base64,")?;
@@ -645,7 +668,7 @@ fn image_of(value: &Value) -> Option<(String, String, Map<String, Value>)> {
         None => ("image/png".to_string(), image.to_string()),
     };
     let mut rest = object.clone();
-    rest.remove("image");
+    rest.remove(IMAGE_KEY);
     Some((data, mime_type, rest))
 }
 

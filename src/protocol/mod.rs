@@ -8,8 +8,9 @@ mod validate;
 mod wire;
 
 pub use catalogue::{
-    catalogue_json, find_tool, is_browser_operation, ArgKind, ArgSpec, ToolHints, ToolSpec,
-    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, BROWSER_CONTROL_OFF, GUIDE_TOPICS, NO_NUL_PATTERN,
+    catalogue_json, find_tool, is_browser_operation, ArgKind, ArgSpec, FieldKind, FieldSpec,
+    ResultShape, ToolHints, ToolSpec, AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS,
+    BROWSER_CONTROL_OFF, GUIDE_TOPICS, IMAGE_KEY, NO_NUL_PATTERN, RESULT_KEY,
 };
 pub use guides::{guide, TOOL_GUIDES};
 pub use validate::{validate_tool_request, ValidationError};

@@ -126,6 +126,14 @@ fn legacy_conversation_for_every_handshake_version() {
             at_least(version, "2025-06-18"),
             "{version}"
         );
+        for tool in tools {
+            assert_eq!(
+                tool.get("outputSchema").is_some(),
+                at_least(version, "2025-06-18"),
+                "{version} {}",
+                tool["name"]
+            );
+        }
         assert!(list["result"].get("ttlMs").is_none());
 
         let call = ask(
@@ -238,8 +246,13 @@ fn modern_conversation() {
     assert_eq!(result["isError"], json!(false));
     assert_eq!(
         result["structuredContent"],
-        json!([{ "id": "n1" }]),
-        "any JSON value in 2026-07-28"
+        json!({ "result": [{ "id": "n1" }] }),
+        "a list answer is wrapped: structuredContent is an object"
+    );
+    assert_eq!(
+        result["content"][0]["text"],
+        json!("[{\"id\":\"n1\"}]"),
+        "the text content is the answer itself"
     );
     assert!(result.get("ttlMs").is_none(), "tools/call is not cacheable");
     assert_eq!(
@@ -392,7 +405,14 @@ fn screenshots_become_image_content() {
             json!([{ "type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png" }])
         );
         assert_eq!(reply["result"]["isError"], json!(false));
-        assert!(reply["result"].get("structuredContent").is_none());
+        // The picture is not repeated in JSON: its other fields (none) are the
+        // structured content where the version has it.
+        let structured = reply["result"].get("structuredContent");
+        if at_least(version, "2025-06-18") {
+            assert_eq!(structured, Some(&json!({})));
+        } else {
+            assert!(structured.is_none());
+        }
     }
     let (data, mime, rest) =
         image_of(&json!({"image": "data:image/jpeg;base64,AAAA", "url": "u"})).unwrap();
@@ -798,4 +818,92 @@ fn a_modern_listen_stream_is_acknowledged_notified_by_id_and_cancelled() {
     )
     .unwrap();
     assert_eq!(error_code(&reply), INVALID_PARAMS);
+}
+
+/// Arguments that pass the validator for `tool` (the first value of each kind).
+fn valid_args(tool: &ToolSpec) -> Value {
+    use crate::protocol::ArgKind;
+    let args: Map<String, Value> = tool
+        .args
+        .iter()
+        .map(|arg| {
+            let value = match arg.kind {
+                ArgKind::Text => json!("n1"),
+                ArgKind::Number => json!(1),
+                ArgKind::Ids => json!(["n1"]),
+                ArgKind::OneOf(values) => json!(values[0]),
+            };
+            (arg.name.to_string(), value)
+        })
+        .collect();
+    Value::Object(args)
+}
+
+#[test]
+fn structured_content_is_an_object_for_every_tool_in_every_version_that_has_it() {
+    // The fake host answers an object, a list (canvas_list) and an image
+    // (browser_screenshot); a string and a number reach the wrapper through
+    // `call_result` directly below.
+    let mut eras: Vec<(Era, McpServer)> = Vec::new();
+    for version in LEGACY_VERSIONS {
+        let mut server = McpServer::new();
+        initialize(&mut server, &mut FakeHost::new(), version);
+        eras.push((Era::Legacy(version), server));
+    }
+    eras.push((Era::Modern(MODERN_VERSIONS[0]), McpServer::new()));
+    for (era, mut server) in eras {
+        let mut host = FakeHost::new();
+        let structured = at_least(era.version(), "2025-06-18");
+        for tool in AGENT_TOOLS {
+            let mut params = json!({ "name": tool.name, "arguments": valid_args(tool) });
+            if let Era::Modern(_) = era {
+                params["_meta"] = modern_meta();
+            }
+            let reply = ask(
+                &mut server,
+                &mut host,
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}),
+            );
+            let result = &reply["result"];
+            assert_eq!(
+                result["isError"],
+                json!(false),
+                "{era:?} {}: {reply}",
+                tool.name
+            );
+            match result.get("structuredContent") {
+                Some(content) => {
+                    assert!(structured, "{era:?} {}: {reply}", tool.name);
+                    assert!(content.is_object(), "{era:?} {}: {content}", tool.name);
+                }
+                None => assert!(!structured, "{era:?} {}: {reply}", tool.name),
+            }
+        }
+    }
+    let era = Era::Legacy("2025-06-18");
+    for value in [json!("text"), json!(3), json!(null), json!([1, 2])] {
+        let result = call_result(ToolResult::Ok(value.clone()), era);
+        assert_eq!(result["structuredContent"], json!({ "result": value }));
+        assert_eq!(result["content"][0]["text"], json!(value.to_string()));
+    }
+    let failed = call_result(ToolResult::Err("Invalid x".into()), era);
+    assert!(failed.get("structuredContent").is_none(), "{failed}");
+}
+
+#[test]
+fn output_schemas_are_listed_from_2025_06_18_as_the_catalogue_states_them() {
+    for version in KNOWN_VERSIONS {
+        for tool in AGENT_TOOLS {
+            let entry = tool_json(tool, version);
+            if at_least(version, "2025-06-18") {
+                assert_eq!(entry["outputSchema"], tool.output_schema(), "{version}");
+            } else {
+                assert!(
+                    entry.get("outputSchema").is_none(),
+                    "{version} {}",
+                    tool.name
+                );
+            }
+        }
+    }
 }
