@@ -2,17 +2,22 @@
 //! `termsprawlctl --session FILE mcp` (tests/mcp_sdk_client.py), against the test host,
 //! for every protocol version the SDK can be made to speak. Skipped with a notice when
 //! python3 or the `mcp` package is missing (CI installs it with `pip install mcp`).
+//! Against the real `serve --browser`: the tool list following browser control
+//! (tests/mcp_list_changed.py), and every operation's answers validated against its
+//! `outputSchema` (tests/mcp_output_schemas.py, which also needs Chromium and Python's
+//! `jsonschema`).
 
 mod serve_harness;
 mod support;
 
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use serve_harness::{Dirs, Serve};
+use serde_json::{json, Value};
+use serve_harness::{tmux_installed, Dirs, Serve};
 use support::{Behaviour, DataDir, TestHost, TOKEN};
 
 fn python_with_mcp() -> Option<String> {
@@ -147,5 +152,116 @@ fn the_python_sdk_hears_the_tool_list_change_when_browser_control_is_switched() 
     println!("--- Python SDK {sdk_version}: list_changed ---\n{stdout}");
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("RESULT "), "{stdout}");
+    assert!(serve.stop().success());
+}
+
+fn chromium_installed() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
+fn python_has_jsonschema() -> bool {
+    Command::new("python3")
+        .args(["-c", "import jsonschema"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The fixtures the schema script's calls need: a file for `artifact_open`, a linked
+/// transcript for `context_read`, an external terminal for `terminal_external` (a
+/// script that exits; tmux only) and serve's PATH with the fake `claude` first.
+fn schema_fixtures(dirs: &Dirs) -> String {
+    std::fs::write(dirs.project.join("notes.md"), "# Notes\n").unwrap();
+    let state = dirs.project.join(".termsprawl");
+    std::fs::create_dir_all(state.join("links")).unwrap();
+    std::fs::create_dir_all(state.join("transcripts")).unwrap();
+    std::fs::write(
+        state.join("links/me--peer.json"),
+        json!({"version": 1, "a": "me", "b": "peer"}).to_string(),
+    )
+    .unwrap();
+    let transcript = dirs.root.join("peer.jsonl");
+    let turn = json!({"type": "user", "message": {"content": "check the schemas"}});
+    std::fs::write(&transcript, turn.to_string()).unwrap();
+    std::fs::write(
+        state.join("transcripts/peer.json"),
+        json!({"version": 1, "path": transcript}).to_string(),
+    )
+    .unwrap();
+    let terminal = dirs.root.join("fake-terminal");
+    std::fs::write(&terminal, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&terminal, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(dirs.agent_tools()).unwrap();
+    std::fs::write(
+        dirs.agent_tools().join("preferences.json"),
+        json!({"externalTerminal": {"command": [terminal, "{attach}"]}}).to_string(),
+    )
+    .unwrap();
+    let fakes = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_agents");
+    format!(
+        "{}:{}",
+        fakes.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
+    let Some(sdk_version) = python_with_mcp() else {
+        eprintln!("NOTICE: python3 with the `mcp` package is not installed; skipping the output schema test (pip install mcp)");
+        return;
+    };
+    if !python_has_jsonschema() || !chromium_installed() {
+        eprintln!("NOTICE: the output schema test needs Python's jsonschema and Chromium; skipping it");
+        return;
+    }
+    // terminal_external needs tmux; without it the other 27 operations are validated.
+    let (backend, expected) = if tmux_installed() {
+        ("tmux", 28)
+    } else {
+        eprintln!("NOTICE: tmux is not installed; terminal_external is not validated");
+        ("pty", 27)
+    };
+    let dirs = Dirs::new("pyschema");
+    let path = schema_fixtures(&dirs);
+    let args = [
+        "--terminals",
+        backend,
+        "--agent",
+        "me",
+        "--agent",
+        "other",
+        "--browser",
+    ];
+    let serve = Serve::start_with_env(&dirs, &args, &[("PATH", &path)]);
+    let session = dirs.agent_tools().join("sessions/me.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_output_schemas.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_termsprawlctl"))
+        .arg(&session)
+        .arg(&dirs.project)
+        .arg(expected.to_string())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    println!("--- Python SDK {sdk_version}: output schemas ---\n{stdout}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let summary: Value = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("RESULT "))
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_else(|| panic!("no RESULT line\n{stdout}"));
+    let validated = summary["validated"].as_object().unwrap();
+    assert_eq!(validated.len(), 3, "three versions with structured results: {summary}");
+    for (run, count) in validated {
+        assert_eq!(count.as_u64(), Some(expected), "{run}: {summary}");
+    }
     assert!(serve.stop().success());
 }
