@@ -215,7 +215,9 @@ fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
         return;
     };
     if !python_has_jsonschema() || !chromium_installed() {
-        eprintln!("NOTICE: the output schema test needs Python's jsonschema and Chromium; skipping it");
+        eprintln!(
+            "NOTICE: the output schema test needs Python's jsonschema and Chromium; skipping it"
+        );
         return;
     }
     // terminal_external needs tmux; without it the other 27 operations are validated.
@@ -259,7 +261,11 @@ fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
         .and_then(|json| serde_json::from_str(json).ok())
         .unwrap_or_else(|| panic!("no RESULT line\n{stdout}"));
     let validated = summary["validated"].as_object().unwrap();
-    assert_eq!(validated.len(), 3, "three versions with structured results: {summary}");
+    assert_eq!(
+        validated.len(),
+        3,
+        "three versions with structured results: {summary}"
+    );
     for (run, count) in validated {
         assert_eq!(count.as_u64(), Some(expected), "{run}: {summary}");
     }

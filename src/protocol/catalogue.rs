@@ -876,6 +876,17 @@ mod tests {
                 "{name}: the image is not JSON"
             );
         }
+        // The status's states are exactly what `IntegrationState` serializes to.
+        use super::super::wire::IntegrationState;
+        let states = find_tool("session_info").unwrap().output_schema()["properties"]["status"]
+            ["properties"]["state"]["enum"]
+            .clone();
+        let all = [
+            IntegrationState::Connected,
+            IntegrationState::CliFallback,
+            IntegrationState::NeedsSetup,
+        ];
+        assert_eq!(states, serde_json::to_value(all).unwrap());
         let entry = find_tool("canvas_resize").unwrap().to_json();
         assert_eq!(
             entry["outputSchema"]["required"],
