@@ -70,9 +70,20 @@ impl CanvasOwner for Canvas {
 
 /// The only writer of the canvas: applies each request and replies through the runtime.
 fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolRuntime>) {
+    // Nodes and replies in the shapes the catalogue publishes (MCP clients check them
+    // against each tool's `outputSchema`).
+    let node = |id: &str, kind: &str, x: u32, data: Value| {
+        json!({"id": id, "type": kind, "position": {"x": x, "y": 0},
+               "size": {"width": 480, "height": 320}, "data": data})
+    };
     let mut nodes = vec![
-        json!({"id": AGENT, "type": "terminal", "data": {"title": "Agent", "agentId": "custom"}}),
-        json!({"id": SHELL, "type": "terminal", "data": {"title": "Shell"}}),
+        node(
+            AGENT,
+            "terminal",
+            0,
+            json!({"title": "Agent", "agentId": "custom"}),
+        ),
+        node(SHELL, "terminal", 500, json!({"title": "Shell"})),
     ];
     for request in requests {
         let result = if request.expires_at < termsprawl_tools::runtime::unix_millis() {
@@ -81,7 +92,8 @@ fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolR
             ToolResult::Ok(Value::Array(nodes.clone()))
         } else if request.operation == "sticky_open" {
             let id = format!("sticky{}", nodes.len());
-            nodes.push(json!({"id": id, "type": "sticky", "data": {"text": request.args["text"]}}));
+            let data = json!({"title": "Note", "text": request.args["text"]});
+            nodes.push(node(&id, "sticky", 1000, data));
             ToolResult::Ok(json!({"nodeId": id}))
         } else {
             ToolResult::Err(format!(
