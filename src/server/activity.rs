@@ -533,8 +533,9 @@ pub(crate) fn call_line(
     error: Option<&str>,
     started: Instant,
 ) -> Vec<u8> {
+    let time = now_rfc3339();
     let line = Line {
-        time: &now_rfc3339(),
+        time: time.as_str(),
         node_id: Some(node_id),
         operation: Some(&Cut(operation, TEXT_CHARS)),
         outcome: if error.is_some() { "error" } else { "ok" },
@@ -554,8 +555,9 @@ pub(crate) fn refused_line(
     reason: &str,
     peer_port: Option<u16>,
 ) -> Vec<u8> {
+    let time = now_rfc3339();
     let line = Line {
-        time: &now_rfc3339(),
+        time: time.as_str(),
         node_id,
         operation: None,
         outcome: "error",
@@ -569,7 +571,10 @@ pub(crate) fn refused_line(
 }
 
 fn to_line(line: &Line<'_>) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec(line).unwrap_or_default();
+    let mut bytes = Vec::with_capacity(256); // most lines fit: one allocation
+    if serde_json::to_writer(&mut bytes, line).is_err() {
+        bytes.clear(); // never a partial line (these values always serialize)
+    }
     bytes.push(b'\n');
     bytes
 }
@@ -641,23 +646,44 @@ impl Serialize for CutValue<'_> {
 }
 
 /// Now as RFC 3339 in UTC with milliseconds.
-pub(crate) fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> Rfc3339 {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     rfc3339(since.as_secs(), since.subsec_millis())
 }
 
-/// `secs` after the Unix epoch (and `millis`) as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339(secs: u64, millis: u32) -> String {
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`, made without `format!` or an allocation: every line
+/// has one, and on the call path `format!` was most of a line's cost.
+pub(crate) struct Rfc3339([u8; 24]);
+
+impl Rfc3339 {
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII digits and separators are ever written.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+/// `secs` after the Unix epoch (and `millis`) as `YYYY-MM-DDTHH:MM:SS.mmmZ` (years
+/// past 9999 keep their last four digits).
+fn rfc3339(secs: u64, millis: u32) -> Rfc3339 {
     let (days, rest) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut n: u64| {
+        for digit in out[at..at + width].iter_mut().rev() {
+            *digit = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, 4, year.max(0) as u64);
+    put(5, 2, u64::from(month));
+    put(8, 2, u64::from(day));
+    put(11, 2, rest / 3600);
+    put(14, 2, rest / 60 % 60);
+    put(17, 2, rest % 60);
+    put(20, 3, u64::from(millis));
+    Rfc3339(out)
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
@@ -682,9 +708,16 @@ mod tests {
 
     #[test]
     fn times_are_rfc3339_utc_with_milliseconds() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400, 7), "2000-02-29T00:00:00.007Z");
-        assert_eq!(rfc3339(1_764_590_584, 512), "2025-12-01T12:03:04.512Z");
+        assert_eq!(rfc3339(0, 0).as_str(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400, 7).as_str(), "2000-02-29T00:00:00.007Z");
+        assert_eq!(
+            rfc3339(1_764_590_584, 512).as_str(),
+            "2025-12-01T12:03:04.512Z"
+        );
+        assert_eq!(
+            rfc3339(4_102_444_799, 999).as_str(),
+            "2099-12-31T23:59:59.999Z"
+        );
     }
 
     #[test]
