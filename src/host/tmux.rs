@@ -720,8 +720,8 @@ impl TmuxServer {
     /// Makes tmux collect the exit status of every pane program that has ended: tmux
     /// 3.3a sometimes misses the SIGCHLD of a pane's program (it stays a zombie and the
     /// pane dead with no status; seen with the pane filter, about one pane in 10 when no
-    /// other pane ends after it), and
-    /// on any later child's exit it reaps them all. `run-shell true` is such a child.
+    /// other pane ends after it), and on any later child's exit it reaps them all.
+    /// `run-shell true` is such a child.
     pub fn reap_ended_programs(&self) -> Result<(), TmuxError> {
         self.run("run-shell", &["run-shell", "true"]).map(drop)
     }

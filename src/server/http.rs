@@ -648,8 +648,9 @@ impl InOrder {
             return Admitted::Run(call);
         };
         if lock_or_recover(&self.ended).contains_key(&peer) {
-            // Ended both ways first, so tiny_http writes nothing for the dropped call.
-            if let Some(connection) = Connection::find(local, peer) {
+            // Ended both ways first, so tiny_http writes nothing for the dropped call
+            // (the remembered descriptor: no scan of every descriptor on this thread).
+            if let Some(connection) = self.known.find(local, peer) {
                 connection.end();
             }
             return Admitted::Drop(vec![call]);
@@ -660,7 +661,7 @@ impl InOrder {
                 let dropped = waiting.remove(&peer).unwrap_or_default();
                 drop(waiting);
                 lock_or_recover(&self.ended).insert(peer, Instant::now());
-                if let Some(connection) = Connection::find(local, peer) {
+                if let Some(connection) = self.known.find(local, peer) {
                     connection.end();
                 }
                 Admitted::Drop(dropped.into_iter().chain([call]).collect())
