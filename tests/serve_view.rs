@@ -533,3 +533,89 @@ fn no_view_means_no_view_url() {
     assert!(!serve.stderr().contains("canvas view"));
     assert!(serve.stop().success());
 }
+
+/// True once the server has ended `stream` (end-of-file or reset), waiting at most `wait`.
+fn ended_by_server(mut stream: &TcpStream, wait: Duration) -> bool {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    match stream.read(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// The view keeps listening however long nobody connects (an earlier read timeout on its
+/// listener also timed out `accept`, which ended tiny_http's accept thread after 15 s
+/// without a connection), and bounds its connections: past 64 the quietest are ended,
+/// and one that never finishes its head, or is idle, is ended after 15 s quiet.
+#[test]
+fn the_view_outlives_idle_time_and_ends_quiet_connections() {
+    let dirs = Dirs::new("view-idle");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    let (port, key) = view_parts(&view_url(&serve));
+    let auth = format!("Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {key}\r\n");
+    assert_eq!(
+        request(port, "GET", "/", &format!("Host: 127.0.0.1:{port}\r\n")).0,
+        200
+    );
+
+    // 70 connections that send nothing, and one whose head never ends: past the cap of
+    // 64, the quietest are ended within a couple of the reaper's looks.
+    let idle: Vec<TcpStream> = (0..70)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1")
+        .unwrap();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    let ended = idle
+        .iter()
+        .filter(|s| ended_by_server(s, Duration::from_millis(50)))
+        .count();
+    // 71 open (the slow one too), so 7 are ended: all idle ones, or 6 and the slow one.
+    assert!(
+        (6..=7).contains(&ended),
+        "{ended} idle connections ended past the cap of 64"
+    );
+
+    // Nobody connects for longer than the quiet cut: every quiet connection is ended,
+    // and the view still answers a new one.
+    std::thread::sleep(Duration::from_secs(17).saturating_sub(started.elapsed()));
+    assert!(
+        ended_by_server(&slow, Duration::from_secs(3)),
+        "the slow head is not cut"
+    );
+    let still_open = idle
+        .iter()
+        .filter(|s| !ended_by_server(s, Duration::from_millis(200)))
+        .count();
+    assert_eq!(still_open, 0, "idle connections kept past the quiet cut");
+    let (status, _, body) = request(
+        port,
+        "GET",
+        "/api/state?viewer=00112233445566778899aabbccddeeff",
+        &auth,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"nodes\""), "{body}");
+    assert_eq!(
+        request(
+            port,
+            "GET",
+            "/view.js",
+            &format!("Host: 127.0.0.1:{port}\r\n")
+        )
+        .0,
+        200
+    );
+    assert!(
+        !serve.stderr().contains("accepting connections failed"),
+        "{}",
+        serve.stderr()
+    );
+    assert!(serve.stop().success());
+}

@@ -89,7 +89,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, Weak};
@@ -99,6 +98,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
+use super::listening::Listening;
 use super::sockets::{self, Connection, KnownConnections};
 use super::unserved::{self, NotReached, Unserved};
 use super::{
@@ -136,20 +136,11 @@ const WRITE_NOW_BYTES: usize = 8 * 1024;
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
 
-/// The tiny_http server the accept thread receives from, with the descriptor of the
-/// listener clone it owns; replaced when tiny_http's own accept thread has died (see
-/// `accept_loop`).
-type CurrentServer = Arc<Mutex<(Arc<tiny_http::Server>, RawFd)>>;
-
-/// First and longest pause before rebuilding a tiny_http server whose accept died.
-const REBUILD_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(1));
-
 /// A running HTTP front.
 pub struct Http {
-    server: CurrentServer,
-    /// Our own handle on the listening socket: to stop it listening at once, and to
-    /// give a rebuilt tiny_http server a clone of it.
-    listener: Arc<TcpListener>,
+    /// The listening socket and the tiny_http server on it (rebuilt when tiny_http's
+    /// accept thread ends: `listening`).
+    listening: Arc<Listening>,
     accept: JoinHandle<()>,
     reaper: JoinHandle<()>,
     stopping: Arc<AtomicBool>,
@@ -163,8 +154,7 @@ impl Http {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         sockets::set_listener_write_timeout(&listener)?;
         let local = listener.local_addr()?;
-        let handle = Arc::new(listener.try_clone()?);
-        let server = Arc::new(Mutex::new(serve_on(listener)?));
+        let listening = Arc::new(Listening::new(listener, "agent-tools")?);
         let stopping = Arc::new(AtomicBool::new(false));
         let front = Arc::new(Front {
             owner,
@@ -178,11 +168,10 @@ impl Http {
             queued: QueuedCalls::default(),
         });
         let accept = {
-            let (server, stopping, front) = (server.clone(), stopping.clone(), front.clone());
-            let listener = handle.clone();
+            let (listening, stopping, front) = (listening.clone(), stopping.clone(), front.clone());
             thread::Builder::new()
                 .name("agent-tools-accept".into())
-                .spawn(move || accept_loop(&server, &listener, &stopping, &front))?
+                .spawn(move || accept_loop(&listening, &stopping, &front))?
         };
         let reaper = {
             let (stopping, front) = (stopping.clone(), front.clone());
@@ -191,8 +180,7 @@ impl Http {
                 .spawn(move || reap_loop(&front, &stopping))?
         };
         Ok(Http {
-            server,
-            listener: handle,
+            listening,
             accept,
             reaper,
             stopping,
@@ -210,14 +198,13 @@ impl Http {
     /// with 503), ends every open connection and releases idle handlers.
     pub fn stop(self) {
         self.stopping.store(true, Ordering::SeqCst);
-        sockets::stop_listening(&self.listener);
-        lock_or_recover(&self.server).0.unblock();
+        self.listening.stop();
         let _ = self.accept.join();
         let _ = self.reaper.join();
         sockets::end_connections(self.local);
         self.handlers.release_idle();
         // Dropping the last reference lets tiny_http's own accept thread end.
-        drop(self.server);
+        drop(self.listening);
     }
 }
 
@@ -532,66 +519,15 @@ impl Front {
 }
 
 /// A tiny_http server on `listener`, and the descriptor its accept thread owns.
-fn serve_on(listener: TcpListener) -> io::Result<(Arc<tiny_http::Server>, RawFd)> {
-    let fd = listener.as_raw_fd();
-    let server = tiny_http::Server::from_listener(listener, None).map_err(io::Error::other)?;
-    Ok((Arc::new(server), fd))
-}
-
-/// The only caller of tiny_http's `recv`.
-///
-/// tiny_http's own accept thread ends for good on its first accept error (e.g.
-/// `EMFILE`: `recv` then fails once) or panics when it cannot clone an accepted socket
-/// (one descriptor left: `recv` then just waits). We see the first as an error that is
-/// not our `unblock`, and the second, on each idle second, as its listener descriptor no
-/// longer naming our socket (its thread dropped it). Then, after a pause growing from
-/// 100 ms to 1 s, a new tiny_http server is built on a clone of our listening socket;
-/// requests the old one had queued are still dispatched. Connections the old server
-/// accepted stay with it: their later requests are never received, so the reaper ends
-/// them once quiet ([`REQUEST_DEADLINE`]).
-fn accept_loop(
-    current: &CurrentServer,
-    listener: &TcpListener,
-    stopping: &AtomicBool,
-    front: &Arc<Front>,
-) {
-    let mut pause = REBUILD_BACKOFF.0;
-    let mut logged = false;
-    while !stopping.load(Ordering::SeqCst) {
-        let (server, accept_fd) = lock_or_recover(current).clone();
-        let failure = match server.recv_timeout(REBUILD_BACKOFF.1) {
-            Ok(Some(request)) => {
-                (pause, logged) = (REBUILD_BACKOFF.0, false);
-                if !front.take_guarded(request, None) {
-                    return;
-                }
-                continue;
-            }
-            Ok(None) if sockets::same_socket(accept_fd, listener) => continue,
-            Ok(None) => "tiny_http's accept thread stopped".to_string(),
-            Err(e) => e.to_string(),
-        };
-        if stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        if !logged {
-            eprintln!("agent-tools: accepting connections failed ({failure}); retrying");
-            logged = true;
-        }
-        thread::sleep(pause);
-        pause = (pause * 2).min(REBUILD_BACKOFF.1);
-        if let Ok(rebuilt) = listener.try_clone().and_then(serve_on) {
-            *lock_or_recover(current) = rebuilt;
-            while let Ok(Some(request)) = server.try_recv() {
-                if !front.take_guarded(request, None) {
-                    return;
-                }
-            }
+/// The only caller of tiny_http's `recv` (through [`Listening::next`]).
+fn accept_loop(listening: &Listening, stopping: &AtomicBool, front: &Arc<Front>) {
+    while let Some(request) = listening.next(stopping) {
+        if !front.take_guarded(request, None) {
+            return;
         }
     }
     // Requests that arrived before we stopped get an answer, not tiny_http's drop.
-    let (server, _) = lock_or_recover(current).clone();
-    while let Ok(Some(request)) = server.try_recv() {
+    while let Some(request) = listening.queued() {
         if !front.take_guarded(request, Some("Tool service is shutting down; try again")) {
             return;
         }
@@ -738,7 +674,7 @@ fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         answer_overdue(front);
         let now = Instant::now();
         // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
-        let Some(open) = sockets::connections(local) else {
+        let Some(open) = sockets::open_connections(local) else {
             continue;
         };
         if !open.is_empty() {

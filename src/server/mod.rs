@@ -8,6 +8,7 @@
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
 //! - `queue`: one worker thread per project with work queued.
 //! - `sockets`: the few socket calls tiny_http does not offer.
+//! - `listening`: a tiny_http server that keeps listening after its accept thread ends.
 //! - `activity`: the activity trail, one JSON line per call, written off the call's path.
 //!
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
@@ -16,6 +17,7 @@
 pub mod activity;
 mod files;
 mod http;
+mod listening;
 mod lock;
 mod queue;
 mod session;
@@ -40,8 +42,9 @@ use crate::protocol::{
 };
 
 pub use files::{private_dir, private_json, private_write, read_json, read_private_json};
+pub use listening::Listening;
 pub(crate) use session::{constant_time_eq, decode_token, to_hex};
-pub use sockets::set_listener_timeouts;
+pub use sockets::{open_connections, set_listener_write_timeout, Connection};
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);

@@ -21,7 +21,7 @@
 //! The listener gets `SO_SNDTIMEO` before tiny_http takes it; Linux copies it to every
 //! accepted socket, so writing a response to a client that never reads gives up after
 //! [`WRITE_TIMEOUT`]. (`SO_RCVTIMEO` cannot be set the same way: `accept` would time
-//! out too, and tiny_http's accept loop ends on its first error.)
+//! out too, and tiny_http's accept loop ends on its first error: `listening`.)
 
 use std::collections::HashMap;
 use std::fs;
@@ -51,19 +51,6 @@ fn with_socket<T>(fd: RawFd, f: impl FnOnce(&TcpStream) -> T) -> T {
 pub fn set_listener_write_timeout(listener: &TcpListener) -> io::Result<()> {
     with_socket(listener.as_raw_fd(), |s| {
         s.set_write_timeout(Some(WRITE_TIMEOUT))
-    })
-}
-
-/// Sets `SO_RCVTIMEO` and `SO_SNDTIMEO` on the listener, inherited by the sockets it
-/// accepts: each read and each write on them then waits at most that long.
-pub fn set_listener_timeouts(
-    listener: &TcpListener,
-    read: Duration,
-    write: Duration,
-) -> io::Result<()> {
-    with_socket(listener.as_raw_fd(), |s| {
-        s.set_read_timeout(Some(read))?;
-        s.set_write_timeout(Some(write))
     })
 }
 
@@ -140,6 +127,11 @@ impl Connection {
         connected_fds(local)
             .find(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
             .map(|fd| Connection { fd, local, peer })
+    }
+
+    /// The address it is connected from.
+    pub fn peer(self) -> SocketAddr {
+        self.peer
     }
 
     /// True while `fd` still connects `peer` to `local`.
@@ -264,14 +256,14 @@ impl KnownConnections {
 
 /// Ends every connection accepted on `local` (their threads see end-of-file).
 pub fn end_connections(local: SocketAddr) {
-    for connection in connections(local).unwrap_or_default().into_values() {
+    for connection in open_connections(local).unwrap_or_default().into_values() {
         connection.end();
     }
 }
 
 /// Our open connections by peer address (tiny_http holds two descriptors for each);
 /// `None` when `/proc/self/fd` cannot be read (e.g. no descriptor left to open it).
-pub fn connections(local: SocketAddr) -> Option<HashMap<SocketAddr, Connection>> {
+pub fn open_connections(local: SocketAddr) -> Option<HashMap<SocketAddr, Connection>> {
     let listing = fs::read_dir("/proc/self/fd").ok()?;
     let found = connected_among(Some(listing), local)
         .filter_map(|fd| {

@@ -31,17 +31,22 @@
 //! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
 //! At most [`MAX_VIEWERS`] viewers (page instances, by their random viewer id) at once.
 //!
-//! Threads: one accept thread (the only `recv` caller) checks the head and refuses what
-//! it must with a small answer; anything else runs on a short-lived thread of its own, at
-//! most [`MAX_IN_FLIGHT`] at once. Each read and write on a view connection waits at most
-//! [`SOCKET_TIMEOUT`] (`SO_RCVTIMEO`/`SO_SNDTIMEO` on the listener), so a client that
-//! stalls can hold a thread only that long.
+//! Threads: one accept thread (the only `recv` caller, through [`Listening`], which
+//! outlives tiny_http's own accept thread) checks the head and refuses what it must with
+//! a small answer; anything else runs on a short-lived thread of its own, at most
+//! [`MAX_IN_FLIGHT`] at once. A client that stalls holds a thread only so long: each
+//! write waits at most 15 s (`SO_SNDTIMEO` on the listener), and a reaper thread ends a
+//! connection on which no request is being answered once it has been quiet for
+//! [`QUIET_CUT`] (a head that never arrives included), and the quietest ones past
+//! [`MAX_CONNECTIONS`]. (A read timeout on the listener is no way to do this: it would
+//! also end `accept` after that long without a new connection, and tiny_http's accept
+//! thread with it.)
 
 mod snapshot;
 
 use std::collections::HashMap;
 use std::io;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -53,7 +58,10 @@ use tiny_http::{Header, Method, Request, Response};
 pub use snapshot::ViewSource;
 
 use super::HostError;
-use crate::server::{constant_time_eq, decode_token, lock_or_recover, to_hex};
+use crate::server::{
+    constant_time_eq, decode_token, lock_or_recover, open_connections, set_listener_write_timeout,
+    to_hex, Connection, Listening,
+};
 
 /// At most this many viewers (open pages) at once; the next is refused.
 pub const MAX_VIEWERS: usize = 8;
@@ -67,8 +75,12 @@ pub const POLL_TICK: Duration = Duration::from_millis(250);
 pub const SCREENSHOT_EVERY: Duration = Duration::from_secs(2);
 /// At most this many requests being answered at once.
 pub const MAX_IN_FLIGHT: usize = 32;
-/// Longest wait of one read or write on a view connection.
-pub const SOCKET_TIMEOUT: Duration = Duration::from_secs(15);
+/// A view connection with no request being answered is ended after this long quiet.
+pub const QUIET_CUT: Duration = Duration::from_secs(15);
+/// At most this many view connections are kept open; past it the quietest are ended.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How often the reaper looks at the view's connections.
+const REAP_EVERY: Duration = Duration::from_secs(1);
 
 const PAGE_HTML: &str = include_str!("page.html");
 const PAGE_JS: &str = include_str!("view.js");
@@ -89,9 +101,10 @@ const SECURITY_HEADERS: [(&str, &str); 6] = [
 
 /// A running canvas view; [`CanvasView::stop`] (or dropping it) ends it.
 pub struct CanvasView {
-    server: Arc<tiny_http::Server>,
+    listening: Arc<Listening>,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    /// The accept thread and the reaper.
+    threads: Vec<JoinHandle<()>>,
     url: String,
 }
 
@@ -107,7 +120,50 @@ struct Shared {
     in_flight: AtomicUsize,
     /// (node, tab) -> when taken and the answer.
     screenshots: Mutex<HashMap<(String, String), (Instant, Value)>>,
+    /// Each connection's requests being answered and when it was last busy (reaper).
+    peers: Mutex<HashMap<SocketAddr, Peer>>,
+    local: SocketAddr,
     stopping: AtomicBool,
+}
+
+/// What the reaper needs to know of one view connection.
+struct Peer {
+    in_flight: usize,
+    last_busy: Instant,
+}
+
+/// A request being answered: counts its connection busy until dropped.
+struct Busy {
+    shared: Arc<Shared>,
+    peer: Option<SocketAddr>,
+}
+
+impl Busy {
+    fn new(shared: &Arc<Shared>, request: &Request) -> Busy {
+        let peer = request.remote_addr().copied();
+        if let Some(peer) = peer {
+            let mut peers = lock_or_recover(&shared.peers);
+            let entry = peers.entry(peer).or_insert(Peer {
+                in_flight: 0,
+                last_busy: Instant::now(),
+            });
+            entry.in_flight += 1;
+        }
+        Busy {
+            shared: shared.clone(),
+            peer,
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer else { return };
+        if let Some(entry) = lock_or_recover(&self.shared.peers).get_mut(&peer) {
+            entry.in_flight = entry.in_flight.saturating_sub(1);
+            entry.last_busy = Instant::now();
+        }
+    }
 }
 
 impl CanvasView {
@@ -115,15 +171,13 @@ impl CanvasView {
     pub fn start(source: ViewSource) -> Result<CanvasView, HostError> {
         let failed = |e: io::Error| HostError::Other(format!("cannot start the canvas view: {e}"));
         let listener = TcpListener::bind("127.0.0.1:0").map_err(failed)?;
-        crate::server::set_listener_timeouts(&listener, SOCKET_TIMEOUT, SOCKET_TIMEOUT)
-            .map_err(failed)?;
-        let port = listener.local_addr().map_err(failed)?.port();
+        set_listener_write_timeout(&listener).map_err(failed)?;
+        let local = listener.local_addr().map_err(failed)?;
+        let port = local.port();
         let mut key = [0u8; 32];
         getrandom::getrandom(&mut key)
             .map_err(|e| failed(io::Error::other(format!("no random bytes: {e}"))))?;
-        let server = tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| failed(io::Error::other(e.to_string())))?;
-        let server = Arc::new(server);
+        let listening = Arc::new(Listening::new(listener, "canvas view").map_err(failed)?);
         let url = format!("http://127.0.0.1:{port}/#key={}", to_hex(&key));
         let shared = Arc::new(Shared {
             key,
@@ -136,21 +190,30 @@ impl CanvasView {
             viewers: Mutex::default(),
             in_flight: AtomicUsize::new(0),
             screenshots: Mutex::default(),
+            peers: Mutex::default(),
+            local,
             stopping: AtomicBool::new(false),
         });
+        let mut view = CanvasView {
+            listening: listening.clone(),
+            shared: shared.clone(),
+            threads: Vec::new(),
+            url,
+        };
         let accept = {
-            let (server, shared) = (server.clone(), shared.clone());
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name("view-accept".into())
-                .spawn(move || accept_loop(&server, &shared))
+                .spawn(move || accept_loop(&listening, &shared))
                 .map_err(failed)?
         };
-        Ok(CanvasView {
-            server,
-            shared,
-            accept: Some(accept),
-            url,
-        })
+        view.threads.push(accept);
+        let reaper = std::thread::Builder::new()
+            .name("view-reaper".into())
+            .spawn(move || reap_loop(&shared))
+            .map_err(failed)?;
+        view.threads.push(reaper);
+        Ok(view)
     }
 
     /// The page's address with its key in the fragment (the ready line's `viewUrl`).
@@ -161,9 +224,10 @@ impl CanvasView {
     /// Stops listening; polls in progress are answered at their next tick. Idempotent.
     pub fn stop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        self.server.unblock();
-        if let Some(accept) = self.accept.take() {
-            let _ = accept.join();
+        self.listening.stop();
+        for thread in self.threads.drain(..) {
+            thread.thread().unpark();
+            let _ = thread.join();
         }
     }
 }
@@ -174,19 +238,9 @@ impl Drop for CanvasView {
     }
 }
 
-fn accept_loop(server: &tiny_http::Server, shared: &Arc<Shared>) {
-    while !shared.stopping.load(Ordering::SeqCst) {
-        let request = match server.recv() {
-            Ok(request) => request,
-            Err(_) => {
-                // Accepting failed (e.g. out of descriptors): don't spin; try again soon.
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
+fn accept_loop(listening: &Listening, shared: &Arc<Shared>) {
+    while let Some(request) = listening.next(&shared.stopping) {
+        let busy = Busy::new(shared, &request);
         if let Err((status, message)) = check_head(shared, &request) {
             answer(request, status, &json!({ "error": message }));
             continue;
@@ -205,11 +259,53 @@ fn accept_loop(server: &tiny_http::Server, shared: &Arc<Shared>) {
             .name("view-request".into())
             .spawn(move || {
                 route(&worker, request);
+                drop(busy);
                 worker.in_flight.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
             // The request went with the closure: tiny_http answers it 500 when dropped.
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The reaper (module docs): every [`REAP_EVERY`], ends the view's connections that have
+/// had no request being answered for [`QUIET_CUT`] (since they were first seen, or since
+/// their last answer), and the quietest past [`MAX_CONNECTIONS`].
+fn reap_loop(shared: &Shared) {
+    // When the reaper first saw each connection (an estimate of when it connected).
+    let mut seen: HashMap<SocketAddr, Instant> = HashMap::new();
+    // Connections ended and not yet closed by tiny_http's thread: not counted again.
+    let mut ended: Vec<SocketAddr> = Vec::new();
+    while !shared.stopping.load(Ordering::SeqCst) {
+        std::thread::park_timeout(REAP_EVERY);
+        // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
+        let Some(open) = open_connections(shared.local) else {
+            continue;
+        };
+        let now = Instant::now();
+        seen.retain(|peer, _| open.contains_key(peer));
+        ended.retain(|peer| open.contains_key(peer));
+        let mut quiet: Vec<(Instant, Connection)> = Vec::new();
+        {
+            let mut peers = lock_or_recover(&shared.peers);
+            peers.retain(|peer, p| p.in_flight > 0 || open.contains_key(peer));
+            for (peer, connection) in open.iter().filter(|(peer, _)| !ended.contains(peer)) {
+                let first_seen = *seen.entry(*peer).or_insert(now);
+                match peers.get(peer) {
+                    Some(p) if p.in_flight > 0 => {}
+                    Some(p) => quiet.push((p.last_busy.max(first_seen), *connection)),
+                    None => quiet.push((first_seen, *connection)),
+                }
+            }
+        }
+        quiet.sort_by_key(|(since, _)| *since);
+        let over_cap = (open.len() - ended.len()).saturating_sub(MAX_CONNECTIONS);
+        for (n, (since, connection)) in quiet.into_iter().enumerate() {
+            if n < over_cap || now.saturating_duration_since(since) >= QUIET_CUT {
+                connection.end();
+                ended.push(connection.peer());
+            }
         }
     }
 }
