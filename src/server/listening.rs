@@ -64,7 +64,7 @@ impl Listening {
     pub fn next(&self, stopping: &AtomicBool) -> Option<Request> {
         let (mut pause, mut logged) = (REBUILD_BACKOFF.0, false);
         while !stopping.load(Ordering::SeqCst) {
-            if let Some(request) = self.from_retired() {
+            if let Some(request) = self.take_retired() {
                 return Some(request);
             }
             let (server, accept_fd) = lock_or_recover(&self.current).clone();
@@ -93,7 +93,7 @@ impl Listening {
     }
 
     /// A request the retired server had queued; forgets that server once it has none.
-    fn from_retired(&self) -> Option<Request> {
+    fn take_retired(&self) -> Option<Request> {
         let mut retired = lock_or_recover(&self.retired);
         let request = retired.as_ref()?.try_recv().ok().flatten();
         if request.is_none() {
@@ -105,7 +105,7 @@ impl Listening {
     /// A request already received and not yet handed out, without waiting (for answering
     /// what is left at shutdown).
     pub fn queued(&self) -> Option<Request> {
-        if let Some(request) = self.from_retired() {
+        if let Some(request) = self.take_retired() {
             return Some(request);
         }
         let (server, _) = lock_or_recover(&self.current).clone();
