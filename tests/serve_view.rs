@@ -619,3 +619,52 @@ fn the_view_outlives_idle_time_and_ends_quiet_connections() {
     );
     assert!(serve.stop().success());
 }
+
+/// The view reuses its last look at tmux while no pane filter in view has written
+/// anything: output printed after the looks have settled still shows at once, not at the
+/// next look that is never reused (5 s).
+#[test]
+fn output_after_a_quiet_spell_shows_at_once() {
+    if !tmux_installed() {
+        eprintln!("tmux is not installed: output_after_a_quiet_spell_shows_at_once skipped");
+        return;
+    }
+    let dirs = Dirs::new("view-quiet");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "tmux"]);
+    let (port, key) = view_parts(&view_url(&serve));
+    let auth = format!("Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {key}\r\n");
+    let terminal = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let state = || {
+        let path =
+            format!("/api/state?viewer=00112233445566778899aabbccddeeff&visible=me,{terminal}");
+        let (status, _, body) = request(port, "GET", &path, &auth);
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    for round in 0..3 {
+        // A quiet spell: several looks with nothing printed.
+        let quiet_until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < quiet_until {
+            state();
+        }
+        let marker = format!("quiet-spell-marker-{round}");
+        let command = format!("echo {marker}");
+        serve.ok(
+            &dirs,
+            "me",
+            "terminal_submit",
+            json!({ "nodeId": terminal, "command": command }),
+        );
+        let submitted = Instant::now();
+        // The echoed command line holds the marker too: wait for it on a line of its own.
+        let shown = std::iter::repeat_with(state)
+            .take_while(|_| submitted.elapsed() < Duration::from_secs(3))
+            .any(|body| body.contains(&format!("\\n{marker}\\n")));
+        // Well before the 5 s after which a look is never reused.
+        assert!(shown, "round {round}: {marker} not in the view within 3 s");
+    }
+    assert!(serve.stop().success());
+}

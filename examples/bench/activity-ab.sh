@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The activity trail's cost: two serves side by side (one with --no-activity), both pinned to
 # CPU 0, the load generator (`bench load`) pinned to CPU 1, session_info x16 and canvas_list
-# x64 alternating between them, REPEAT (default 5) repeats, then the medians and their ratio.
+# x64 alternating between them, REPEAT (default 5) repeats of DURATION (default 5) seconds,
+# then the medians and their ratio.
 # Build first: cargo build --release --bins --examples
 set -euo pipefail
 T=${CARGO_TARGET_DIR:-target}/release
@@ -30,7 +31,7 @@ for rep in $(seq 1 "${REPEAT:-5}"); do
     order="with without"; [ $((rep % 2)) -eq 0 ] && order="without with"
     for side in $order; do
       read port tok pid < $W/$side/conn
-      line=$(taskset -c 1 $BENCH load --port $port --token $tok --pid $pid --operation $1 --connections $2 --duration 5)
+      line=$(taskset -c 1 $BENCH load --port $port --token $tok --pid $pid --operation $1 --connections $2 --duration ${DURATION:-5})
       echo "rep $rep $side: $line" | tee -a $W/results
     done
   done

@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -64,6 +64,10 @@ const STATUS_WAIT: Duration = Duration::from_secs(2);
 const REAP_AFTER: Duration = Duration::from_millis(200);
 /// How often the watcher looks again while a dead pane's status is not reported yet.
 const STATUS_POLL: Duration = Duration::from_millis(50);
+
+/// The canvas view's look at the tmux sessions and screens is reused at most this long
+/// while nothing can have changed (see [`HostTerminals::states_and_screens`]).
+const VIEW_LOOK_REUSE: Duration = Duration::from_secs(5);
 
 /// The message for `terminal_external` on the PTY backend.
 pub const EXTERNAL_NEEDS_TMUX: &str = "terminal_external needs the tmux backend: install tmux and restart `termsprawl-tools serve` (or start it with --terminals tmux); built-in PTY terminals cannot be opened in a second window";
@@ -180,6 +184,10 @@ pub struct HostTerminals {
     /// The last tmux listing for [`HostTerminals::states`] and when it was taken (see
     /// [`LISTING_TTL`]); `None` once a start, close or adopt may have changed it.
     listing: Mutex<Option<(Instant, HashMap<String, SessionState>)>>,
+    /// Counts the changes this host makes or records (every [`HostTerminals::forget_listing`]).
+    changes: AtomicU64,
+    /// The canvas view's last tmux look, for [`HostTerminals::states_and_screens`].
+    view_look: Mutex<Option<ViewLook>>,
     /// The ends recorded (reported by the watcher, or remembered from the canvas).
     ended: Mutex<HashMap<String, EndedTerminal>>,
     /// Dead tmux panes whose status tmux has not reported yet, and PTY programs that exited
@@ -193,6 +201,88 @@ pub struct HostTerminals {
     server_started: Mutex<Option<Sender<()>>>,
     /// Set at shutdown: the tmux pane watcher stops at its next wake-up.
     stopping: Arc<AtomicBool>,
+}
+
+/// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
+struct ViewLook {
+    taken: Instant,
+    /// [`HostTerminals::changes`] when it was taken.
+    changes: u64,
+    visible: Vec<String>,
+    /// Each visible node's pane when the look was taken.
+    panes: Vec<Pane>,
+    /// Whether every filter had written the same at the look before this one.
+    settled: bool,
+    states: HashMap<String, SessionState>,
+    screens: HashMap<String, String>,
+}
+
+impl ViewLook {
+    fn new(
+        earlier: Option<ViewLook>,
+        taken: Instant,
+        changes: u64,
+        visible: &[&str],
+        panes: Vec<Pane>,
+        states: &HashMap<String, SessionState>,
+        screens: &HashMap<String, String>,
+    ) -> ViewLook {
+        let settled = earlier.is_some_and(|e| {
+            e.changes == changes && e.visible.iter().eq(visible.iter()) && e.panes == panes
+        });
+        ViewLook {
+            taken,
+            changes,
+            visible: visible.iter().map(|id| id.to_string()).collect(),
+            panes,
+            settled,
+            states: states.clone(),
+            screens: screens.clone(),
+        }
+    }
+
+    /// Whether this look still shows what tmux would show now (see
+    /// [`HostTerminals::states_and_screens`]).
+    fn still_current(&self, visible: &[&str], changes: u64) -> bool {
+        self.settled
+            && self.changes == changes
+            && self.taken.elapsed() < VIEW_LOOK_REUSE
+            && self.visible.iter().eq(visible.iter())
+            && self.panes.iter().all(|pane| match pane {
+                // No session or a dead pane changes only by what `changes` counts (this
+                // host opening, closing or recording an end), or from outside (within
+                // VIEW_LOOK_REUSE).
+                Pane::None | Pane::Dead => true,
+                Pane::Filter(pid, bytes) => bytes_written(*pid) == Some(*bytes),
+                Pane::Unknown => false,
+            })
+    }
+}
+
+/// A visible node's tmux pane, as the view's look saw it.
+#[derive(Debug, PartialEq)]
+enum Pane {
+    /// The node has no session.
+    None,
+    /// Its program has ended.
+    Dead,
+    /// Its program runs under the pane filter (pid), which had written this many bytes.
+    Filter(u32, u64),
+    /// Its program runs without the filter: it must be looked at every time.
+    Unknown,
+}
+
+/// The bytes process `pid` has written so far (`wchar` in `/proc/PID/io`).
+fn bytes_written(pid: u32) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let line = io.lines().find_map(|l| l.strip_prefix("wchar:"))?;
+    line.trim().parse().ok()
+}
+
+/// The name of process `pid` (`/proc/PID/comm`: at most 15 bytes of it).
+fn process_name(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
 }
 
 /// The private tmux server's directory of a data directory.
@@ -248,6 +338,8 @@ impl HostTerminals {
             opened: Mutex::default(),
             preferences: data.join("agent-tools").join("preferences.json"),
             listing: Mutex::default(),
+            changes: AtomicU64::new(0),
+            view_look: Mutex::default(),
             ended: Mutex::default(),
             unreported: Mutex::default(),
             may_have_ended: Mutex::new(Some(may_have_ended)),
@@ -505,6 +597,15 @@ impl HostTerminals {
 
     /// [`HostTerminals::states`] (taken now) and the [`HostTerminals::screen`] of each of
     /// `visible`: what the canvas view reads, in one tmux call for all of them.
+    ///
+    /// Under the pane filter, every byte a pane's program prints passes through the
+    /// filter process, the pane's own program (`pane_pid`), so the bytes it has written
+    /// (`wchar` in `/proc/PID/io`) say whether the screen can have changed. The last look
+    /// is reused, with no tmux call, while the same nodes are in view, this host has
+    /// changed and recorded nothing, no filter in view has written since that look or the
+    /// look before it (tmux may still have been drawing the last output when the earlier
+    /// one was taken), and it is less than [`VIEW_LOOK_REUSE`] old. A pane not under the
+    /// filter (one started before it was turned on) is looked at every time.
     pub fn states_and_screens(
         &self,
         visible: &[&str],
@@ -516,6 +617,15 @@ impl HostTerminals {
                 .collect();
             return (self.states(), screens);
         };
+        let filter_name = tmux.pane_filter_name();
+        let mut last_look = crate::server::lock_or_recover(&self.view_look);
+        let changes = self.changes.load(Ordering::SeqCst);
+        if let Some(look) = last_look.as_mut() {
+            if look.still_current(visible, changes) {
+                return (look.states.clone(), look.screens.clone());
+            }
+        }
+        let earlier = last_look.take();
         let mut listing = crate::server::lock_or_recover(&self.listing);
         // Ask only for sessions the last listing had (a missing one costs a call each).
         let listed: Vec<&str> = match listing.as_ref() {
@@ -531,16 +641,33 @@ impl HostTerminals {
             *listing = None;
             return (HashMap::new(), HashMap::new());
         };
+        let panes: Vec<Pane> = visible
+            .iter()
+            .map(|id| match sessions.iter().find(|s| s.name == *id) {
+                None => Pane::None,
+                Some(s) if s.pane_dead => Pane::Dead,
+                Some(s) => match filter_name.as_deref() {
+                    Some(name) if process_name(s.pane_pid).as_deref() == Some(name) => {
+                        bytes_written(s.pane_pid)
+                            .map_or(Pane::Unknown, |n| Pane::Filter(s.pane_pid, n))
+                    }
+                    _ => Pane::Unknown,
+                },
+            })
+            .collect();
         let states = self.tmux_states(sessions);
         *listing = Some((taken, states.clone()));
         drop(listing);
-        let screens = visible
+        let screens: HashMap<String, String> = visible
             .iter()
             .filter_map(|id| {
                 let screen = captured.get(*id).map(|text| inert(text));
                 Some((id.to_string(), self.with_end_line(id, screen)?))
             })
             .collect();
+        *last_look = Some(ViewLook::new(
+            earlier, taken, changes, visible, panes, &states, &screens,
+        ));
         (states, screens)
     }
 
@@ -700,6 +827,7 @@ impl HostTerminals {
 
     /// Drops the cached tmux listing (after this host changed the sessions).
     fn forget_listing(&self) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
         *crate::server::lock_or_recover(&self.listing) = None;
     }
 

@@ -237,6 +237,17 @@ impl TmuxServer {
         self
     }
 
+    /// The process name (`/proc/PID/comm`, its first 15 bytes) of a pane filter started
+    /// by this server, if it starts them.
+    pub fn pane_filter_name(&self) -> Option<String> {
+        let name = self.pane_filter.as_ref()?.file_name()?.to_str()?;
+        let mut end = name.len().min(15);
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(name[..end].to_string())
+    }
+
     /// The server's socket, `<dir>/socket`.
     pub fn socket(&self) -> &Path {
         &self.socket

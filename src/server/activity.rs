@@ -1,11 +1,15 @@
 //! The activity trail: one JSON line per call in `<dir>/<projectId>.jsonl`, written by
 //! one writer thread so that recording never makes a call wait.
 //!
-//! A call hands its finished line to [`Trail::record`], which only tries to put it on a
-//! bounded channel ([`CHANNEL_LINES`]); when the channel is full the line is dropped and
-//! [`Trail::dropped`] goes up. The writer takes lines in batches (it pauses
-//! [`BATCH_PAUSE`] after the first, so a burst costs one wake-up and one `write` per
-//! project), and writes each batch with one append. A write that fails (a full disk)
+//! A call hands its finished line to [`Trail::record`], which appends it to its project's
+//! queued bytes under a lock held only for that copy; past [`QUEUED_LINES`] waiting lines
+//! the line is dropped and [`Trail::dropped`] goes up. The writer takes the queued bytes
+//! in batches (woken by the first line, it pauses [`BATCH_PAUSE`] for more, then swaps
+//! each project's buffer for an empty one it wrote before, so a burst costs one wake-up
+//! and one `write` per project, and no allocation on either side once the buffers have
+//! grown), and writes each batch with one append. (A line per call sent on a channel
+//! cost a heap block made on the call's thread and freed on the writer's, which keeps
+//! glibc's allocator off its fast path on both: measurably slower calls.) A write that fails (a full disk)
 //! is cut back to the file's previous length, its lines counted as dropped: lines in the
 //! file are whole, and only a crash in the middle of a write can leave a torn last line
 //! (readers skip lines that do not parse). While the count grows, stderr hears of it at
@@ -32,8 +36,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,7 +49,7 @@ use super::lock_or_recover;
 /// A trail file is rotated once it has reached this size.
 pub const ROTATE_BYTES: u64 = 10 * 1024 * 1024;
 /// Lines waiting for the writer; one more is dropped (and counted).
-pub const CHANNEL_LINES: usize = 16 * 1024;
+pub const QUEUED_LINES: usize = 16 * 1024;
 /// Every string argument is cut to this many characters.
 pub const TEXT_CHARS: usize = 200;
 /// After waking for a line, the writer waits this long for more before writing.
@@ -247,22 +250,119 @@ fn check_private(file: &File, path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// What the writer is sent.
-enum Entry {
-    /// A call's line for one project's trail.
-    Call { project_id: String, line: Vec<u8> },
-    /// A refused request's line, for every project's trail.
-    Refused(Vec<u8>),
-    /// A project with sessions: refused requests go to its trail too.
-    Project(String),
-    /// Write what is queued and stop.
-    Stop,
+/// Whole lines of one project waiting for the writer.
+#[derive(Default)]
+struct Lines {
+    bytes: Vec<u8>,
+    count: u64,
 }
 
-/// A running trail: the sending side of the writer's channel.
+impl Lines {
+    fn push(&mut self, line: &[u8]) {
+        self.bytes.extend_from_slice(line);
+        self.count += 1;
+    }
+}
+
+/// What the calls queue for the writer.
+#[derive(Default)]
+struct Queued {
+    /// Every project with sessions (refused requests go to each), with its lines.
+    projects: HashMap<String, Lines>,
+    /// Lines waiting, over all projects.
+    lines: usize,
+    /// Write what is queued and stop.
+    stop: bool,
+}
+
+/// Shared by the calls and the writer.
+#[derive(Default)]
+struct Pending {
+    queued: Mutex<Queued>,
+    /// Wakes the writer for the first line of a batch, and to stop.
+    wake: Condvar,
+    dropped: AtomicU64,
+}
+
+impl Pending {
+    /// Queues `line` for `project_id`, or for every project with sessions when `None`;
+    /// never waits but for the lock.
+    fn queue(&self, project_id: Option<&str>, line: &[u8]) {
+        let mut queued = lock_or_recover(&self.queued);
+        let first = queued.lines == 0;
+        if queued.stop {
+            return; // the server is closing: nobody is left to care
+        }
+        if queued.lines >= QUEUED_LINES {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        match project_id {
+            Some(project_id) => {
+                if !queued.projects.contains_key(project_id) {
+                    queued
+                        .projects
+                        .insert(project_id.to_string(), Lines::default());
+                }
+                if let Some(lines) = queued.projects.get_mut(project_id) {
+                    lines.push(line);
+                }
+                queued.lines += 1;
+            }
+            None if queued.projects.is_empty() => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            None => {
+                for lines in queued.projects.values_mut() {
+                    lines.push(line);
+                }
+                queued.lines += queued.projects.len();
+            }
+        }
+        drop(queued);
+        if first {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits for a line (or the stop), pauses [`BATCH_PAUSE`] for more, and swaps every
+    /// project's queued lines with its buffer in `batch` (empty, as the writer left it).
+    /// Returns whether the trail is stopping, or `None` when [`REPORT_EVERY`] passed
+    /// with nothing queued.
+    fn take(&self, batch: &mut HashMap<String, Lines>) -> Option<bool> {
+        let mut queued = lock_or_recover(&self.queued);
+        while queued.lines == 0 && !queued.stop {
+            let (again, waited) = self
+                .wake
+                .wait_timeout(queued, REPORT_EVERY)
+                .unwrap_or_else(PoisonError::into_inner);
+            queued = again;
+            if waited.timed_out() && queued.lines == 0 && !queued.stop {
+                return None;
+            }
+        }
+        if !queued.stop {
+            drop(queued);
+            thread::sleep(BATCH_PAUSE);
+            queued = lock_or_recover(&self.queued);
+        }
+        for (project_id, lines) in queued.projects.iter_mut().filter(|(_, l)| l.count > 0) {
+            match batch.get_mut(project_id) {
+                Some(buffer) => std::mem::swap(buffer, lines),
+                None => {
+                    batch.insert(project_id.clone(), std::mem::take(lines));
+                }
+            }
+        }
+        queued.lines = 0;
+        Some(queued.stop)
+    }
+}
+
+/// A running trail: the calls' side of the writer.
 pub(crate) struct Trail {
-    sender: SyncSender<Entry>,
-    dropped: Arc<AtomicU64>,
+    pending: Arc<Pending>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -270,50 +370,41 @@ impl Trail {
     /// Starts the writer for files in `dir` (made 0700 if missing).
     pub(crate) fn start(dir: PathBuf) -> io::Result<Trail> {
         super::private_dir(&dir)?;
-        let (sender, lines) = sync_channel(CHANNEL_LINES);
-        let dropped = Arc::new(AtomicU64::new(0));
+        let pending = Arc::new(Pending::default());
         let writer = {
-            let dropped = dropped.clone();
+            let pending = pending.clone();
             thread::Builder::new()
                 .name("agent-tools-activity".into())
-                .spawn(move || Writer::new(dir, dropped, ROTATE_BYTES).run(&lines))?
+                .spawn(move || Writer::new(dir, ROTATE_BYTES).run(&pending))?
         };
         Ok(Trail {
-            sender,
-            dropped,
+            pending,
             writer: Mutex::new(Some(writer)),
         })
     }
 
-    /// Lines dropped so far (channel full, disk full, file unusable).
+    /// Lines dropped so far (too many waiting, disk full, file unusable).
     pub(crate) fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.pending.dropped.load(Ordering::Relaxed)
     }
 
-    /// Queues a call's line; never waits.
-    pub(crate) fn record(&self, project_id: &str, line: Vec<u8>) {
-        let project_id = project_id.to_string();
-        self.send(Entry::Call { project_id, line });
+    /// Queues a call's line; never waits (but for a lock held for a copy).
+    pub(crate) fn record(&self, project_id: &str, line: &[u8]) {
+        self.pending.queue(Some(project_id), line);
     }
 
-    /// Queues a refused request's line; never waits.
-    pub(crate) fn record_refused(&self, line: Vec<u8>) {
-        self.send(Entry::Refused(line));
+    /// Queues a refused request's line for every project with sessions; never waits.
+    pub(crate) fn record_refused(&self, line: &[u8]) {
+        self.pending.queue(None, line);
     }
 
-    /// Tells the writer about a project with sessions (see the module docs).
+    /// Adds a project with sessions (see the module docs).
     pub(crate) fn add_project(&self, project_id: &str) {
-        self.send(Entry::Project(project_id.to_string()));
-    }
-
-    fn send(&self, entry: Entry) {
-        match self.sender.try_send(entry) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            // Stopped: the server is closing, nobody is left to care.
-            Err(TrySendError::Disconnected(_)) => {}
+        let mut queued = lock_or_recover(&self.pending.queued);
+        if !queued.projects.contains_key(project_id) {
+            queued
+                .projects
+                .insert(project_id.to_string(), Lines::default());
         }
     }
 
@@ -322,8 +413,8 @@ impl Trail {
         let Some(writer) = lock_or_recover(&self.writer).take() else {
             return;
         };
-        // Blocking: the writer is draining, so there is room soon.
-        let _ = self.sender.send(Entry::Stop);
+        lock_or_recover(&self.pending.queued).stop = true;
+        self.pending.wake.notify_one();
         let _ = writer.join();
     }
 }
@@ -339,7 +430,8 @@ struct Writer {
     dir: PathBuf,
     /// [`ROTATE_BYTES`] (smaller in unit tests).
     rotate_bytes: u64,
-    dropped: Arc<AtomicU64>,
+    /// Lines it could not write (counted in [`Pending::dropped`] by `run`).
+    dropped: u64,
     /// Open files by project id; a project whose file cannot be used maps to `None`
     /// until the next batch tries again.
     sinks: HashMap<String, Option<Sink>>,
@@ -351,11 +443,11 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(dir: PathBuf, dropped: Arc<AtomicU64>, rotate_bytes: u64) -> Writer {
+    fn new(dir: PathBuf, rotate_bytes: u64) -> Writer {
         Writer {
             dir,
             rotate_bytes,
-            dropped,
+            dropped: 0,
             sinks: HashMap::new(),
             reported_unusable: Vec::new(),
             reported_dropped: (0, None),
@@ -363,63 +455,30 @@ impl Writer {
         }
     }
 
-    fn run(mut self, lines: &Receiver<Entry>) {
+    fn run(mut self, pending: &Pending) {
+        let mut batch: HashMap<String, Lines> = HashMap::new();
         loop {
-            let first = match lines.recv_timeout(REPORT_EVERY) {
-                Ok(entry) => entry,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.report_dropped();
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => return,
-            };
-            let mut batch = vec![first];
-            if !matches!(batch[0], Entry::Stop) {
-                thread::sleep(BATCH_PAUSE);
-            }
-            batch.extend(lines.try_iter().take(CHANNEL_LINES));
-            let stop = self.write_batch(batch);
-            self.report_dropped();
-            if stop {
+            let taken = pending.take(&mut batch);
+            self.write_batch(&mut batch);
+            pending.dropped.fetch_add(self.dropped, Ordering::Relaxed);
+            self.dropped = 0;
+            self.report_dropped(pending.dropped.load(Ordering::Relaxed));
+            if taken == Some(true) {
                 return;
             }
         }
     }
 
-    /// Writes one batch, one append per project; true when it held `Stop`.
-    fn write_batch(&mut self, batch: Vec<Entry>) -> bool {
-        let mut stop = false;
-        // Per project: its bytes and how many lines they are, in arrival order.
-        let mut out: HashMap<String, (Vec<u8>, u64)> = HashMap::new();
-        for entry in batch {
-            match entry {
-                Entry::Call { project_id, line } => {
-                    let (bytes, count) = out.entry(project_id).or_default();
-                    bytes.extend_from_slice(&line);
-                    *count += 1;
-                }
-                Entry::Refused(line) => {
-                    if self.sinks.is_empty() {
-                        self.dropped.fetch_add(1, Ordering::Relaxed);
-                    }
-                    for project_id in self.sinks.keys() {
-                        let (bytes, count) = out.entry(project_id.clone()).or_default();
-                        bytes.extend_from_slice(&line);
-                        *count += 1;
-                    }
-                }
-                Entry::Project(project_id) => {
-                    self.sinks.entry(project_id).or_insert(None);
-                }
-                Entry::Stop => stop = true,
+    /// Writes one batch, one append per project, and empties its buffers (keeping
+    /// their room for the next).
+    fn write_batch(&mut self, batch: &mut HashMap<String, Lines>) {
+        for (project_id, lines) in batch.iter_mut().filter(|(_, l)| l.count > 0) {
+            if !self.append(project_id, &lines.bytes) {
+                self.dropped += lines.count;
             }
+            lines.bytes.clear();
+            lines.count = 0;
         }
-        for (project_id, (bytes, count)) in out {
-            if !self.append(&project_id, &bytes) {
-                self.dropped.fetch_add(count, Ordering::Relaxed);
-            }
-        }
-        stop
     }
 
     /// Appends whole lines to the project's trail (rotating it first when due); false
@@ -480,10 +539,9 @@ impl Writer {
         }
     }
 
-    /// Says on stderr how many lines were dropped, when the count grew since the last
-    /// report and that was at least [`REPORT_EVERY`] ago.
-    fn report_dropped(&mut self) {
-        let now = self.dropped.load(Ordering::Relaxed);
+    /// Says on stderr how many lines were dropped (`now` so far), when the count grew
+    /// since the last report and that was at least [`REPORT_EVERY`] ago.
+    fn report_dropped(&mut self, now: u64) {
         let (last, at) = self.reported_dropped;
         if now > last && at.map_or(true, |at| at.elapsed() >= REPORT_EVERY) {
             eprintln!("agent-tools: activity trail: {now} line(s) dropped so far (disk full or writer behind)");
@@ -741,28 +799,31 @@ mod tests {
         dir
     }
 
-    fn batch(project: &str, from: u64, n: u64) -> Vec<Entry> {
-        (from..from + n)
-            .map(|i| Entry::Call {
-                project_id: project.to_string(),
-                line: call_line(
-                    "me",
-                    "terminal_read",
-                    json!({ "maxChars": i }).as_object(),
-                    None,
-                    Instant::now(),
-                ),
-            })
-            .collect()
+    fn line(i: u64) -> Vec<u8> {
+        let args = json!({ "maxChars": i });
+        call_line(
+            "me",
+            "terminal_read",
+            args.as_object(),
+            None,
+            Instant::now(),
+        )
+    }
+
+    fn batch(project: &str, from: u64, n: u64) -> HashMap<String, Lines> {
+        let mut lines = Lines::default();
+        for i in from..from + n {
+            lines.push(&line(i));
+        }
+        HashMap::from([(project.to_string(), lines)])
     }
 
     #[test]
     fn rotation_keeps_the_current_and_one_previous_file() {
         let dir = scratch("rotate");
-        let dropped = Arc::new(AtomicU64::new(0));
-        let mut writer = Writer::new(dir.clone(), dropped.clone(), 4096);
+        let mut writer = Writer::new(dir.clone(), 4096);
         for round in 0..40 {
-            writer.write_batch(batch("p1", round * 10, 10));
+            writer.write_batch(&mut batch("p1", round * 10, 10));
         }
         let mut names: Vec<String> = fs::read_dir(&dir)
             .unwrap()
@@ -782,7 +843,7 @@ mod tests {
             .map(|l| l.args.as_ref().unwrap()["maxChars"].as_u64().unwrap())
             .collect();
         assert_eq!(numbers, (380..400).collect::<Vec<_>>());
-        assert_eq!(dropped.load(Ordering::Relaxed), 0);
+        assert_eq!(writer.dropped, 0);
     }
 
     #[test]
@@ -796,12 +857,11 @@ mod tests {
                 .unwrap();
         // SAFETY: mkfifo reads the NUL-terminated path we own.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let mut writer = Writer::new(dir.clone(), dropped.clone(), ROTATE_BYTES);
-        writer.write_batch(batch("p1", 0, 3));
-        writer.write_batch(batch("p2", 0, 4));
+        let mut writer = Writer::new(dir.clone(), ROTATE_BYTES);
+        writer.write_batch(&mut batch("p1", 0, 3));
+        writer.write_batch(&mut batch("p2", 0, 4));
         assert_eq!(fs::read(&outside).unwrap(), b"untouched");
-        assert_eq!(dropped.load(Ordering::Relaxed), 7);
+        assert_eq!(writer.dropped, 7);
         assert!(read_tail(&dir, "p1", 10).is_empty() && read_tail(&dir, "p2", 10).is_empty());
     }
 
@@ -813,11 +873,81 @@ mod tests {
         text.extend_from_slice(b"{\"time\":\"2026-");
         fs::write(dir.join("p1.jsonl"), &text).unwrap();
         fs::set_permissions(dir.join("p1.jsonl"), fs::Permissions::from_mode(0o600)).unwrap();
-        let mut writer = Writer::new(dir.clone(), Arc::default(), ROTATE_BYTES);
-        writer.write_batch(batch("p1", 7, 1));
+        let mut writer = Writer::new(dir.clone(), ROTATE_BYTES);
+        writer.write_batch(&mut batch("p1", 7, 1));
         let lines = read_tail(&dir, "p1", 10);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(lines[1].args.as_ref().unwrap()["maxChars"], 7);
+    }
+
+    /// The maxChars of each line queued for `project` in `batch`.
+    fn numbers_in(batch: &HashMap<String, Lines>, project: &str) -> Vec<u64> {
+        batch[project]
+            .bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice::<ActivityLine>(l).unwrap())
+            .map(|l| l.args.unwrap()["maxChars"].as_u64().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn queued_lines_are_bounded_go_to_their_project_and_refusals_to_every_one() {
+        let pending = Pending::default();
+        // A refusal before any project has sessions has nowhere to go.
+        pending.queue(None, &line(0));
+        assert_eq!(pending.dropped.load(Ordering::Relaxed), 1);
+        lock_or_recover(&pending.queued)
+            .projects
+            .insert("p2".into(), Lines::default());
+        pending.queue(Some("p1"), &line(1));
+        pending.queue(None, &line(2));
+        pending.queue(Some("p1"), &line(3));
+        let mut batch = HashMap::new();
+        assert_eq!(pending.take(&mut batch), Some(false));
+        assert_eq!(numbers_in(&batch, "p1"), [1, 2, 3]);
+        assert_eq!(numbers_in(&batch, "p2"), [2]);
+        assert_eq!(lock_or_recover(&pending.queued).lines, 0);
+        // The writer's emptied buffers go back to the queue: no new allocation.
+        let room = batch["p1"].bytes.capacity();
+        Writer::new(scratch("swap"), ROTATE_BYTES).write_batch(&mut batch);
+        pending.queue(Some("p1"), &line(4));
+        assert_eq!(pending.take(&mut batch), Some(false));
+        assert_eq!(numbers_in(&batch, "p1"), [4]);
+        assert_eq!(
+            lock_or_recover(&pending.queued).projects["p1"]
+                .bytes
+                .capacity(),
+            room
+        );
+        // Past QUEUED_LINES waiting, each further line is dropped and counted.
+        for i in 0..QUEUED_LINES as u64 + 5 {
+            pending.queue(Some("p1"), &line(i));
+        }
+        assert_eq!(pending.dropped.load(Ordering::Relaxed), 1 + 5);
+        let mut batch = HashMap::new();
+        pending.take(&mut batch);
+        assert_eq!(batch["p1"].count, QUEUED_LINES as u64);
+    }
+
+    #[test]
+    fn stopping_writes_what_is_queued_and_ends_the_writer() {
+        let dir = scratch("stop");
+        let trail = Trail::start(dir.clone()).unwrap();
+        trail.add_project("p1");
+        for i in 0..100 {
+            trail.record("p1", &line(i));
+        }
+        trail.record_refused(&refused_line(None, 401, "Unauthorized", Some(4242)));
+        trail.stop();
+        trail.stop(); // idempotent
+        let lines = read_tail(&dir, "p1", 200);
+        assert_eq!(lines.len(), 101);
+        assert_eq!(lines[100].peer_port, Some(4242));
+        // Lines recorded after the stop are not written and do not block.
+        trail.record("p1", &line(7));
+        assert_eq!(read_tail(&dir, "p1", 200).len(), 101);
+        assert_eq!(trail.dropped(), 0);
     }
 
     #[test]

@@ -419,7 +419,7 @@ impl AgentToolServer {
             ToolResult::Err(error) => Some(error.as_str()),
         };
         let line = activity::call_line(&session.node_id, operation, args, error, started);
-        trail.record(&session.project_id, line);
+        trail.record(&session.project_id, &line);
     }
 
     /// Records a request refused by the HTTP front before its call was known: its
@@ -438,8 +438,8 @@ impl AgentToolServer {
         let node_id = session.map(|s| s.node_id.as_str());
         let line = activity::refused_line(node_id, status, reason, peer_port);
         match session {
-            Some(session) => trail.record(&session.project_id, line),
-            None => trail.record_refused(line),
+            Some(session) => trail.record(&session.project_id, &line),
+            None => trail.record_refused(&line),
         }
     }
 

@@ -25,7 +25,8 @@
 //! answers once the snapshot (`snapshot.rs`) differs from the one of `since` (at the
 //! soonest one tick after the poll, so a viewer is answered at most 4 times a second), else
 //! after [`LONG_POLL`]. A snapshot is made only for a waiting poll, every [`POLL_TICK`]
-//! (terminal sessions and screens at most every `snapshot::SCREENS_EVERY`, in one tmux call),
+//! (terminal sessions and screens at most every `snapshot::SCREENS_EVERY`, in one tmux call,
+//! and none while nothing in view can have changed: `HostTerminals::states_and_screens`),
 //! so nothing is computed while nobody watches; terminal screens are captured only for
 //! the node ids the page says are in view, and `GET /api/screenshot?node=ID` takes at
 //! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
