@@ -27,11 +27,14 @@
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
 //! - [`server`]: private files, sessions, the lock, the HTTP accept thread, project queues.
 //! - [`runtime`]: the host-agnostic runtime behind four small traits.
-//! - [`host`]: the embedded default host (headless canvas, terminals, browsers) of `serve`.
+//! - `host` (the default feature `host`): the embedded default host (headless canvas,
+//!   terminals, browsers, the canvas view) of `serve`. Built with
+//!   `--no-default-features`, the crate is the core alone.
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 #![warn(missing_docs)]
 
 pub mod client;
+#[cfg(feature = "host")]
 pub mod host;
 pub mod protocol;
 pub mod runtime;

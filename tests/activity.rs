@@ -1,6 +1,7 @@
 //! The activity trail end to end: every operation's line, refusals without secrets,
 //! 10,000 calls from 16 clients in order, a full disk, planted FIFOs and symlinks, and
 //! `termsprawl-tools activity --follow`.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod common;
 mod serve_harness;

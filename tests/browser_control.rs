@@ -1,6 +1,7 @@
 //! `termsprawl-tools browser-control on|off` switches a running `serve`: the next call
 //! sees the new setting (`session_info`, `browser_*` refused or not), no agent token is
 //! involved, and with no `serve` running it says so.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -1,5 +1,6 @@
 //! The browser engine against a real headless Chromium and a page served by this test
 //! on 127.0.0.1. Skipped, with a notice, where no Chromium is installed.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 use std::collections::HashSet;
 use std::fs;

@@ -3,6 +3,7 @@
 //! `execute`. Counted at the callback of the library server, by side effects through the
 //! real `serve` (no sticky note is ever created), and from a real headless Chromium page
 //! on another localhost port.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod common;
 mod serve_harness;

@@ -1,6 +1,7 @@
 //! Attacks on and failures of the private state on disk: planted symlinks and files,
 //! a loose pre-existing directory, SIGKILL at random points of a provisioning loop (in a
 //! child process of this test and of the real `serve`), and a full disk.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod common;
 mod serve_harness;

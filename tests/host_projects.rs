@@ -1,5 +1,6 @@
 //! The embedder API of the default host: several folder projects in one `DefaultHost`,
 //! each with its own canvas, agents and terminals, over real HTTP.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

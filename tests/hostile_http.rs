@@ -3,6 +3,7 @@
 //! connection floods. The serve process's threads and descriptors are read from
 //! `/proc/<pid>`. Smuggling is also run against the library server with a counting host,
 //! to show the smuggled call never reaches `execute`.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod common;
 mod serve_harness;

@@ -6,6 +6,7 @@
 //! (tests/mcp_list_changed.py), and every operation's answers validated against its
 //! `outputSchema` (tests/mcp_output_schemas.py, which also needs Chromium and Python's
 //! `jsonschema`).
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 mod support;

@@ -2,6 +2,7 @@
 //! unicode look-alikes, symlink chains and loops, bind mounts), context files that are
 //! huge, binary, malformed or not files at all, and terminal output carrying escape
 //! sequences (title, cursor, OSC 52 clipboard, queries), on both terminal backends.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -3,6 +3,7 @@
 //! `catalogue` binaries. Per-argument cases are generated from `AGENT_TOOLS`, so
 //! every string, number, array and enum argument of every operation is covered;
 //! `catalogue_matches_the_issue_table` pins `AGENT_TOOLS` itself to the issue's table.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

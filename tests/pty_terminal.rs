@@ -3,6 +3,7 @@
 //! Processes are judged from `/proc/<pid>/stat`: a process counts as ended when it is
 //! gone or a zombie. `kill(pid, 0)` alone is not enough for grandchildren, because they
 //! are re-parented to pid 1, and not every pid 1 (some sandboxes' init) reaps orphans.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

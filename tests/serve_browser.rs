@@ -3,6 +3,7 @@
 //! screenshot on a page served from this test, ownership between two agents, the tab
 //! coming back after a restart, and Chromium ended at shutdown. Tests that need Chromium
 //! skip with a notice where it is not installed.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -8,6 +8,7 @@
 //! kind of round first opens 16 keep-alive connections that make one call each and stay
 //! open (agents between calls), then a few one-call connections that close again (their
 //! threads are then idle, as after some `termsprawlctl` calls), then the burst.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -1,6 +1,7 @@
 //! Every canvas operation against the real `serve` and its headless canvas owner, with
 //! their edge cases; artifact_open's path rules; context_read; browser nodes without an
 //! engine. Each test checks the persisted `project.json` where a change must (not) land.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -1,6 +1,7 @@
 //! `termsprawl-tools serve` as a process: the ready line, stdout discipline, the lock,
 //! a corrupt canvas file, clean SIGTERM, restarts, and `termsprawlctl` against it.
 //! (PTY backend; tmux restarts are in serve_tmux.rs.)
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -6,6 +6,7 @@
 //! Agents: one whose CLI (`tests/fake_agents/claude`) prints an error and exits before
 //! its MCP client connects gets needs-setup with a reason quoting its screen; one that
 //! exits after connecting is revoked with a reason.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -1,5 +1,6 @@
 //! `serve` raises its soft descriptor limit to the hard one (its own test binary: it
 //! lowers this process's soft limit, which the other tests must not see).
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

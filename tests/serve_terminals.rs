@@ -1,6 +1,7 @@
 //! Terminals through the real `serve` on the built-in PTY backend: open, submit, read,
 //! interrupt, close; the own-node rule; revocation when another agent closes your node;
 //! inert output; external attach needing tmux.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -3,6 +3,7 @@
 //! credentials across restarts, sessions of removed nodes killed at start, external attach
 //! through preferences.json, --kill-terminals and stop-terminals. Every test's `Dirs` kills
 //! its private tmux server on drop, and the tests check none is left where they end it.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

@@ -4,6 +4,7 @@
 //! refuses every request without its key, from a foreign Host or a cross-site page, an
 //! agent token, a view key on `/call`, and a ninth viewer. Chromium tests skip with a
 //! notice where it is not installed.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod serve_harness;
 

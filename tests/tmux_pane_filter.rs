@@ -3,6 +3,7 @@
 //! status, killing signal, window size, environment, job control, Ctrl+C and bracketed
 //! paste are what they are without the filter. Each test runs private tmux servers in its
 //! own temp directory and ends them, even when it fails.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 use std::path::PathBuf;
 use std::process::Command;

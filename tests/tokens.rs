@@ -2,6 +2,7 @@
 //! activity trail or a panic message; a revoked token stops at once, also for a call already queued; and
 //! 10,000 sessions authenticate correctly at a per-request cost that does not grow
 //! with the session count.
+#![cfg(feature = "host")] // drives `serve` or the default host
 
 mod common;
 mod serve_harness;

@@ -58,6 +58,7 @@ pub use context::read_context;
 pub use host::{
     Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
 };
+#[cfg(feature = "host")] // the tmux config is written like a launch file
 pub(crate) use launch::holds_private_file;
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,

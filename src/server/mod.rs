@@ -43,7 +43,10 @@ use crate::protocol::{
 
 pub use files::{private_dir, private_json, private_write, read_json, read_private_json};
 pub use listening::Listening;
-pub(crate) use session::{constant_time_eq, decode_token, to_hex};
+pub(crate) use session::to_hex;
+// For the canvas view's key (the host).
+#[cfg(feature = "host")]
+pub(crate) use session::{constant_time_eq, decode_token};
 pub use sockets::{open_connections, set_listener_write_timeout, Connection};
 
 /// A queued operation that waited longer than this fails without running.
