@@ -25,7 +25,9 @@
 //!
 //! Layers, each depending only on those before it (see ARCHITECTURE.md):
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
-//! - [`server`]: private files, sessions, the lock, the HTTP accept thread, project queues.
+//! - `base` (crate-private): private files, ids and secrets, locks, and the socket calls
+//!   tiny_http does not offer; shared by `server` and `host`.
+//! - [`server`]: sessions, the lock, the HTTP accept thread, project queues.
 //! - [`runtime`]: the host-agnostic runtime behind four small traits.
 //! - `host` (the default feature `host`): the embedded default host (headless canvas,
 //!   terminals, browsers, the canvas view) of `serve`. Built with
@@ -33,6 +35,7 @@
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 #![warn(missing_docs)]
 
+mod base;
 pub mod client;
 #[cfg(feature = "host")]
 pub mod host;

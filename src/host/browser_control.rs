@@ -20,8 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 
 use super::HostWorkspace;
+use crate::base::files::{private_json, read_private_json};
 use crate::runtime::Workspace;
-use crate::server::{private_json, read_private_json};
 
 /// How often `serve` looks for a new request.
 pub const WATCH_EVERY: Duration = Duration::from_millis(100);
@@ -67,7 +67,7 @@ pub fn request(data: &Path, enabled: bool) -> Result<String, String> {
             data.display()
         ));
     }
-    let id = crate::server::random_hex(16).map_err(|e| e.to_string())?;
+    let id = crate::base::random_hex(16).map_err(|e| e.to_string())?;
     let file = request_file(&agent_tools);
     private_json(&file, &json!({ "enabled": enabled, "request": id }))
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;

@@ -58,7 +58,7 @@ fn lock(tabs: &Mutex<HashMap<TabKey, Tab>>) -> MutexGuard<'_, HashMap<TabKey, Ta
 
 /// `browser.executable` from `preferences.json`, if it names one.
 fn configured_executable(preferences: &Path) -> Option<PathBuf> {
-    let value = crate::server::read_json(preferences).ok()??;
+    let value = crate::base::files::read_json(preferences).ok()??;
     let executable = value.get("browser")?.get("executable")?.as_str()?;
     (!executable.trim().is_empty()).then(|| PathBuf::from(executable))
 }

@@ -39,8 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::terminals::EndedTerminal;
+use crate::base::files::{private_dir, private_json, read_json};
 pub use crate::protocol::is_valid_node_id;
-use crate::server::{private_dir, private_json, read_json};
 
 /// The folder inside a project that holds its canvas and links.
 pub const PROJECT_DIR: &str = ".termsprawl";
@@ -1066,7 +1066,7 @@ fn read_node(entry: &Value) -> Result<Node, String> {
 
 /// `bytes` random bytes as lowercase hex.
 fn random_hex(bytes: usize) -> Result<String, String> {
-    crate::server::random_hex(bytes).map_err(|e| format!("{e}; try again"))
+    crate::base::random_hex(bytes).map_err(|e| format!("{e}; try again"))
 }
 
 fn text_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, CanvasError> {

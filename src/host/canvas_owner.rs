@@ -475,7 +475,7 @@ impl OwnerState {
 fn resume_session(runtime: &AgentToolRuntime, project_id: &str, node_id: &str) -> Option<String> {
     let server = runtime.server();
     let file = server.session_file(node_id).ok()?;
-    let saved = crate::server::read_json(&file).ok()??;
+    let saved = crate::base::files::read_json(&file).ok()??;
     let saved: ToolSession = serde_json::from_value(saved).ok()?;
     if saved.node_id != node_id || saved.project_id != project_id {
         return None;

@@ -211,7 +211,7 @@ enum ChildState {
     Reaped(Option<ExitStatus>),
 }
 
-use crate::server::lock_or_recover as lock;
+use crate::base::lock_or_recover as lock;
 
 impl Shared {
     /// Reaps the child if it has exited (waitpid WNOHANG).

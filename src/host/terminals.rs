@@ -618,7 +618,7 @@ impl HostTerminals {
             return (self.states(), screens);
         };
         let filter_name = tmux.pane_filter_name();
-        let mut last_look = crate::server::lock_or_recover(&self.view_look);
+        let mut last_look = crate::base::lock_or_recover(&self.view_look);
         let changes = self.changes.load(Ordering::SeqCst);
         if let Some(look) = last_look.as_mut() {
             if look.still_current(visible, changes) {
@@ -626,7 +626,7 @@ impl HostTerminals {
             }
         }
         let earlier = last_look.take();
-        let mut listing = crate::server::lock_or_recover(&self.listing);
+        let mut listing = crate::base::lock_or_recover(&self.listing);
         // Ask only for sessions the last listing had (a missing one costs a call each).
         let listed: Vec<&str> = match listing.as_ref() {
             Some((_, states)) => visible
@@ -676,7 +676,7 @@ impl HostTerminals {
     pub fn states(&self) -> HashMap<String, SessionState> {
         match &self.backend {
             Backend::Tmux(tmux) => {
-                let mut listing = crate::server::lock_or_recover(&self.listing);
+                let mut listing = crate::base::lock_or_recover(&self.listing);
                 if let Some((taken, states)) = listing.as_ref() {
                     if taken.elapsed() < LISTING_TTL {
                         return states.clone();
@@ -767,7 +767,7 @@ impl HostTerminals {
                 self.preferences.display()
             )
         };
-        let value = match crate::server::read_json(&self.preferences) {
+        let value = match crate::base::files::read_json(&self.preferences) {
             Ok(Some(value)) => value,
             Ok(None) => return Ok(None),
             Err(error) => return Err(malformed(&error.to_string())),
@@ -828,12 +828,12 @@ impl HostTerminals {
     /// Drops the cached tmux listing (after this host changed the sessions).
     fn forget_listing(&self) {
         self.changes.fetch_add(1, Ordering::SeqCst);
-        *crate::server::lock_or_recover(&self.listing) = None;
+        *crate::base::lock_or_recover(&self.listing) = None;
     }
 
     fn lock_opened(&self) -> MutexGuard<'_, HashSet<String>> {
         // Plain data: a panic elsewhere cannot leave it half-written.
-        crate::server::lock_or_recover(&self.opened)
+        crate::base::lock_or_recover(&self.opened)
     }
 }
 
@@ -925,7 +925,7 @@ impl Terminals for HostTerminals {
     }
 }
 
-use crate::server::lock_or_recover as lock;
+use crate::base::lock_or_recover as lock;
 
 /// States for recorded ends whose session is gone (tmux server ended, PTYs of an
 /// earlier host).

@@ -29,11 +29,11 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::pty::{send_signal, wait_exited_unreaped};
+use crate::base::files::{private_dir, private_write};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
 use crate::runtime::{holds_private_file, ProgramEnd};
-use crate::server::{private_dir, private_write};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).
 pub const HISTORY_LIMIT: usize = 10_000;
@@ -340,7 +340,7 @@ impl TmuxServer {
         if nodes.is_empty() || nodes.iter().any(|node| check_node(node).is_err()) {
             return self.sessions_then_screens(nodes);
         }
-        let marker = crate::server::random_hex(16).map_err(|e| TmuxError::Failed {
+        let marker = crate::base::random_hex(16).map_err(|e| TmuxError::Failed {
             what: "capture-pane".to_string(),
             message: e.to_string(),
         })?;
@@ -694,7 +694,7 @@ impl TmuxServer {
 
     fn lock_opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         // The map holds plain data; a panic elsewhere can't leave it inconsistent.
-        crate::server::lock_or_recover(&self.opened)
+        crate::base::lock_or_recover(&self.opened)
     }
 
     /// Blocks until a pane's program ends (the `pane-died` hook signals

@@ -54,7 +54,7 @@ impl HostWorkspace {
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, (PathBuf, Vec<String>)>> {
         // Plain data: a panic elsewhere cannot leave it half-written.
-        crate::server::lock_or_recover(&self.projects)
+        crate::base::lock_or_recover(&self.projects)
     }
 }
 

@@ -131,7 +131,7 @@ impl CanvasBridge {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
         // A panic while holding this lock cannot leave the map inconsistent.
-        crate::server::lock_or_recover(&self.state)
+        crate::base::lock_or_recover(&self.state)
     }
 }
 
@@ -140,7 +140,7 @@ impl CanvasBridge {
 pub fn random_id() -> String {
     const ID_BYTES: usize = 16;
     static POOL: Mutex<(Vec<u8>, usize)> = Mutex::new((Vec::new(), 0));
-    let mut pool = crate::server::lock_or_recover(&POOL);
+    let mut pool = crate::base::lock_or_recover(&POOL);
     let (bytes, used) = &mut *pool;
     if *used + ID_BYTES > bytes.len() {
         bytes.resize(4096, 0);
@@ -151,7 +151,7 @@ pub fn random_id() -> String {
     }
     match bytes.get(*used..*used + ID_BYTES) {
         Some(id) => {
-            let id = crate::server::to_hex(id);
+            let id = crate::base::to_hex(id);
             *used += ID_BYTES;
             id
         }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::agents::{select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
+use crate::base::files::{private_dir, private_json, private_write};
 use crate::protocol::{guide, is_valid_node_id, IntegrationState, IntegrationStatus, TOOL_GUIDES};
-use crate::server::{private_dir, private_json, private_write};
 
 /// The launcher's file name inside `<data>/agent-tools/`.
 pub const LAUNCHER_NAME: &str = "termsprawlctl";

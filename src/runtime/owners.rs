@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::server::{private_json, read_json};
+use crate::base::files::{private_json, read_json};
 
 /// Browser node id → owning agent node id, backed by a private JSON file.
 #[derive(Debug)]
@@ -72,7 +72,7 @@ mod tests {
     fn persists_and_reloads_and_tolerates_junk() {
         let dir = std::env::temp_dir().join(format!("tst-owners-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        crate::server::private_dir(&dir).unwrap();
+        crate::base::files::private_dir(&dir).unwrap();
         let path = dir.join("browser-owners.json");
         let mut owners = BrowserOwners::load(&path);
         assert_eq!(owners.owner("b1"), None);

@@ -84,7 +84,7 @@ pub(super) struct Core {
 
 // Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
 // stays consistent between statements.
-pub(super) use crate::server::lock_or_recover as lock;
+pub(super) use crate::base::lock_or_recover as lock;
 
 /// The runtime: binds an [`AgentToolServer`] to a host app through the [`Host`] traits.
 pub struct AgentToolRuntime {

@@ -44,7 +44,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::lock_or_recover;
+use crate::base::lock_or_recover;
 
 /// A trail file is rotated once it has reached this size.
 pub const ROTATE_BYTES: u64 = 10 * 1024 * 1024;
@@ -369,7 +369,7 @@ pub(crate) struct Trail {
 impl Trail {
     /// Starts the writer for files in `dir` (made 0700 if missing).
     pub(crate) fn start(dir: PathBuf) -> io::Result<Trail> {
-        super::private_dir(&dir)?;
+        crate::base::files::private_dir(&dir)?;
         let pending = Arc::new(Pending::default());
         let writer = {
             let pending = pending.clone();

@@ -98,13 +98,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response};
 
-use super::listening::Listening;
-use super::sockets::{self, Connection, KnownConnections};
 use super::unserved::{self, NotReached, Unserved};
 use super::{
     connects_on_session_info, lock_or_recover, AgentToolServer, Invoked, WireAnswer,
     ANSWER_TIMEOUT_ERROR,
 };
+use crate::base::listening::Listening;
+use crate::base::sockets::{self, Connection, KnownConnections};
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolSession;
 

@@ -24,8 +24,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::files::read_json;
 use super::ServerError;
+use crate::base::files::read_json;
 
 /// The data directory's flock, held while the server runs; dropping it unlocks.
 pub struct Held {

@@ -2,26 +2,23 @@
 //! HTTP accept thread and the per-project worker threads.
 //!
 //! [`AgentToolServer`] is the spec's "In-Process Server". Its parts, one module each:
-//! - `files`: private directories and atomic private files.
 //! - `session`: the session store and bearer-token lookup (constant-time compare).
 //! - `lock`: `server.lock`, one server per data directory.
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
 //! - `queue`: one worker thread per project with work queued.
-//! - `sockets`: the few socket calls tiny_http does not offer.
-//! - `listening`: a tiny_http server that keeps listening after its accept thread ends.
 //! - `activity`: the activity trail, one JSON line per call, written off the call's path.
+//!
+//! Private files, ids, secrets, locks and the socket calls tiny_http does not offer are
+//! in [`crate::base`], shared with the default host.
 //!
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
 //! one of the server's locks is held, so they may call back into the server.
 
 pub mod activity;
-mod files;
 mod http;
-mod listening;
 mod lock;
 mod queue;
 mod session;
-mod sockets;
 mod unserved;
 
 use std::collections::HashMap;
@@ -30,7 +27,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -41,13 +38,11 @@ use crate::protocol::{
     ToolIdentity, ToolRequest, ToolResult, ToolSession, AGENT_TOOLS,
 };
 
-pub use files::{private_dir, private_json, private_write, read_json, read_private_json};
-pub use listening::Listening;
-pub(crate) use session::to_hex;
-// For the canvas view's key (the host).
-#[cfg(feature = "host")]
-pub(crate) use session::{constant_time_eq, decode_token};
-pub use sockets::{open_connections, set_listener_write_timeout, Connection};
+// Kept here for embedders that used them from `server` (their home is `base`).
+pub use crate::base::files::{
+    private_dir, private_json, private_write, read_json, read_private_json,
+};
+use crate::base::lock_or_recover;
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -335,17 +330,9 @@ fn operation_names(browser_enabled: bool) -> &'static [&'static str] {
     }
 }
 
-/// Locks `mutex` even if a thread panicked while holding it: every critical section
-/// here leaves its data consistent, so the data is still good.
-pub(crate) fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn random_hex(bytes: usize) -> Result<String, ServerError> {
-    let mut buf = vec![0u8; bytes];
-    getrandom::getrandom(&mut buf)
-        .map_err(|e| ServerError::io("get random bytes", io::Error::other(e.to_string())))?;
-    Ok(session::to_hex(&buf))
+/// `bytes` random bytes in hex, as the server's error.
+fn random_hex(bytes: usize) -> Result<String, ServerError> {
+    crate::base::random_hex(bytes).map_err(|e| ServerError::io("get random bytes", e))
 }
 
 impl AgentToolServer {

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use super::lock_or_recover;
+use crate::base::lock_or_recover;
 
 /// How long an idle worker waits for more work before its thread exits.
 pub const LINGER: Duration = Duration::from_secs(5);

@@ -24,54 +24,13 @@ use std::collections::HashMap;
 
 use crate::protocol::{IntegrationStatus, ToolIdentity, ToolSession};
 
-/// Bytes in a token (64 hex characters).
-pub const TOKEN_BYTES: usize = 32;
+use crate::base::constant_time_eq;
+pub use crate::base::decode_secret as decode_token;
+pub use crate::base::SECRET_BYTES as TOKEN_BYTES;
 
 /// True when `id` matches `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`.
 pub fn valid_node_id(id: &str) -> bool {
     crate::protocol::is_valid_node_id(id)
-}
-
-/// Decodes a token of exactly 64 lowercase hex characters.
-pub fn decode_token(token: &str) -> Option<[u8; TOKEN_BYTES]> {
-    let hex = token.as_bytes();
-    if hex.len() != TOKEN_BYTES * 2 {
-        return None;
-    }
-    let mut out = [0u8; TOKEN_BYTES];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = (hex_digit(hex[2 * i])? << 4) | hex_digit(hex[2 * i + 1])?;
-    }
-    Some(out)
-}
-
-fn hex_digit(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    }
-}
-
-/// Lowercase hex of `bytes`.
-pub fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    hex
-}
-
-/// Compares two equal-length byte strings in time independent of their contents.
-pub fn constant_time_eq(a: &[u8; TOKEN_BYTES], b: &[u8; TOKEN_BYTES]) -> bool {
-    let mut diff = 0u8;
-    for (x, y) in a.iter().zip(b.iter()) {
-        diff |= x ^ y;
-    }
-    // black_box keeps the optimiser from turning the loop into an early-exit compare.
-    std::hint::black_box(diff) == 0
 }
 
 fn index_key(secret: &[u8; TOKEN_BYTES]) -> u64 {
@@ -183,6 +142,7 @@ impl SessionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::to_hex;
     use crate::protocol::IntegrationState;
 
     fn session(node: &str, token: &str) -> ToolSession {

@@ -61,7 +61,7 @@ pub struct Connection {
 
 /// Recovers a guard from a poisoned mutex: our maps stay consistent across a panic
 /// because every critical section is a single insert or remove.
-use crate::server::lock_or_recover as lock;
+use crate::base::lock_or_recover as lock;
 
 impl Connection {
     /// Starts the reader thread on `replies` and returns the connection.

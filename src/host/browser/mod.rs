@@ -42,7 +42,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::server::private_dir;
+use crate::base::files::private_dir;
 use cdp::{CdpError, Connection, Event, EventHook};
 use process::ChromiumProcess;
 
@@ -200,7 +200,7 @@ fn cut(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-use crate::server::lock_or_recover as lock;
+use crate::base::lock_or_recover as lock;
 
 /// What the engine knows about one page.
 struct PageState {
@@ -1061,7 +1061,7 @@ fn string_field(value: &Value, key: &str) -> Result<String, EngineError> {
 
 /// 8 random bytes as hex, for a profile directory name.
 fn random_hex() -> Result<String, EngineError> {
-    crate::server::random_hex(8)
+    crate::base::random_hex(8)
         .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))
 }
 

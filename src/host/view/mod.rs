@@ -59,10 +59,9 @@ use tiny_http::{Header, Method, Request, Response};
 pub use snapshot::ViewSource;
 
 use super::HostError;
-use crate::server::{
-    constant_time_eq, decode_token, lock_or_recover, open_connections, set_listener_write_timeout,
-    to_hex, Connection, Listening,
-};
+use crate::base::listening::Listening;
+use crate::base::sockets::{open_connections, set_listener_write_timeout, Connection};
+use crate::base::{constant_time_eq, decode_secret, lock_or_recover, to_hex};
 
 /// At most this many viewers (open pages) at once; the next is refused.
 pub const MAX_VIEWERS: usize = 8;
@@ -355,7 +354,7 @@ fn key_matches(shared: &Shared, request: &Request) -> bool {
         let (scheme, key) = value.split_once(' ')?;
         scheme
             .eq_ignore_ascii_case("bearer")
-            .then(|| decode_token(key.trim()))?
+            .then(|| decode_secret(key.trim()))?
     });
     presented.is_some_and(|key| constant_time_eq(&key, &shared.key))
 }

@@ -130,6 +130,7 @@ impl Connection {
     }
 
     /// The address it is connected from.
+    #[cfg(feature = "host")] // for the canvas view's reaper
     pub fn peer(self) -> SocketAddr {
         self.peer
     }

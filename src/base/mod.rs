@@ -1,0 +1,70 @@
+//! The small helpers the server and the default host share: private files (`files`),
+//! random ids, hex and 32-byte secrets, locks that survive a panic, and the socket calls
+//! tiny_http does not offer (`sockets`, `listening`). It depends on nothing else of ours
+//! (but `protocol`'s node-id rule), so `host` needs `server` only for the server's API.
+
+pub mod files;
+pub mod listening;
+pub mod sockets;
+
+use std::io;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Bytes in a session token or the canvas view's key (64 hex characters).
+pub const SECRET_BYTES: usize = 32;
+
+/// Locks `mutex`, taking the data even if a thread panicked while holding it: every
+/// mutex here guards plain data that a panic cannot leave half-written.
+pub fn lock_or_recover<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `bytes` random bytes from the OS CSPRNG, in lowercase hex.
+pub fn random_hex(bytes: usize) -> io::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::getrandom(&mut buf)
+        .map_err(|e| io::Error::other(format!("no random bytes: {e}")))?;
+    Ok(to_hex(&buf))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    hex
+}
+
+/// Decodes a secret of exactly 64 lowercase hex characters.
+pub fn decode_secret(text: &str) -> Option<[u8; SECRET_BYTES]> {
+    let hex = text.as_bytes();
+    if hex.len() != SECRET_BYTES * 2 {
+        return None;
+    }
+    let mut out = [0u8; SECRET_BYTES];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = (hex_digit(hex[2 * i])? << 4) | hex_digit(hex[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// Compares two secrets in time independent of their contents.
+pub fn constant_time_eq(a: &[u8; SECRET_BYTES], b: &[u8; SECRET_BYTES]) -> bool {
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b.iter()) {
+        diff |= x ^ y;
+    }
+    // black_box keeps the optimiser from turning the loop into an early-exit compare.
+    std::hint::black_box(diff) == 0
+}
