@@ -604,7 +604,7 @@ impl HostTerminals {
     /// is reused, with no tmux call, while the same nodes are in view, this host has
     /// changed and recorded nothing, no filter in view has written since that look or the
     /// look before it (tmux may still have been drawing the last output when the earlier
-    /// one was taken), and it is less than [`VIEW_LOOK_REUSE`] old. A pane not under the
+    /// one was taken), and it is less than `VIEW_LOOK_REUSE` (5 s) old. A pane not under the
     /// filter (one started before it was turned on) is looked at every time.
     pub fn states_and_screens(
         &self,

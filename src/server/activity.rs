@@ -1,10 +1,10 @@
 //! The activity trail: one JSON line per call in `<dir>/<projectId>.jsonl`, written by
 //! one writer thread so that recording never makes a call wait.
 //!
-//! A call hands its finished line to [`Trail::record`], which appends it to its project's
+//! A call hands its finished line to `Trail::record`, which appends it to its project's
 //! queued bytes under a lock held only for that copy; past [`QUEUED_LINES`] waiting lines
-//! the line is dropped and [`Trail::dropped`] goes up. The writer takes the queued bytes
-//! in batches (woken by the first line, it pauses [`BATCH_PAUSE`] for more, then swaps
+//! the line is dropped and `Trail::dropped` goes up. The writer takes the queued bytes
+//! in batches (woken by the first line, it pauses `BATCH_PAUSE` for more, then swaps
 //! each project's buffer for an empty one it wrote before, so a burst costs one wake-up
 //! and one `write` per project, and no allocation on either side once the buffers have
 //! grown), and writes each batch with one append. (A line per call sent on a channel

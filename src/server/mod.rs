@@ -9,7 +9,7 @@
 //! - `activity`: the activity trail, one JSON line per call, written off the call's path.
 //!
 //! Private files, ids, secrets, locks and the socket calls tiny_http does not offer are
-//! in [`crate::base`], shared with the default host.
+//! in `crate::base`, shared with the default host.
 //!
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
 //! one of the server's locks is held, so they may call back into the server.

@@ -32,7 +32,7 @@
 //! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
 //! At most [`MAX_VIEWERS`] viewers (page instances, by their random viewer id) at once.
 //!
-//! Threads: one accept thread (the only `recv` caller, through [`Listening`], which
+//! Threads: one accept thread (the only `recv` caller, through `Listening`, which
 //! outlives tiny_http's own accept thread) checks the head and refuses what it must with
 //! a small answer; anything else runs on a short-lived thread of its own, at most
 //! [`MAX_IN_FLIGHT`] at once. A client that stalls holds a thread only so long: each
