@@ -620,7 +620,7 @@ impl HostTerminals {
         let filter_name = tmux.pane_filter_name();
         let mut last_look = crate::base::lock_or_recover(&self.view_look);
         let changes = self.changes.load(Ordering::SeqCst);
-        if let Some(look) = last_look.as_mut() {
+        if let Some(look) = last_look.as_ref() {
             if look.still_current(visible, changes) {
                 return (look.states.clone(), look.screens.clone());
             }

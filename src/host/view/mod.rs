@@ -45,7 +45,7 @@
 
 mod snapshot;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -275,8 +275,9 @@ fn accept_loop(listening: &Listening, shared: &Arc<Shared>) {
 fn reap_loop(shared: &Shared) {
     // When the reaper first saw each connection (an estimate of when it connected).
     let mut seen: HashMap<SocketAddr, Instant> = HashMap::new();
-    // Connections ended and not yet closed by tiny_http's thread: not counted again.
-    let mut ended: Vec<SocketAddr> = Vec::new();
+    // Connections ended and not yet closed by tiny_http's thread: not counted again (a
+    // set: after a flood it can hold thousands, each looked up once per connection).
+    let mut ended: HashSet<SocketAddr> = HashSet::new();
     while !shared.stopping.load(Ordering::SeqCst) {
         std::thread::park_timeout(REAP_EVERY);
         // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
@@ -304,7 +305,7 @@ fn reap_loop(shared: &Shared) {
         for (n, (since, connection)) in quiet.into_iter().enumerate() {
             if n < over_cap || now.saturating_duration_since(since) >= QUIET_CUT {
                 connection.end();
-                ended.push(connection.peer());
+                ended.insert(connection.peer());
             }
         }
     }
