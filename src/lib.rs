@@ -33,7 +33,9 @@
 //!   terminals, browsers, the canvas view) of `serve`. Built with
 //!   `--no-default-features`, the crate is the core alone.
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
+//! - `sys` (crate-private): the thin libc wrappers, the only module allowed `unsafe`.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 mod base;
 pub mod client;
@@ -42,3 +44,5 @@ pub mod host;
 pub mod protocol;
 pub mod runtime;
 pub mod server;
+#[allow(unsafe_code)]
+mod sys;

@@ -118,8 +118,7 @@ pub fn read_private_json(path: &Path) -> io::Result<Option<Value>> {
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::sys::process::effective_uid();
     if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

@@ -26,26 +26,17 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
-use std::mem::ManuallyDrop;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use super::lock_or_recover;
+use crate::sys::fd::{close_unowned, socket_inode as inode};
+use crate::sys::socket::{unacknowledged_bytes, unread_bytes, with_socket};
 
 /// How long writing one response may block on a client that does not read.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Runs `f` on descriptor `fd` as a socket, without taking ownership of it.
-fn with_socket<T>(fd: RawFd, f: impl FnOnce(&TcpStream) -> T) -> T {
-    // Every call made through the stream is a plain socket syscall: memory-safe whatever
-    // `fd` names. If `fd` was closed and its number reused it may name another socket,
-    // so `Connection` re-checks its addresses right before acting on it.
-    // SAFETY: the stream is never dropped (ManuallyDrop), so `fd` is never closed here.
-    let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
-    f(&stream)
-}
 
 /// Sets `SO_SNDTIMEO` on the listener, inherited by the sockets it accepts.
 pub fn set_listener_write_timeout(listener: &TcpListener) -> io::Result<()> {
@@ -64,17 +55,6 @@ pub fn stop_listening(listener: &TcpListener) {
 /// descriptor, or its number reused for anything else, is not).
 pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
     matches!((inode(fd), inode(listener.as_raw_fd())), (Some(a), Some(b)) if a == b)
-}
-
-/// The inode of the socket descriptor `fd` names (unique among open sockets), by
-/// `fstat`; `None` if `fd` is closed or not a socket.
-fn inode(fd: RawFd) -> Option<u64> {
-    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat writes one `stat` through the pointer, which points to a live one;
-    // any `fd` is memory-safe (a closed one fails with EBADF).
-    let done = unsafe { libc::fstat(fd, &mut stat) };
-    (done == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK).then_some(stat.st_ino)
 }
 
 /// Answers and closes a connection whose tiny_http objects were leaked on purpose (a
@@ -101,16 +81,9 @@ pub fn close_leaked(local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) 
     for (connection, socket) in found {
         connection.end();
         if inode(connection.fd) == Some(socket) {
-            close(connection.fd);
+            close_unowned(connection.fd);
         }
     }
-}
-
-/// Closes descriptor `fd` (see [`close_leaked`] for why it may be closed).
-fn close(fd: RawFd) {
-    // SAFETY: `close` on any number is memory-safe; the caller has checked that `fd`
-    // names a socket nothing else will use again.
-    unsafe { libc::close(fd) };
 }
 
 /// One connection of ours, found by its addresses.
@@ -169,11 +142,7 @@ impl Connection {
     /// does not re-check the addresses: use it on a descriptor just checked
     /// ([`KnownConnections::remembered`]); on any other it can only answer wrongly.
     pub fn send_queue_empty(self) -> bool {
-        let mut unacknowledged: libc::c_int = 0;
-        // SAFETY: SIOCOUTQ (Linux's name for TIOCOUTQ on sockets) writes one int through
-        // the pointer, which points to a live c_int; any `fd` is memory-safe.
-        let done = unsafe { libc::ioctl(self.fd, libc::TIOCOUTQ, &mut unacknowledged) };
-        done == 0 && unacknowledged == 0
+        unacknowledged_bytes(self.fd) == Some(0)
     }
 
     /// Ends the connection both ways; tiny_http's thread for it then sees end-of-file.
@@ -184,14 +153,8 @@ impl Connection {
     /// True when bytes the client sent wait in the connection's receive queue, read by
     /// no one yet (`SIOCINQ` above 0); false once `fd` no longer names this connection.
     pub fn has_unread_bytes(self) -> bool {
-        self.act(|s| {
-            let mut unread: libc::c_int = 0;
-            // SAFETY: SIOCINQ (Linux's name for FIONREAD on sockets) writes one int
-            // through the pointer, which points to a live c_int; any fd is memory-safe.
-            let done = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut unread) };
-            Ok(done == 0 && unread > 0)
-        })
-        .unwrap_or(false)
+        self.act(|s| Ok(unread_bytes(s.as_raw_fd()).is_some_and(|n| n > 0)))
+            .unwrap_or(false)
     }
 }
 

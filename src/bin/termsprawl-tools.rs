@@ -1,4 +1,5 @@
 //! `termsprawl-tools`: the host binary (see DESIGN.md, "Command-line contract").
+#![deny(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::process::ExitCode;

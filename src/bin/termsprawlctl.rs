@@ -10,6 +10,7 @@
 //! answered `ok:false`, 2 on a usage error, an unreadable session file, bad JSON args or no
 //! connection (the result is still printed). `doctor` prints one line per check and exits
 //! 0 only if all pass. `mcp` speaks MCP on stdin/stdout until EOF.
+#![deny(unsafe_code)]
 
 use std::io::{self, Write};
 use std::path::PathBuf;

@@ -35,9 +35,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use super::pty::{self, SpawnFailure};
 use super::query_filter::QueryFilter;
 use crate::runtime::agents::resolve_executable;
+use crate::sys::fd::poll;
+use crate::sys::process::wait_child;
+use crate::sys::pty::{self, SpawnFailure};
 
 /// The subcommand of the host binary that runs the pane filter.
 pub const PANE_SUBCOMMAND: &str = "pane";
@@ -230,7 +232,7 @@ impl Relay {
             } else {
                 -1
             };
-            let ready = match pty::poll(&mut fds, timeout) {
+            let ready = match poll(&mut fds, timeout) {
                 Ok(ready) => ready,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -242,7 +244,7 @@ impl Relay {
             }
             if fds[2].revents != 0 {
                 drain(&self.signals);
-                if let Some(status) = pty::wait_child(self.pid, false)? {
+                if let Some(status) = wait_child(self.pid, false)? {
                     self.last_output(&mut filter, &mut buffer, &mut out)?;
                     return Ok(status);
                 }
@@ -290,7 +292,7 @@ impl Relay {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let mut fds = [poll_fd(&self.pane_out, true, libc::POLLOUT)];
-                    match pty::poll(&mut fds, -1) {
+                    match poll(&mut fds, -1) {
                         Ok(_) => {}
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => return Err(e),
@@ -318,7 +320,7 @@ impl Relay {
                 break;
             }
             let mut fds = [poll_fd(&self.master, true, libc::POLLIN)];
-            match pty::poll(&mut fds, left.as_millis().max(1) as libc::c_int) {
+            match poll(&mut fds, left.as_millis().max(1) as libc::c_int) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -339,7 +341,7 @@ impl Relay {
     fn hang_up(self) -> io::Result<libc::c_int> {
         let pid = self.pid;
         drop(self.master);
-        pty::wait_child(pid, true)?.ok_or_else(|| io::ErrorKind::Other.into())
+        wait_child(pid, true)?.ok_or_else(|| io::ErrorKind::Other.into())
     }
 }
 

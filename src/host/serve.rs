@@ -11,8 +11,9 @@ use serde::Serialize;
 use super::browser_control;
 use super::default_host::{DefaultHost, HostConfig};
 use super::options::ServeOptions;
-use super::signals::ShutdownSignal;
 use super::HostError;
+use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
+use crate::sys::signals::ShutdownSignal;
 
 /// The name of the agent-side binary the launcher execs.
 pub const CTL_NAME: &str = "termsprawlctl";
@@ -69,34 +70,22 @@ struct ReadySession {
     session_file: PathBuf,
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit. The usual soft limit (1024) is low
-/// for a server that holds two descriptors per connection besides terminals and
-/// browsers; running out makes accepting fail (the server recovers, refusing meanwhile).
-/// Best effort: on failure the limit stays as it was.
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes one rlimit into `limit`, which we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return;
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        limit.rlim_cur = limit.rlim_max;
-        // SAFETY: setrlimit only reads `limit`, which we own.
-        let _ = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
-    }
-}
-
 /// Runs `serve` until SIGINT or SIGTERM. Stdout gets the ready line and nothing else.
 ///
 /// Call it before starting any thread: it removes this process's own `TERMSPRAWL_*`
 /// variables (say, an exported `TERMSPRAWL_SESSION_FILE`), so terminals it starts never
 /// inherit another agent's identity; agents get theirs from `prepare`.
 pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
-    raise_fd_limit();
-    limit_malloc_arenas();
+    // The soft open-files limit goes up to the hard one: the usual soft limit (1024) is
+    // low for a server that holds two descriptors per connection besides terminals and
+    // browsers; running out makes accepting fail (the server recovers, refusing
+    // meanwhile). Best effort: on failure the limit stays as it was.
+    let _ = raise_open_files_limit();
+    if !limit_malloc_arenas(MALLOC_ARENA_MAX) {
+        eprintln!(
+            "termsprawl-tools: note: could not limit malloc arenas (memory may stay up after load)"
+        );
+    }
     let inherited: Vec<_> = std::env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| name.to_string_lossy().starts_with("TERMSPRAWL_"))
@@ -173,23 +162,6 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
 /// At most this many glibc malloc arenas in `serve`. glibc gives threads their own arena
 /// (up to 8 per core) and keeps what each one grew to, so after a burst on many connection
 /// threads the resident memory stays up; two arenas keep that small at little contention
-/// cost (the threads mostly wait on sockets). Library embedders keep their own setting.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// cost (the threads mostly wait on sockets). Set first thing in `serve`, before this
+/// process starts any thread. Library embedders keep their own setting.
 const MALLOC_ARENA_MAX: libc::c_int = 2;
-
-/// Caps glibc's malloc arenas at [`MALLOC_ARENA_MAX`] (before any thread exists).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn limit_malloc_arenas() {
-    // Called first thing in `serve`, before this process starts any thread.
-    // SAFETY: mallopt takes two ints and changes only malloc's own settings.
-    let applied = unsafe { libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENA_MAX) };
-    if applied == 0 {
-        eprintln!(
-            "termsprawl-tools: note: could not limit malloc arenas (memory may stay up after load)"
-        );
-    }
-}
-
-/// Other C libraries keep their own allocator settings.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {}

@@ -25,9 +25,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use super::pty::WindowSize;
-use super::pty::{self, SpawnFailure};
+use super::procfs;
 use super::screen::Screen;
+use crate::sys::fd::{pipe, poll};
+use crate::sys::process::{send_signal, wait_child};
+pub use crate::sys::pty::WindowSize;
+use crate::sys::pty::{self, SpawnFailure};
 
 /// The raw scrollback kept per terminal, in bytes.
 pub const SCROLLBACK_BYTES: usize = 1 << 20;
@@ -218,7 +221,7 @@ impl Shared {
     fn try_reap(&self) -> ChildState {
         let mut child = lock(&self.child);
         if *child == ChildState::Running {
-            match pty::wait_child(self.pid, false) {
+            match wait_child(self.pid, false) {
                 Ok(Some(status)) => *child = ChildState::Reaped(Some(ExitStatus::from_raw(status))),
                 Ok(None) => {}
                 // ECHILD: no longer our child to wait for, so it has exited.
@@ -240,16 +243,16 @@ impl Shared {
     /// session lives, the kernel does not hand out its session id as a new pid.
     fn session_members(&self) -> Vec<libc::pid_t> {
         let reaped = *lock(&self.child) != ChildState::Running;
-        if reaped && pty::proc_stat(self.pid).is_some() {
+        if reaped && procfs::proc_stat(self.pid).is_some() {
             return Vec::new();
         }
-        pty::session_members(self.pid)
+        procfs::session_members(self.pid)
     }
 
     fn signal_session(&self, signal: libc::c_int) {
         for pid in self.session_members() {
             // A member may exit between the scan and the signal; that is fine.
-            let _ = pty::send_signal(pid, signal);
+            let _ = send_signal(pid, signal);
         }
     }
 
@@ -317,8 +320,9 @@ impl Terminal {
 
         let pair = pty::open_pty(options.size)
             .map_err(|e| TerminalError::Spawn("cannot open a pseudo-terminal".to_string(), e))?;
-        let (wake_read, wake) =
-            pty::pipe().map_err(|e| TerminalError::Spawn("cannot create a pipe".into(), e))?;
+        let (wake_read, wake) = pipe()
+            .map(|(read, write)| (File::from(read), File::from(write)))
+            .map_err(|e| TerminalError::Spawn("cannot create a pipe".into(), e))?;
         let pid =
             pty::spawn(&pair.slave, &c_program, &c_argv, &c_env, &c_cwd).map_err(|failure| {
                 match failure {
@@ -514,7 +518,7 @@ fn read_until_eof(shared: &Shared, master: &File, wake: &File) {
                 revents: 0,
             },
         ];
-        match pty::poll(&mut fds, -1) {
+        match poll(&mut fds, -1) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return,
@@ -580,7 +584,7 @@ fn write_all_before(
                     revents: 0,
                 }];
                 let timeout = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-                match pty::poll(&mut fds, timeout) {
+                match poll(&mut fds, timeout) {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(TerminalError::Io(e)),

@@ -239,8 +239,7 @@ pub fn read_from(file: &mut File, from: u64) -> io::Result<(Vec<ActivityLine>, u
 
 fn check_private(file: &File, path: &Path) -> io::Result<()> {
     let meta = file.metadata()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::sys::process::effective_uid();
     if !meta.is_file() || meta.uid() != me {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -852,11 +851,7 @@ mod tests {
         let outside = dir.join("outside.txt");
         fs::write(&outside, b"untouched").unwrap();
         std::os::unix::fs::symlink(&outside, dir.join("p1.jsonl")).unwrap();
-        let fifo =
-            std::ffi::CString::new(dir.join("p2.jsonl").into_os_string().into_encoded_bytes())
-                .unwrap();
-        // SAFETY: mkfifo reads the NUL-terminated path we own.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        crate::sys::fd::mkfifo(&dir.join("p2.jsonl"), 0o600).unwrap();
         let mut writer = Writer::new(dir.clone(), ROTATE_BYTES);
         writer.write_batch(&mut batch("p1", 0, 3));
         writer.write_batch(&mut batch("p2", 0, 4));

@@ -107,6 +107,7 @@ use crate::base::listening::Listening;
 use crate::base::sockets::{self, Connection, KnownConnections};
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::protocol::ToolSession;
+use crate::sys::process::release_free_heap;
 
 /// A whole request must arrive within this long.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(15);
@@ -680,6 +681,8 @@ fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         if !open.is_empty() {
             (closed_since, trimmed) = (None, false);
         } else if !trimmed && now.duration_since(*closed_since.get_or_insert(now)) >= TRIM_AFTER {
+            // glibc keeps freed memory in its arenas: without this the resident size
+            // stays near its peak after a burst of calls has gone.
             release_free_heap();
             trimmed = true;
         }
@@ -1048,19 +1051,6 @@ fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
         };
     }
 }
-
-/// Hands the heap that a burst of calls freed back to the OS (the reaper calls it once
-/// the burst is over): glibc keeps freed memory in its arenas, so without this the
-/// resident size stays near its peak after a load has gone.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn release_free_heap() {
-    // SAFETY: malloc_trim takes a size and only returns free pages of malloc's own heap.
-    unsafe { libc::malloc_trim(0) };
-}
-
-/// Other C libraries keep their own policy.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn release_free_heap() {}
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -38,15 +37,8 @@ fn flock_dir(dir: &Path) -> io::Result<Option<Held>> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(dir)?;
-    // SAFETY: flock only acts on the open descriptor `file` owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(Some(Held { _dir: file }));
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => Ok(None),
-        _ => Err(e),
-    }
+    let locked = crate::sys::fd::try_lock_exclusive(&file)?;
+    Ok(locked.then_some(Held { _dir: file }))
 }
 
 /// Takes the lock at `path` (in the data directory it flocks) for this process and
@@ -124,9 +116,7 @@ fn lock_pid(lock: &Value) -> Option<i32> {
 
 /// True unless `kill(pid, 0)` says no such process.
 fn pid_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 delivers nothing; kill only checks that `pid` exists.
-    let result = unsafe { libc::kill(pid, 0) };
-    result == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    crate::sys::process::pid_exists(pid)
 }
 
 #[cfg(test)]

@@ -287,19 +287,13 @@ fn leading_id(bytes: &[u8]) -> Option<u64> {
 #[cfg(test)]
 pub(crate) mod fake {
     use super::*;
-    use std::os::fd::{FromRawFd, OwnedFd};
 
     /// (connection, what the connection wrote, where to write replies and events).
     pub(crate) fn connection(hook: EventHook) -> (Arc<Connection>, File, File) {
-        let mut a = [0; 2];
-        let mut b = [0; 2];
-        // SAFETY: both arrays hold two writable ints, as pipe requires.
-        assert_eq!(unsafe { libc::pipe(a.as_mut_ptr()) }, 0);
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::pipe(b.as_mut_ptr()) }, 0);
-        // SAFETY: the four descriptors were just created and are owned only here.
+        let (cmd_read, cmd_write) = crate::sys::fd::pipe().unwrap();
+        let (rep_read, rep_write) = crate::sys::fd::pipe().unwrap();
         let [cmd_read, cmd_write, rep_read, rep_write] =
-            unsafe { [a[0], a[1], b[0], b[1]].map(|fd| File::from(OwnedFd::from_raw_fd(fd))) };
+            [cmd_read, cmd_write, rep_read, rep_write].map(File::from);
         let connection = Connection::start(cmd_write, rep_read, hook, Box::new(|| {})).unwrap();
         (connection, cmd_read, rep_write)
     }

@@ -4,13 +4,16 @@
 use std::env;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
+
+use crate::sys::fd::{dup_above, pipe};
+use crate::sys::process::{effective_uid, pass_descriptors, signal_process_group};
 
 /// Names looked up on PATH when no executable is configured, in this order.
 pub const EXECUTABLE_NAMES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
@@ -77,8 +80,7 @@ pub fn launch_flags(as_root: bool) -> Vec<&'static str> {
 
 /// True when this process runs as root.
 pub fn running_as_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    effective_uid() == 0
 }
 
 /// Starts `executable` headless with the DevTools pipe, in a new process group, with
@@ -90,8 +92,8 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
     let (we_read, child_writes) = pipe()?;
     // Keep the child's ends away from 3 and 4 so the dup2 calls below cannot clobber
     // one with the other; both stay close-on-exec in our process.
-    let child_reads = move_above(&child_reads, 10)?;
-    let child_writes = move_above(&child_writes, 10)?;
+    let child_reads = dup_above(child_reads.as_fd(), 10)?;
+    let child_writes = dup_above(child_writes.as_fd(), 10)?;
     let (read_fd, write_fd) = (child_reads.as_raw_fd(), child_writes.as_raw_fd());
 
     let mut command = Command::new(executable);
@@ -104,18 +106,9 @@ pub fn spawn(executable: &Path, profile: &Path) -> io::Result<Spawned> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0);
-    // dup2 clears close-on-exec on the new descriptors, so fds 3 and 4 survive the exec
-    // while the originals (and every other descriptor std opened) are closed by it.
-    // SAFETY: the closure runs in the forked child before exec and calls only dup2, which
-    // is async-signal-safe; it touches no memory shared with other threads.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::dup2(read_fd, 3) < 0 || libc::dup2(write_fd, 4) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // fds 3 and 4 survive the exec while the originals (and every other descriptor std
+    // opened) are closed by it.
+    pass_descriptors(&mut command, [(read_fd, 3), (write_fd, 4)]);
     let mut child = command.spawn()?;
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
     if let Some(stderr) = child.stderr.take() {
@@ -250,33 +243,8 @@ fn kill_group(pgid: u32) {
     if pgid <= 1 {
         return;
     }
-    // SAFETY: kill with a negative pid signals the process group we created with
-    // process_group(0); it has no memory-safety preconditions.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
-}
-
-/// A pipe, both ends close-on-exec: (read end, write end).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds: [RawFd; 2] = [-1; 2];
-    // SAFETY: fds points to two writable ints, as pipe2 requires.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// A close-on-exec duplicate of `fd` numbered at least `min`.
-fn move_above(fd: &OwnedFd, min: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC on an open descriptor we own; no memory is passed.
-    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
-    if new < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fcntl returned a fresh descriptor that only we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    // The group we created with process_group(0).
+    let _ = signal_process_group(pgid, libc::SIGKILL);
 }
 
 #[cfg(test)]

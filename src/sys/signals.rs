@@ -1,4 +1,5 @@
-//! Shutdown on SIGINT/SIGTERM through a self-pipe.
+//! `serve`'s shutdown on SIGINT/SIGTERM through a self-pipe (the library installs no
+//! signal handler; only `serve` calls [`ShutdownSignal::install`]).
 //!
 //! The handler only `write`s one byte to a pipe (async-signal-safe); the main thread
 //! blocks reading the other end. Handlers, unlike a blocked signal mask, are reset by
@@ -6,8 +7,10 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::FromRawFd;
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+use super::fd::pipe;
 
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 
@@ -27,18 +30,16 @@ pub struct ShutdownSignal {
 impl ShutdownSignal {
     /// Installs the handlers. Call once, before starting threads that should not see them.
     pub fn install() -> io::Result<ShutdownSignal> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        WRITE_FD.store(fds[1], Ordering::Relaxed);
+        let (read_end, write_end) = pipe()?;
+        // The write end stays open for the life of the process: the handler may run
+        // at any time, and a closed (or reused) number would be worse than none.
+        WRITE_FD.store(write_end.into_raw_fd(), Ordering::Relaxed);
         for signal in [libc::SIGINT, libc::SIGTERM] {
             install_handler(signal)?;
         }
-        // SAFETY: fds[0] is the read end just created by pipe2 and owned by nobody else.
-        let read_end = unsafe { File::from_raw_fd(fds[0]) };
-        Ok(ShutdownSignal { read_end })
+        Ok(ShutdownSignal {
+            read_end: File::from(read_end),
+        })
     }
 
     /// Blocks until a shutdown signal has arrived.

@@ -1,6 +1,7 @@
-//! Thin libc wrappers for a child process on a pseudo-terminal (Linux).
+//! Pseudo-terminals: opening them, their settings and size, `signalfd`, and a child
+//! process on one (Linux).
 //!
-//! Every `unsafe` block of the PTY backend lives here. The spawn is a plain
+//! The spawn is a plain
 //! `fork` + `execve`: everything the child needs (paths, argv, envp, an empty signal
 //! mask) is prepared before `fork`, and between `fork` and `execve` the child makes only
 //! async-signal-safe calls (`setsid`, `ioctl`, `dup2`, `fcntl`, `signal`, `sigprocmask`,
@@ -12,6 +13,10 @@ use std::io::{self, Read};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::raw::c_char;
+
+use super::check;
+use super::fd::{dup_above, pipe};
+use super::process::{send_signal, wait_child};
 
 /// A terminal window size in character cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,14 +43,6 @@ pub struct PtyPair {
     pub master: OwnedFd,
     /// The side that becomes the child's stdin, stdout, stderr and controlling terminal.
     pub slave: OwnedFd,
-}
-
-fn check(result: libc::c_int) -> io::Result<libc::c_int> {
-    if result < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(result)
-    }
 }
 
 /// Opens a PTY pair with the given window size. Both fds get `O_CLOEXEC` atomically at
@@ -173,90 +170,6 @@ pub fn end_by_signal(signal: libc::c_int) {
     }
 }
 
-/// Creates a pipe; both ends close-on-exec. Returns (read end, write end).
-pub fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: pipe2 succeeded; both fds are new and owned by nothing else.
-    let ends = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
-    Ok(ends)
-}
-
-/// A close-on-exec duplicate of `fd` numbered `min` or above (`F_DUPFD_CLOEXEC`).
-fn dup_above(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor the borrow keeps open; no memory is passed.
-    let new = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) })?;
-    // SAFETY: fcntl returned a fresh descriptor that only we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
-}
-
-/// `poll(2)` on `fds`; `timeout_ms` < 0 waits forever. Returns how many fds are ready.
-pub fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
-    let count = fds.len() as libc::nfds_t;
-    // SAFETY: the pointer and length describe the caller's valid, exclusive slice.
-    let ready = unsafe { libc::poll(fds.as_mut_ptr(), count, timeout_ms) };
-    Ok(check(ready)? as usize)
-}
-
-/// Sends `signal` to process `pid` (`pid` > 0 only: never a group, never "everyone").
-pub fn send_signal(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
-    if pid <= 0 {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    // SAFETY: kill has no memory preconditions; pid > 0 names exactly one process.
-    check(unsafe { libc::kill(pid, signal) })?;
-    Ok(())
-}
-
-/// Reaps child `pid` if it has exited: `Ok(Some(raw wait status))`, `Ok(None)` while it
-/// runs. With `block`, waits for it to exit.
-/// `pid` must be > 0: waitpid(0 or -1) would reap some other child of this process.
-pub fn wait_child(pid: libc::pid_t, block: bool) -> io::Result<Option<libc::c_int>> {
-    if pid <= 0 {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    let flags = if block { 0 } else { libc::WNOHANG };
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: status is a valid int for waitpid to write; pid > 0 names one child.
-        let result = unsafe { libc::waitpid(pid, &mut status, flags) };
-        match result {
-            0 => return Ok(None),
-            r if r == pid => return Ok(Some(status)),
-            _ => {
-                let error = io::Error::last_os_error();
-                if error.kind() != io::ErrorKind::Interrupted {
-                    return Err(error);
-                }
-            }
-        }
-    }
-}
-
-/// Blocks until child `pid` has exited, without reaping it: the pid stays ours (a zombie)
-/// until a later `waitpid`, so signalling it in between can never reach another process.
-/// `pid` must be > 0.
-pub fn wait_exited_unreaped(pid: libc::pid_t) -> io::Result<()> {
-    if pid <= 0 {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    loop {
-        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let flags = libc::WEXITED | libc::WNOWAIT;
-        // SAFETY: info is a valid siginfo_t to write; P_PID with pid > 0 names one child.
-        let result = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
-        if result == 0 {
-            return Ok(());
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
-}
-
 /// The step of the child's setup that failed, as reported back through the exec pipe.
 const STEP_TERMINAL: i32 = 1;
 const STEP_CWD: i32 = 2;
@@ -297,7 +210,8 @@ pub fn spawn(
         .map(|e| e.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let (mut report_read, first_write) = pipe().map_err(SpawnFailure::Fork)?;
+    let (report_read, first_write) = pipe().map_err(SpawnFailure::Fork)?;
+    let mut report_read = File::from(report_read);
     // With the host's stdio closed the pipe can land on fd 0–2, where the child's dup2
     // of the slave would overwrite it: keep the write end at 10 or above.
     let report_write = dup_above(first_write.as_fd(), 10).map_err(SpawnFailure::Fork)?;
@@ -438,124 +352,5 @@ fn child_fail(report: RawFd, step: i32) -> ! {
     unsafe {
         libc::write(report, message.as_ptr().cast(), message.len());
         libc::_exit(127)
-    }
-}
-
-/// One process as `/proc/<pid>/stat` describes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcStat {
-    /// The process id.
-    pub pid: libc::pid_t,
-    /// State letter: `R`, `S`, `D`, `T`, `Z` (zombie), `X` (dead), ...
-    pub state: char,
-    /// Parent process id.
-    pub ppid: libc::pid_t,
-    /// Process group id.
-    pub pgrp: libc::pid_t,
-    /// Session id.
-    pub session: libc::pid_t,
-}
-
-impl ProcStat {
-    /// Whether the process still runs (it is neither a zombie nor dead).
-    pub fn running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x')
-    }
-}
-
-/// Parses the text of `/proc/<pid>/stat`. The command name is in parentheses and may
-/// itself contain spaces and parentheses, so fields are counted after the last `)`.
-pub fn parse_stat(text: &str) -> Option<ProcStat> {
-    let (head, tail) = text.rsplit_once(')')?;
-    let pid = head.split_once('(')?.0.trim().parse().ok()?;
-    let mut fields = tail.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    let session = fields.next()?.parse().ok()?;
-    Some(ProcStat {
-        pid,
-        state,
-        ppid,
-        pgrp,
-        session,
-    })
-}
-
-/// Reads `/proc/<pid>/stat`; `None` when there is no such process.
-pub fn proc_stat(pid: libc::pid_t) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
-}
-
-/// The running (non-zombie) processes of session `session`, from `/proc`.
-pub fn session_members(session: libc::pid_t) -> Vec<libc::pid_t> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter_map(proc_stat)
-        .filter(|stat| stat.session == session && stat.running())
-        .map(|stat| stat.pid)
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parse_stat_counts_fields_after_the_last_parenthesis() {
-        let stat = parse_stat("42 (we (ird) name) S 7 42 40 34816 42 4194560 0 0").unwrap();
-        assert_eq!(
-            stat,
-            ProcStat {
-                pid: 42,
-                state: 'S',
-                ppid: 7,
-                pgrp: 42,
-                session: 40
-            }
-        );
-        assert!(stat.running());
-        assert!(!parse_stat("9 (x) Z 1 9 9").unwrap().running());
-        assert_eq!(parse_stat("garbage"), None);
-        assert_eq!(parse_stat("1 (x) S one 2 3"), None);
-    }
-
-    #[test]
-    fn own_process_is_found_in_its_session() {
-        let me = std::process::id() as libc::pid_t;
-        let stat = proc_stat(me).expect("/proc/self exists");
-        assert_eq!(stat.pid, me);
-        assert!(session_members(stat.session).contains(&me));
-    }
-
-    #[test]
-    fn send_signal_refuses_groups_and_everyone() {
-        assert!(send_signal(0, 0).is_err());
-        assert!(send_signal(-1, 0).is_err());
-        assert!(send_signal(std::process::id() as libc::pid_t, 0).is_ok());
-    }
-
-    #[test]
-    fn wait_child_refuses_any_child_and_groups() {
-        // Without the guard, these would reap whichever child of the test binary exits.
-        for pid in [0, -1, -2] {
-            let error = wait_child(pid, false).unwrap_err();
-            assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{pid}");
-        }
-    }
-
-    #[test]
-    fn dup_above_moves_a_descriptor_up_and_keeps_it_close_on_exec() {
-        let (read_end, _write_end) = pipe().unwrap();
-        let moved = dup_above(read_end.as_fd(), 10).unwrap();
-        assert!(moved.as_raw_fd() >= 10);
-        // SAFETY: F_GETFD on a descriptor `moved` keeps open; no memory is passed.
-        let flags = unsafe { libc::fcntl(moved.as_raw_fd(), libc::F_GETFD) };
-        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
     }
 }
