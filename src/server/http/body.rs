@@ -1,0 +1,139 @@
+//! Reading a request's body under the deadline, and what becomes of requests whose body
+//! we stop reading.
+//!
+//! Before answering a request whose body is still partly unread on the socket, the
+//! handler shuts the connection's read side, so tiny_http's drop sees end-of-file
+//! instead of waiting for the rest; that connection then closes after the answer.
+//! tiny_http's drop also allocates the unread remainder of a declared length in one
+//! buffer (a length of 10^14 aborts the process), so for a declared length over
+//! [`DROP_SAFE_BYTES`] the handler writes its answer itself, never drops the `Request`
+//! and closes the connection's two descriptors (`sockets::close_leaked` says why that
+//! is sound). That leaks one tiny_http thread, parked for good, and the request's few
+//! hundred bytes per such request; tiny_http 0.12 offers no way to release them. (A
+//! request tiny_http queues after `close()` has drained the queue is dropped by
+//! tiny_http itself.)
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tiny_http::{Header, Request};
+
+use super::{DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
+use crate::base::sockets::{self, Connection};
+use crate::protocol::limits::MAX_BODY_BYTES;
+
+pub(super) enum BodyError {
+    TooLarge,
+    TimedOut,
+    Broken,
+}
+
+/// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
+/// (module docs): that one is leaked instead, as `Front::finish` does.
+pub(super) fn drop_unless_huge(request: Request, local: SocketAddr) {
+    if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+        leak(request, local, None);
+    }
+}
+
+/// Leaks `request` without running tiny_http's drop (module docs), after answering
+/// with the raw `answer`, if any, and closes its connection's descriptors.
+pub(super) fn leak(request: Request, local: SocketAddr, answer: Option<&[u8]>) {
+    let peer = request.remote_addr().copied();
+    std::mem::forget(request);
+    if let Some(peer) = peer {
+        sockets::close_leaked(local, peer, answer);
+    }
+}
+
+impl BodyError {
+    pub(super) fn answer(&self) -> (u16, &'static str) {
+        match self {
+            BodyError::TooLarge => (400, "Request too large"),
+            BodyError::TimedOut => (408, "Request did not arrive within 15 s; send it again"),
+            BodyError::Broken => (400, "Request body could not be read"),
+        }
+    }
+}
+
+/// The body tiny_http already holds in memory (at most [`EAGER_BODY_BYTES`]): no
+/// deadline and no read buffer needed.
+pub(super) fn read_memory_body(request: &mut Request) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::with_capacity(request.body_length().unwrap_or(0).min(EAGER_BODY_BYTES));
+    match request.as_reader().read_to_end(&mut body) {
+        Ok(_) if body.len() > MAX_BODY_BYTES => Err(BodyError::TooLarge),
+        Ok(_) => Ok(body),
+        Err(_) => Err(BodyError::Broken),
+    }
+}
+
+/// The body still on the socket, read under `deadline`.
+pub(super) fn read_body(
+    request: &mut Request,
+    connection: Option<Connection>,
+    deadline: Instant,
+) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    // Each read blocks at most `READ_SLICE` (set once), then the final slice is set to
+    // end exactly at the deadline: two `setsockopt`s per body, not one per read.
+    let mut slice_set: Option<Duration> = None;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(BodyError::TimedOut);
+        }
+        let slice = left.min(READ_SLICE);
+        let stale = slice_set.map_or(true, |set| set == READ_SLICE && slice < READ_SLICE);
+        if let (true, Some(connection)) = (stale, connection) {
+            connection
+                .set_read_timeout(Some(slice))
+                .map_err(|_| BodyError::Broken)?;
+            slice_set = Some(slice);
+        }
+        match request.as_reader().read(&mut chunk) {
+            Ok(0) => return Ok(body),
+            Ok(n) if body.len() + n > MAX_BODY_BYTES => return Err(BodyError::TooLarge),
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return Err(BodyError::Broken),
+        }
+    }
+}
+
+pub(super) fn error_body(message: &str) -> Vec<u8> {
+    json!({ "ok": false, "error": message })
+        .to_string()
+        .into_bytes()
+}
+
+pub(super) fn json_header() -> Header {
+    Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
+        .expect("a constant, valid header")
+}
+
+/// A complete HTTP/1.1 response that closes the connection.
+pub(super) fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
+    let reason = match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        _ => "Service Unavailable",
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}

@@ -1,0 +1,125 @@
+//! One call in flight per connection, and the calls waiting behind it.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::{Call, WAITING_CALLS_MAX};
+use crate::base::sockets::KnownConnections;
+use crate::server::lock_or_recover;
+
+/// What [`InOrder::admit`] decided for a call. (Returned once per call and matched at
+/// once: boxing the large variant would only add an allocation per call.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Admitted {
+    /// Nothing else of its connection is in flight: run it now.
+    Run(Call),
+    /// It waits behind its connection's call in flight.
+    Parked,
+    /// Drop these unrun. Dropping a `Request` makes tiny_http write a 500 once the
+    /// connection's call in flight is answered, so it is done on a handler.
+    Drop(Vec<Call>),
+}
+
+/// One call in flight per connection. tiny_http parses a connection's pipelined
+/// requests with small bodies before their answers are written (each answer then waits
+/// for the one before), so without this one connection could occupy any number of
+/// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
+/// already spent on them.
+#[derive(Default)]
+pub(super) struct InOrder {
+    pub(super) waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
+    /// When each connection's last call was answered (for the reaper).
+    pub(super) answered: Mutex<HashMap<SocketAddr, Instant>>,
+    /// Connections ended (for pipelining past the cap, or answered before their body was
+    /// read), and when: calls tiny_http still delivers for them are dropped, never run
+    /// (the reaper forgets them once they are gone).
+    pub(super) ended: Mutex<HashMap<SocketAddr, Instant>>,
+    /// Descriptors of our connections (the reaper remembers every open one).
+    pub(super) known: KnownConnections,
+}
+
+impl InOrder {
+    /// Returns `call` to run now, or parks it behind its connection's call in flight;
+    /// past [`WAITING_CALLS_MAX`] it ends the connection and gives back its waiting calls,
+    /// this one and any later one, to be dropped unrun (the call in flight finishes; its
+    /// answer fails).
+    pub(super) fn admit(&self, call: Call, local: SocketAddr) -> Admitted {
+        let Some(peer) = call.request.remote_addr().copied() else {
+            return Admitted::Run(call);
+        };
+        if lock_or_recover(&self.ended).contains_key(&peer) {
+            // Ended both ways first, so tiny_http writes nothing for the dropped call
+            // (the remembered descriptor: no scan of every descriptor on this thread).
+            if let Some(connection) = self.known.find(local, peer) {
+                connection.end();
+            }
+            return Admitted::Drop(vec![call]);
+        }
+        let mut waiting = lock_or_recover(&self.waiting);
+        match waiting.get_mut(&peer) {
+            Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
+                let dropped = waiting.remove(&peer).unwrap_or_default();
+                drop(waiting);
+                lock_or_recover(&self.ended).insert(peer, Instant::now());
+                if let Some(connection) = self.known.find(local, peer) {
+                    connection.end();
+                }
+                Admitted::Drop(dropped.into_iter().chain([call]).collect())
+            }
+            Some(queue) => {
+                queue.push_back(call);
+                Admitted::Parked
+            }
+            None => {
+                waiting.insert(peer, VecDeque::new());
+                Admitted::Run(call)
+            }
+        }
+    }
+
+    /// Ends the connection from `peer` once its call in flight is answered: every later
+    /// call tiny_http delivers for it is dropped unrun.
+    pub(super) fn end_after_this(&self, peer: SocketAddr) {
+        lock_or_recover(&self.ended).insert(peer, Instant::now());
+    }
+
+    /// Drops the calls waiting behind a connection that was ended (their bodies are in
+    /// memory, and tiny_http's answer to each fails at once on the closed socket).
+    pub(super) fn discard(&self, peer: Option<SocketAddr>) {
+        let Some(peer) = peer else { return };
+        let dropped = lock_or_recover(&self.waiting).remove(&peer);
+        drop(dropped);
+    }
+
+    /// The connection's next call, once the one in flight is answered; `None` when
+    /// there is none (the connection then has nothing in flight).
+    pub(super) fn next(&self, peer: Option<SocketAddr>) -> Option<Call> {
+        let peer = peer?;
+        lock_or_recover(&self.answered).insert(peer, Instant::now());
+        let mut waiting = lock_or_recover(&self.waiting);
+        let next = waiting.get_mut(&peer)?.pop_front();
+        if next.is_none() {
+            waiting.remove(&peer);
+        }
+        next
+    }
+
+    /// True once any call of the connection from `peer` has been answered.
+    pub(super) fn was_answered(&self, peer: &SocketAddr) -> bool {
+        lock_or_recover(&self.answered).contains_key(peer)
+    }
+
+    pub(super) fn in_flight(&self, peer: &SocketAddr) -> bool {
+        lock_or_recover(&self.waiting).contains_key(peer)
+    }
+
+    /// True once any request of the connection from `peer` has reached us: one is in
+    /// flight, one was answered, or the connection was ended for pipelining.
+    pub(super) fn reached(&self, peer: &SocketAddr) -> bool {
+        self.in_flight(peer)
+            || self.was_answered(peer)
+            || lock_or_recover(&self.ended).contains_key(peer)
+    }
+}

@@ -1,0 +1,538 @@
+//! The HTTP front: one accept thread, the only caller of tiny_http's `recv`; handler
+//! threads for everything that may block on a client; and the rule that decides which
+//! thread does what.
+//!
+//! ## Who may block on a client, and who must not
+//! tiny_http reads a body over 1 KiB lazily, from the socket, on whichever thread reads
+//! the `Request`, with no timeout; dropping a `Request` reads and discards the rest of
+//! its declared body; writing a response blocks while the client does not read. Any of
+//! these on the accept thread (or on a project worker, or the reaper) would let one
+//! client stall every other. The accept thread first checks the headers, in the spec's
+//! order:
+//! 1. `Origin` or `Sec-Fetch-Site` present, method not POST, path not exactly `/call`, or a protocol
+//!    upgrade -> 403 `Unsupported request`;
+//! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
+//!    both `Transfer-Encoding` and `Content-Length`, or a `Transfer-Encoding` other than
+//!    one `chunked` -> 400 (smuggling), connection closed;
+//! 3. bearer token unknown -> 401 `Unknown or revoked session` (constant time, see
+//!    `session`);
+//! 4. declared body over 128 KiB -> 400 `Request too large`.
+//!
+//! Then (`Front::drive`):
+//! - a body still on the socket (over 1 KiB, `Expect`, chunked) goes to a handler thread,
+//!   which reads it under a deadline of [`REQUEST_DEADLINE`] from when the headers
+//!   arrived (checked between reads, each bounded by `SO_RCVTIMEO` to at most
+//!   [`READ_SLICE`], the last slice ending at the deadline, so neither a stall nor a
+//!   trickle outlasts it) and refuses bodies that grow past 128 KiB;
+//! - a body tiny_http already holds in memory is parsed and validated right there, on
+//!   the accept thread (no thread hop: that hop was most of a call's cost). Answers that
+//!   need no queue (`session_info`, `guide_read`, `agent_status`, browser operations
+//!   while browser control is off, every refusal) are made there, except that a
+//!   session's first `session_info` that marks an MCP adapter connected (a disk write)
+//!   goes to a handler; a queued operation goes to its project's worker, which answers it
+//!   when it has run (`AgentToolServer::invoke_wire`).
+//!
+//! Whoever has an answer writes it itself only if the write cannot block
+//! (`Front::can_write_now`): the answer is at most [`WRITE_NOW_BYTES`] and the
+//! connection has nothing unacknowledged in its send queue (`SIOCOUTQ`; a connection
+//! never answered has nothing written). Otherwise, and for handlers always, a handler
+//! writes it (bounded by `SO_SNDTIMEO`, see `sockets`). So a client that does not read
+//! can hold a handler, never the accept thread or a worker. A queued call whose
+//! operation has not finished within [`AgentToolServer::answer_wait`] is answered by
+//! the reaper ("outcome unknown"); the operation's later result is then dropped.
+//!
+//! Before answering a request whose body is still partly unread on the socket, the
+//! handler makes sure tiny_http's drop of it cannot block or allocate without bound
+//! (`body` says how).
+//!
+//! A client that does not read its answers holds one handler (and no one else) until
+//! it reads or closes; a single write that makes no progress for 15 s (`SO_SNDTIMEO`)
+//! fails, and the handler then ends that connection and drops the calls waiting
+//! behind it. (A client that reads a little now and then keeps resetting that timer:
+//! bounding a whole answer would need a watchdog thread, which we do not have.)
+//!
+//! ## Connections without a call in flight
+//! tiny_http reads request headers with no timeout and keeps a thread and two
+//! descriptors per open connection, with no upper bound; the reaper (`reaper`) ends
+//! quiet connections and gets a thread for those tiny_http's pool left without one.
+//!
+//! ## Files
+//! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
+//! `checks` (the head's checks), `body` (reading bodies under the deadline, and the
+//! requests that cannot be dropped), `in_order` (one call in flight per connection),
+//! `reaper`, `handlers` (the handler threads).
+//!
+//! ## Threads
+//! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
+//! connection has at most one call in flight at a time (`InOrder`; tiny_http parses
+//! pipelined requests ahead of their answers), and whichever thread answers it takes
+//! the connection's next one, so calls are answered in order and live handlers never
+//! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
+//! connection, so a client that pipelines without reading cannot grow memory. tiny_http
+//! itself keeps one thread per open connection and reads headers without a timeout;
+//! that cost is tiny_http's and blocks no one else.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tiny_http::{Request, Response};
+
+mod body;
+mod checks;
+mod handlers;
+mod in_order;
+mod reaper;
+
+use body::{
+    drop_unless_huge, error_body, json_header, leak, raw_response, read_body, read_memory_body,
+};
+use checks::{body_in_memory, check_headers, writes_status};
+use handlers::Handlers;
+use in_order::{Admitted, InOrder};
+use reaper::reap_loop;
+
+use super::{lock_or_recover, AgentToolServer, Invoked, WireAnswer};
+use crate::base::listening::Listening;
+use crate::base::sockets;
+use crate::protocol::ToolSession;
+
+/// A whole request must arrive within this long.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(15);
+/// An idle handler thread exits after this long.
+pub const HANDLER_IDLE: Duration = Duration::from_secs(5);
+/// Above this declared length tiny_http's drop would allocate too much (module docs).
+pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
+/// How often the reaper looks at our connections (module docs).
+pub const REAP_EVERY: Duration = Duration::from_millis(250);
+/// At most this many connections without a call in flight are kept open.
+pub const QUIET_CONNECTIONS_MAX: usize = 256;
+/// At most this many calls wait behind a connection's call in flight; one more ends
+/// that connection (a client pipelining without reading cannot grow memory unbounded).
+pub const WAITING_CALLS_MAX: usize = 8;
+/// With no connection open for this long, the burst's threads (ours and tiny_http's
+/// connection threads, both idle-timed at 5 s) are gone: the reaper then trims the heap.
+const TRIM_AFTER: Duration = Duration::from_secs(6);
+/// Bodies up to this size tiny_http has read into memory before `recv` returns.
+const EAGER_BODY_BYTES: usize = 1024;
+/// Answers up to this size may be written by a thread that must not block, when the
+/// connection's send queue is empty. Linux makes a TCP write wait only while the bytes
+/// queued on the socket (with the kernel's per-buffer overhead) exceed its send buffer,
+/// 16 KiB to start with (tcp_wmem's default); an answer of at most 8 KiB plus its
+/// headers, written into an empty queue, stays well below that.
+const WRITE_NOW_BYTES: usize = 8 * 1024;
+
+/// The longest one body read may block before the deadline is checked again.
+const READ_SLICE: Duration = Duration::from_secs(1);
+
+/// A running HTTP front.
+pub struct Http {
+    /// The listening socket and the tiny_http server on it (rebuilt when tiny_http's
+    /// accept thread ends: `listening`).
+    listening: Arc<Listening>,
+    accept: JoinHandle<()>,
+    reaper: JoinHandle<()>,
+    stopping: Arc<AtomicBool>,
+    handlers: Handlers,
+    local: SocketAddr,
+}
+
+impl Http {
+    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`.
+    pub fn start(owner: Weak<AgentToolServer>) -> io::Result<Http> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        sockets::set_listener_write_timeout(&listener)?;
+        let local = listener.local_addr()?;
+        let listening = Arc::new(Listening::new(listener, "agent-tools")?);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let front = Arc::new(Front {
+            owner,
+            in_order: InOrder::default(),
+            handlers: Handlers::default(),
+            local,
+            hosts: [
+                format!("127.0.0.1:{}", local.port()),
+                format!("localhost:{}", local.port()),
+            ],
+            queued: QueuedCalls::default(),
+        });
+        let accept = {
+            let (listening, stopping, front) = (listening.clone(), stopping.clone(), front.clone());
+            thread::Builder::new()
+                .name("agent-tools-accept".into())
+                .spawn(move || accept_loop(&listening, &stopping, &front))?
+        };
+        let reaper = {
+            let (stopping, front) = (stopping.clone(), front.clone());
+            thread::Builder::new()
+                .name("agent-tools-reaper".into())
+                .spawn(move || reap_loop(&front, &stopping))?
+        };
+        Ok(Http {
+            listening,
+            accept,
+            reaper,
+            stopping,
+            handlers: front.handlers.clone(),
+            local,
+        })
+    }
+
+    /// The port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.local.port()
+    }
+
+    /// Stops listening, joins the accept thread (which answers requests still queued
+    /// with 503), ends every open connection and releases idle handlers.
+    pub fn stop(self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.listening.stop();
+        let _ = self.accept.join();
+        let _ = self.reaper.join();
+        sockets::end_connections(self.local);
+        self.handlers.release_idle();
+        // Dropping the last reference lets tiny_http's own accept thread end.
+        drop(self.listening);
+    }
+}
+
+/// What the accept thread decided from the headers.
+enum Verdict {
+    Refuse(u16, &'static str),
+    Accept(ToolSession),
+}
+
+/// What every thread that answers calls shares: the accept thread, handlers, project
+/// workers (answering their queued calls) and the reaper (answering overdue ones).
+struct Front {
+    owner: Weak<AgentToolServer>,
+    in_order: InOrder,
+    handlers: Handlers,
+    local: SocketAddr,
+    /// The `Host` values accepted (see `check_headers`), made once.
+    hosts: [String; 2],
+    /// Calls whose operation went to a project queue.
+    queued: QueuedCalls,
+}
+
+/// The requests of calls whose operation went to a project queue, by a number of their
+/// own: answered by whoever takes one first, the project worker with the operation's
+/// result or the reaper once [`AgentToolServer::answer_wait`] has passed.
+#[derive(Default)]
+struct QueuedCalls {
+    calls: Mutex<Queued>,
+}
+
+#[derive(Default)]
+struct Queued {
+    last_id: u64,
+    /// Each request with when it was queued.
+    waiting: HashMap<u64, (Instant, Request)>,
+}
+
+impl QueuedCalls {
+    fn add(&self, request: Request) -> u64 {
+        let mut calls = lock_or_recover(&self.calls);
+        calls.last_id += 1;
+        let id = calls.last_id;
+        calls.waiting.insert(id, (Instant::now(), request));
+        id
+    }
+
+    fn take(&self, id: u64) -> Option<Request> {
+        let request = lock_or_recover(&self.calls).waiting.remove(&id);
+        request.map(|(_, request)| request)
+    }
+
+    /// Takes every request queued for `wait` or longer.
+    fn take_overdue(&self, wait: Duration) -> Vec<Request> {
+        let mut calls = lock_or_recover(&self.calls);
+        let overdue: Vec<u64> = calls
+            .waiting
+            .iter()
+            .filter(|(_, (since, _))| since.elapsed() >= wait)
+            .map(|(id, _)| *id)
+            .collect();
+        overdue
+            .into_iter()
+            .filter_map(|id| calls.waiting.remove(&id).map(|(_, request)| request))
+            .collect()
+    }
+}
+
+fn status_of(ok: bool) -> u16 {
+    if ok {
+        200
+    } else {
+        400
+    }
+}
+
+/// Where a call is being handled: a handler thread may block on its client (reading a
+/// body, writing an answer); the accept thread, a project worker and the reaper must not.
+#[derive(Clone, Copy, PartialEq)]
+enum On {
+    Handler,
+    SharedThread,
+}
+
+impl Front {
+    /// On the accept thread: checks `request`'s headers (or refuses it with `refuse`)
+    /// and handles it. False once the server is gone.
+    fn take(self: &Arc<Self>, request: Request, refuse: Option<&'static str>) -> bool {
+        let arrived = Instant::now();
+        let Some(owner) = self.owner.upgrade() else {
+            return false;
+        };
+        let verdict = match refuse {
+            Some(message) => Verdict::Refuse(503, message),
+            None => check_headers(&owner, &request, &self.hosts),
+        };
+        let call = Call {
+            in_memory: body_in_memory(&request),
+            request,
+            verdict,
+            arrived,
+        };
+        match self.in_order.admit(call, self.local) {
+            Admitted::Run(call) => self.drive(&owner, call, On::SharedThread),
+            Admitted::Parked => {}
+            Admitted::Drop(calls) => {
+                let local = self.local;
+                self.handlers.run(Box::new(move || {
+                    for call in calls {
+                        drop_unless_huge(call.request, local);
+                    }
+                }));
+            }
+        }
+        true
+    }
+
+    /// [`Front::take`], keeping the accept thread alive if handling the call panics (a
+    /// bug: nothing known panics; the fuzz targets look for it). The call is then lost.
+    fn take_guarded(self: &Arc<Self>, request: Request, refuse: Option<&'static str>) -> bool {
+        let take = || self.take(request, refuse);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(take)).unwrap_or_else(|_| {
+            eprintln!("agent-tools: handling a call panicked; the call was dropped");
+            true
+        })
+    }
+
+    /// Handles `call` and then each next call of its connection that this thread answers,
+    /// in a loop (not by recursion: a client pipelining without end must not grow the
+    /// stack). On a thread that must not block, a call that may goes to a handler with
+    /// the rest: a body still on the socket, or a session whose next `session_info`
+    /// writes its new status to disk.
+    fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
+        let mut next = Some(call);
+        while let Some(call) = next {
+            if on == On::SharedThread && (writes_status(&call) || !call.in_memory) {
+                let (front, owner) = (self.clone(), owner.clone());
+                let peer = call.request.remote_addr().copied();
+                let job = Box::new(move || front.drive(&owner, call, On::Handler));
+                if !self.handlers.run(job) {
+                    self.lost(peer);
+                }
+                return;
+            }
+            next = self.run(owner, call, on);
+        }
+    }
+
+    /// Reads the body (from memory, or from the socket under the request deadline),
+    /// then answers a refusal or invokes. The connection's next call, when this thread
+    /// answered this one.
+    fn run(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) -> Option<Call> {
+        let Call {
+            mut request,
+            verdict,
+            arrived,
+            in_memory,
+        } = call;
+        let peer_port = request.remote_addr().map(SocketAddr::port);
+        let session = match verdict {
+            Verdict::Refuse(status, message) => {
+                owner.record_refused(None, status, message, peer_port);
+                return self.finish(owner, request, (status, error_body(message)), in_memory, on);
+            }
+            Verdict::Accept(session) => session,
+        };
+        let body = if in_memory {
+            read_memory_body(&mut request)
+        } else {
+            let connection = request
+                .remote_addr()
+                .and_then(|peer| self.in_order.known.find(self.local, *peer));
+            let body = read_body(&mut request, connection, arrived + REQUEST_DEADLINE);
+            if let Some(connection) = connection {
+                let _ = connection.set_read_timeout(None);
+            }
+            body
+        };
+        let raw = match body.map(|body| serde_json::from_slice::<Value>(&body)) {
+            Ok(Ok(raw)) => raw,
+            Ok(Err(_)) => {
+                let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
+                owner.record_refused(Some(&session), 400, message, peer_port);
+                return self.finish(owner, request, (400, error_body(message)), true, on);
+            }
+            Err(e) => {
+                let (status, message) = e.answer();
+                owner.record_refused(Some(&session), status, message, peer_port);
+                return self.finish(owner, request, (status, error_body(message)), false, on);
+            }
+        };
+        let pending = match owner.invoke_wire(&session, &raw) {
+            Invoked::Now((ok, answer)) => {
+                return self.finish(owner, request, (status_of(ok), answer), true, on)
+            }
+            Invoked::Queue(pending) => pending,
+        };
+        let id = self.queued.add(request);
+        let later = {
+            let (front, owner) = (self.clone(), owner.clone());
+            move |(ok, answer): WireAnswer| {
+                // On the project worker, which must not block either; unless the reaper
+                // has already answered it as overdue.
+                if let Some(request) = front.queued.take(id) {
+                    let answer = (status_of(ok), answer);
+                    if let Some(next) =
+                        front.finish(&owner, request, answer, true, On::SharedThread)
+                    {
+                        front.drive(&owner, next, On::SharedThread);
+                    }
+                }
+            }
+        };
+        match pending.queue(later) {
+            Ok(()) => None,
+            Err((ok, answer)) => {
+                let request = self.queued.take(id)?;
+                self.finish(owner, request, (status_of(ok), answer), true, on)
+            }
+        }
+    }
+
+    /// Answers `request` with `(status, body)`: here when this thread may block or the
+    /// write cannot ([`Front::can_write_now`]), else on a handler. `body_read`: the whole
+    /// body was read (else it is still partly on the socket). The connection's next
+    /// call, when answered here.
+    fn finish(
+        self: &Arc<Self>,
+        owner: &Arc<AgentToolServer>,
+        request: Request,
+        (status, answer): (u16, Vec<u8>),
+        body_read: bool,
+        on: On,
+    ) -> Option<Call> {
+        let peer = request.remote_addr().copied();
+        if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
+            // Never drop this request: tiny_http's drop would allocate the whole rest.
+            leak(request, self.local, Some(&raw_response(status, &answer)));
+            self.in_order.discard(peer);
+            return None;
+        }
+        if !body_read && !body_in_memory(&request) {
+            // tiny_http's drop then sees end-of-file instead of waiting for the rest. What
+            // it had already read past the head (a smuggled request) it may still parse
+            // as requests: the connection counts as ended, so none of them ever runs.
+            if let Some(peer) = peer {
+                self.in_order.end_after_this(peer);
+            }
+            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+                connection.stop_reading();
+            }
+        }
+        if on == On::Handler || self.can_write_now(peer, answer.len()) {
+            return self.respond(request, status, answer);
+        }
+        let (front, owner) = (self.clone(), owner.clone());
+        let job = Box::new(move || {
+            if let Some(next) = front.respond(request, status, answer) {
+                front.drive(&owner, next, On::Handler);
+            }
+        });
+        if !self.handlers.run(job) {
+            self.lost(peer);
+        }
+        None
+    }
+
+    /// After a call in flight was lost with a handler that could not start: ends its
+    /// connection and drops the calls behind it, so the connection is not left in flight.
+    fn lost(&self, peer: Option<SocketAddr>) {
+        if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+            connection.end();
+        }
+        self.in_order.discard(peer);
+    }
+
+    /// True when writing `len` bytes to `peer`'s connection cannot block: the answer is
+    /// small and nothing written earlier is still unacknowledged. A connection never
+    /// answered has nothing written; else its descriptor must be known (the reaper
+    /// remembers every open one) and its send queue empty (`SIOCOUTQ`).
+    fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
+        let Some(peer) = peer else { return false };
+        if len > WRITE_NOW_BYTES {
+            return false;
+        }
+        if !self.in_order.was_answered(&peer) {
+            return true;
+        }
+        self.in_order
+            .known
+            .remembered(self.local, peer)
+            .is_some_and(|connection| connection.send_queue_empty())
+    }
+
+    /// Writes the answer; then the connection's next call, if one waits. A failed write
+    /// ends the connection and drops the calls waiting behind it.
+    fn respond(&self, request: Request, status: u16, answer: Vec<u8>) -> Option<Call> {
+        let peer = request.remote_addr().copied();
+        let response = Response::from_data(answer)
+            .with_status_code(status)
+            .with_header(json_header());
+        if request.respond(response).is_err() {
+            // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
+            // mid-answer, so end it (its waiting calls then fail fast).
+            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+                connection.end();
+            }
+            self.in_order.discard(peer);
+            return None;
+        }
+        self.in_order.next(peer)
+    }
+}
+
+/// A tiny_http server on `listener`, and the descriptor its accept thread owns.
+/// The only caller of tiny_http's `recv` (through [`Listening::next`]).
+fn accept_loop(listening: &Listening, stopping: &AtomicBool, front: &Arc<Front>) {
+    while let Some(request) = listening.next(stopping) {
+        if !front.take_guarded(request, None) {
+            return;
+        }
+    }
+    // Requests that arrived before we stopped get an answer, not tiny_http's drop.
+    while let Some(request) = listening.queued() {
+        if !front.take_guarded(request, Some("Tool service is shutting down; try again")) {
+            return;
+        }
+    }
+}
+
+/// A request with the accept thread's verdict on its headers.
+struct Call {
+    request: Request,
+    verdict: Verdict,
+    arrived: Instant,
+    /// [`body_in_memory`], found once.
+    in_memory: bool,
+}
