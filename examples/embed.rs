@@ -7,6 +7,7 @@
 //! cargo run --example embed            # self-test, exits 0 on success
 //! cargo run --example embed -- --serve # keeps serving until Enter
 //! ```
+#![deny(unsafe_code)]
 
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;

@@ -4,6 +4,7 @@
 //!
 //! Usage: `cargo run --release --example server_load [-- SECONDS_PER_PHASE [ROUNDS]]`
 //! (defaults 2 and 3).
+#![deny(unsafe_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -2,6 +2,7 @@
 //! in headless Chromium (the library's own engine), waits until the page is live and has
 //! drawn every terminal's screen, and writes a PNG of it (1280 x 720). Used by
 //! `docs/view-screenshot.sh` for the README's picture.
+#![deny(unsafe_code)]
 
 use std::time::{Duration, Instant};
 

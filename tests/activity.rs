@@ -2,9 +2,11 @@
 //! 10,000 calls from 16 clients in order, a full disk, planted FIFOs and symlinks, and
 //! `termsprawl-tools activity --follow`.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod common;
 mod serve_harness;
+mod sys;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -433,9 +435,7 @@ fn a_planted_symlink_or_fifo_at_the_trail_is_not_followed() {
         if planted == "symlink" {
             std::os::unix::fs::symlink(&outside, &trail).unwrap();
         } else {
-            let path = std::ffi::CString::new(trail.to_str().unwrap()).unwrap();
-            // SAFETY: mkfifo reads the NUL-terminated path we own.
-            assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+            sys::mkfifo(&trail, 0o600).expect("mkfifo");
             let fifo = fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)

@@ -2,8 +2,10 @@
 //! sees the new setting (`session_info`, `browser_*` refused or not), no agent token is
 //! involved, and with no `serve` running it says so.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::process::{Command, Output};
 

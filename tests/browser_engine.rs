@@ -1,6 +1,9 @@
 //! The browser engine against a real headless Chromium and a page served by this test
 //! on 127.0.0.1. Skipped, with a notice, where no Chromium is installed.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
+
+mod sys;
 
 use std::collections::HashSet;
 use std::fs;
@@ -455,9 +458,8 @@ fn profiles(dir: &Path) -> usize {
 }
 
 fn kill(pid: u32) {
-    let pid = libc::pid_t::try_from(pid).unwrap();
-    // SAFETY: kill has no memory-safety preconditions; pid is our Chromium child.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    // pid is our Chromium child.
+    sys::kill(pid, libc::SIGKILL).expect("kill");
 }
 
 fn wait_until(mut done: impl FnMut() -> bool, what: &str) {

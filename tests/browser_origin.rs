@@ -4,9 +4,11 @@
 //! real `serve` (no sticky note is ever created), and from a real headless Chromium page
 //! on another localhost port.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod common;
 mod serve_harness;
+mod sys;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,4 +1,5 @@
 //! `termsprawlctl call`: output, exit codes, discovery on every call, no retries.
+#![deny(unsafe_code)]
 
 mod support;
 

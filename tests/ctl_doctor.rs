@@ -1,5 +1,6 @@
 //! `termsprawlctl doctor`: one readable line per check, exit 0 only when all pass, and
 //! never the token.
+#![deny(unsafe_code)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! `termsprawlctl mcp` as a process: scripted JSON-RPC over real pipes, against the test
 //! host, with every stdout line checked to be a JSON-RPC message.
+#![deny(unsafe_code)]
 
 mod support;
 

@@ -2,9 +2,11 @@
 //! a loose pre-existing directory, SIGKILL at random points of a provisioning loop (in a
 //! child process of this test and of the real `serve`), and a full disk.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod common;
 mod serve_harness;
+mod sys;
 
 use std::collections::HashMap;
 use std::fs;
@@ -154,9 +156,7 @@ fn a_session_file_planted_by_another_user_or_loose_is_not_reused() {
     }
     // A FIFO at the name does not hang provisioning.
     let fifo = sessions.join("n3.json");
-    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    sys::mkfifo(&fifo, 0o600).expect("mkfifo");
     assert!(!server.has_credentials("n3"));
     server
         .provision(&identity("n3", "p"), status("external"), true)

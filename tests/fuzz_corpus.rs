@@ -3,6 +3,7 @@
 //! checked-in seed corpus `fuzz/corpus/validate/`, then over a few thousand
 //! deterministic pseudo-random mutations of it (byte flips, inserts, deletions,
 //! truncations, splices).
+#![deny(unsafe_code)]
 
 #[path = "../fuzz/check_validate.rs"]
 mod check_validate;

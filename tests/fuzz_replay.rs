@@ -3,6 +3,7 @@
 //! in every `cargo test`: over each checked-in seed corpus `fuzz/corpus/<target>/`, then
 //! over deterministic pseudo-random mutations of it (bit flips, inserts, deletions,
 //! truncations, splices, target-specific snippets).
+#![deny(unsafe_code)]
 
 #[path = "../fuzz/check_http.rs"]
 mod check_http;

@@ -1,8 +1,10 @@
 //! The embedder API of the default host: several folder projects in one `DefaultHost`,
 //! each with its own canvas, agents and terminals, over real HTTP.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::path::Path;
 use std::time::Duration;

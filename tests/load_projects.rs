@@ -7,8 +7,10 @@
 //! return to their idle level afterwards, and memory does not grow over the run beyond
 //! what a 10 s warm-up of the same load left (glibc keeps freed heap, so the unloaded
 //! idle level is not the measure of a leak).
+#![deny(unsafe_code)]
 
 mod common;
+mod sys;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -97,8 +99,7 @@ fn sixty_four_clients_across_eight_projects_for_a_minute() {
     // Two malloc arenas, as `serve` runs: with glibc's default (8 per core) the 64 client
     // threads' arenas keep tens of MiB of freed heap fragmented, which hides the server's
     // own growth (measured: 30 MiB retained with the default, 9 MiB with two).
-    // SAFETY: mallopt takes two ints and changes only malloc's own settings.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    sys::mallopt_arena_max(2);
     let data = scratch("load");
     let host = Arc::new(SequencingHost::default());
     let server = AgentToolServer::new(&data, host.clone()).unwrap();
@@ -136,8 +137,7 @@ fn sixty_four_clients_across_eight_projects_for_a_minute() {
     }
     drop(warm_up);
     wait_for_idle(&server);
-    // SAFETY: malloc_trim has no preconditions; it only releases free heap pages.
-    unsafe { libc::malloc_trim(0) };
+    sys::malloc_trim();
     let warm_rss = rss_kib();
 
     let (records, elapsed) = load(port, &tokens, RUN_FOR);
@@ -193,8 +193,7 @@ fn sixty_four_clients_across_eight_projects_for_a_minute() {
     let retained_rss = rss_kib();
     // glibc keeps freed memory in its per-thread arenas; hand it back to tell
     // retention from a leak.
-    // SAFETY: malloc_trim has no preconditions; it only releases free heap pages.
-    unsafe { libc::malloc_trim(0) };
+    sys::malloc_trim();
     let after_rss = rss_kib();
     eprintln!(
         "figure: load {CLIENTS} clients x {PROJECTS} projects for {elapsed:?} (after a {WARM_UP:?} warm-up): {total} calls answered ({:.0}/s), {expired} expired, max latency {max_latency:?}; RSS idle {idle_rss} KiB, after the warm-up (trimmed) {warm_rss} KiB, end of load {peak_rss} KiB, after {retained_rss} KiB, after malloc_trim {after_rss} KiB; threads idle {idle_threads}, after {}",

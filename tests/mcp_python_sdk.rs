@@ -7,9 +7,11 @@
 //! `outputSchema` (tests/mcp_output_schemas.py, which also needs Chromium and Python's
 //! `jsonschema`).
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
 mod support;
+mod sys;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;

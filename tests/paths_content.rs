@@ -3,8 +3,10 @@
 //! huge, binary, malformed or not files at all, and terminal output carrying escape
 //! sequences (title, cursor, OSC 52 clipboard, queries), on both terminal backends.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -307,9 +309,7 @@ fn binary_malformed_and_non_file_context_inputs_are_skipped_quickly() {
     )
     .unwrap();
     let fifo = root.join("fifo.jsonl");
-    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    sys::mkfifo(&fifo, 0o600).expect("mkfifo");
     let cases: [(&str, PathBuf); 5] = [
         ("binary", binary),
         ("malformed", malformed),
@@ -338,9 +338,7 @@ fn binary_malformed_and_non_file_context_inputs_are_skipped_quickly() {
     // Link and pointer files that are FIFOs do not hang either.
     let project = context_project("junk-fifo-link", &root.join("binary.jsonl"));
     let link = project.join(".termsprawl/links/me--x.json");
-    let name = std::ffi::CString::new(link.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    sys::mkfifo(&link, 0o600).expect("mkfifo");
     assert!(
         timed_context(&project, Duration::from_secs(10)).is_some(),
         "a FIFO link file hung context_read"

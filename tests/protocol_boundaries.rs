@@ -4,6 +4,7 @@
 //! every string, number, array and enum argument of every operation is covered;
 //! `catalogue_matches_the_issue_table` pins `AGENT_TOOLS` itself to the issue's table.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -4,6 +4,7 @@
 //! gone or a zombie. `kill(pid, 0)` alone is not enough for grandchildren, because they
 //! are re-parented to pid 1, and not every pid 1 (some sandboxes' init) reaps orphans.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

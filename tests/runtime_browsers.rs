@@ -1,5 +1,6 @@
 //! Browser operations: URL policy, guest readiness, ownership (persisted), the 15 s page
 //! limit, and the ownership scenario end to end over the real server and real HTTP.
+#![deny(unsafe_code)]
 
 mod fakes;
 

@@ -1,5 +1,6 @@
 //! The canvas bridge through the runtime: acknowledgements, deadlines, and replies that
 //! must be ignored. A mutation that is not acknowledged is sent exactly once.
+#![deny(unsafe_code)]
 
 mod fakes;
 

@@ -1,5 +1,6 @@
 //! `execute` branch by branch, against the fake host: the live-state checks, context,
 //! artifacts, agent launch and the terminal rules (including the own-terminal rule).
+#![deny(unsafe_code)]
 
 mod fakes;
 

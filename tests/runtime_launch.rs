@@ -1,6 +1,7 @@
 //! Agent launch preparation through `prepare`: which PTY requests are touched, the
 //! launch folder and its modes, the command each adapter gets (run through a real shell
 //! to prove the quoting), and the statuses provisioned on the real server.
+#![deny(unsafe_code)]
 
 mod fakes;
 

@@ -1,5 +1,6 @@
 //! Start, close and revoke: the launcher, the `valid` rule with the active set, and that
 //! revocation is ignored while the app stops.
+#![deny(unsafe_code)]
 
 mod fakes;
 

@@ -2,6 +2,7 @@
 //! verdict on every request: an independent JSON Schema implementation (the
 //! `jsonschema` crate) judges a deterministic, generated set of valid and invalid
 //! args objects for each operation, and `validate_tool_request` must agree on each.
+#![deny(unsafe_code)]
 
 mod seeded;
 

@@ -4,8 +4,10 @@
 //! coming back after a restart, and Chromium ended at shutdown. Tests that need Chromium
 //! skip with a notice where it is not installed.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

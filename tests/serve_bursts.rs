@@ -9,8 +9,10 @@
 //! open (agents between calls), then a few one-call connections that close again (their
 //! threads are then idle, as after some `termsprawlctl` calls), then the burst.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -26,29 +28,12 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
 /// The CPUs this thread may run on.
 fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes into `set`.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    assert_eq!(rc, 0, "sched_getaffinity failed");
-    // SAFETY: CPU_ISSET reads one bit of the set; i is below CPU_SETSIZE.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .collect()
+    sys::allowed_cpus().expect("sched_getaffinity failed")
 }
 
 /// Limits this thread (and what it spawns from now on) to `cpus`.
 fn pin_this_thread(cpus: &[usize]) {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        // SAFETY: CPU_SET writes one bit of the set; cpu came from allowed_cpus.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: sched_setaffinity reads `size_of::<cpu_set_t>()` bytes from `set`.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    assert_eq!(rc, 0, "sched_setaffinity failed");
+    sys::pin_to_cpus(cpus).expect("sched_setaffinity failed");
 }
 
 /// Starts serve with agent `me`; with two CPUs or more every serve thread runs on the
@@ -153,8 +138,8 @@ fn unanswered(pending: &mut [Pending]) -> (usize, Duration) {
             break;
         }
         let wait_ms = left.as_millis().clamp(1, 50) as libc::c_int;
-        // SAFETY: poll reads and writes `fds.len()` pollfd entries of the live vector.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+        // As before, an interrupted or failed poll only means reading sooner.
+        let _ = sys::poll(&mut fds, wait_ms);
         for p in pending.iter_mut().filter(|p| p.answered.is_none()) {
             p.read_ready();
         }

@@ -2,8 +2,10 @@
 //! their edge cases; artifact_open's path rules; context_read; browser nodes without an
 //! engine. Each test checks the persisted `project.json` where a change must (not) land.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::time::Duration;
 

@@ -2,8 +2,10 @@
 //! a corrupt canvas file, clean SIGTERM, restarts, and `termsprawlctl` against it.
 //! (PTY backend; tmux restarts are in serve_tmux.rs.)
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::process::Command;
 use std::time::Duration;

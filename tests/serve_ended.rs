@@ -7,8 +7,10 @@
 //! its MCP client connects gets needs-setup with a reason quoting its screen; one that
 //! exits after connecting is revoked with a reason.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::path::PathBuf;
 use std::time::Duration;

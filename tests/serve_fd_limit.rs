@@ -1,8 +1,10 @@
 //! `serve` raises its soft descriptor limit to the hard one (its own test binary: it
 //! lowers this process's soft limit, which the other tests must not see).
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use serve_harness::*;
 
@@ -19,19 +21,9 @@ fn open_files_limit(pid: u32) -> (String, String) {
 
 #[test]
 fn serve_raises_the_soft_descriptor_limit_to_the_hard_one() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes one rlimit into `limit`, which we own.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-        0
-    );
+    let (_, hard) = sys::open_files_limit().expect("getrlimit");
     // Below the hard limit, so serve (which inherits it) has something to raise.
-    limit.rlim_cur = (limit.rlim_max / 2).min(1024);
-    // SAFETY: setrlimit only reads `limit`, which we own.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    sys::set_open_files_soft_limit((hard / 2).min(1024)).expect("setrlimit");
     let dirs = Dirs::new("fd-limit");
     let serve = Serve::start(&dirs, &["--terminals", "pty"]);
     let (soft, hard) = open_files_limit(serve.pid());

@@ -2,8 +2,10 @@
 //! interrupt, close; the own-node rule; revocation when another agent closes your node;
 //! inert output; external attach needing tmux.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::time::Duration;
 

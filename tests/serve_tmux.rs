@@ -4,8 +4,10 @@
 //! through preferences.json, --kill-terminals and stop-terminals. Every test's `Dirs` kills
 //! its private tmux server on drop, and the tests check none is left where they end it.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::process::Command;
 use std::time::Duration;

@@ -5,8 +5,10 @@
 //! agent token, a view key on `/call`, and a ninth viewer. Chromium tests skip with a
 //! notice where it is not installed.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod serve_harness;
+mod sys;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

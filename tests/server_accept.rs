@@ -4,8 +4,10 @@
 //! The server runs in a child process (this test binary re-executed with
 //! `SERVER_ACCEPT_CHILD` set) whose `RLIMIT_NOFILE` is lowered, so it can exhaust its
 //! descriptors without touching the other tests; the client is this process.
+#![deny(unsafe_code)]
 
 mod common;
+mod sys;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -19,18 +21,7 @@ const SESSION_INFO: &str = r#"{"operation":"session_info","args":{}}"#;
 
 /// Lowers this process's soft `RLIMIT_NOFILE` to `limit`.
 fn set_fd_limit(limit: u64) {
-    let mut rlim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the struct we own.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rlim) },
-        0
-    );
-    rlim.rlim_cur = limit.min(rlim.rlim_max);
-    // SAFETY: setrlimit only reads the struct we own.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rlim) }, 0);
+    sys::set_open_files_soft_limit(limit).expect("setrlimit RLIMIT_NOFILE");
 }
 
 /// The child: serve, exhaust descriptors on "exhaust", free them on "free", stop on EOF.

@@ -1,5 +1,6 @@
 //! `private_json` under SIGKILL: a child process rewrites one file in a loop and is
 //! killed at random instants, hundreds of times; the file must always parse.
+#![deny(unsafe_code)]
 
 use std::fs;
 use std::path::Path;

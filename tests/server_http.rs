@@ -1,5 +1,6 @@
 //! The HTTP boundary over real loopback connections: request checks in the spec's order,
 //! auth, body limits, responses, and the operations answered directly.
+#![deny(unsafe_code)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Project queues over real HTTP: order, revocation while queued, expiry, independence
 //! of projects, and bounded worker threads.
+#![deny(unsafe_code)]
 
 mod common;
 

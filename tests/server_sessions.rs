@@ -1,4 +1,5 @@
 //! Sessions, their files and modes, and the single-instance lock.
+#![deny(unsafe_code)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Clients that stall must not stall anyone else: a body that trickles, a body that
 //! never comes, a client that never reads its responses.
+#![deny(unsafe_code)]
 
 mod common;
 

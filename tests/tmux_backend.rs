@@ -1,6 +1,7 @@
 //! The tmux backend against a real tmux: each test runs its own private server in its own
 //! temp directory and ends it (checking nothing is left), even when the test fails.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 use std::ffi::OsString;
 use std::fs;

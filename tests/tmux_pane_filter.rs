@@ -4,6 +4,7 @@
 //! paste are what they are without the filter. Each test runs private tmux servers in its
 //! own temp directory and ends them, even when it fails.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -3,9 +3,11 @@
 //! 10,000 sessions authenticate correctly at a per-request cost that does not grow
 //! with the session count.
 #![cfg(feature = "host")] // drives `serve` or the default host
+#![deny(unsafe_code)]
 
 mod common;
 mod serve_harness;
+mod sys;
 
 use std::process::{Command, Output};
 use std::sync::Arc;

@@ -14,12 +14,16 @@
 //! `load --port P --token T --pid PID [--operation OP] [--connections N] [--duration S]`.
 //! What an open canvas view costs the calls: `viewer [--duration S] [--repeat N]`
 //! (`viewer.rs`).
+#![deny(unsafe_code)]
 
 mod baseline;
 mod libserver;
 mod load;
 mod procfs;
 mod report;
+// The bench's one unsafe module: thin libc wrappers, each with a `// SAFETY:` comment.
+#[allow(unsafe_code)]
+mod sys;
 mod target;
 mod validator;
 mod viewer;
@@ -296,7 +300,7 @@ fn choose_pins() -> (Option<(usize, usize)>, String) {
             "fewer than 2 CPUs available: server and client NOT pinned".into(),
         );
     }
-    match procfs::pin_current_thread(1) {
+    match sys::pin_current_thread(1) {
         Ok(()) => (
             Some((0, 1)),
             "server pinned to CPU 0, load generator to CPU 1 (sched_setaffinity)".into(),

@@ -1,7 +1,9 @@
-//! What the bench reads about a server process from /proc, and the thin libc wrappers it
-//! needs (CPU affinity, clock ticks, signals).
+//! What the bench reads about a server process from /proc. (The libc calls it needs are
+//! in `sys.rs`, the bench's one unsafe module.)
 
 use std::fs;
+
+use crate::sys;
 
 /// A snapshot of one process's counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,7 +31,7 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     let ticks_of = |i: usize| -> Option<u64> { fields.get(i)?.parse().ok() };
     let own = ticks_of(11)? + ticks_of(12)?;
     let children = ticks_of(13)? + ticks_of(14)?;
-    let ticks = clock_ticks_per_second();
+    let ticks = sys::clock_ticks_per_second();
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> u64 {
         status
@@ -48,38 +50,7 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     })
 }
 
-fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf only reads a configuration value; it has no memory effects.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100
-    }
-}
-
-/// Pins the calling thread (and the threads and processes it starts afterwards) to `cpu`.
-pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
-    // SAFETY: cpu_set_t is a plain bit array; all-zero is the valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: CPU_SET writes one bit inside `set`, which lives on this stack frame.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 means the calling thread; `set` is a valid cpu_set_t of the size given.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error().to_string())
-    }
-}
-
 /// Online CPUs.
 pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Sends SIGTERM to `pid`.
-pub fn terminate(pid: u32) {
-    // SAFETY: kill only sends a signal; a stale pid fails with ESRCH.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::procfs::{self, ProcSample};
+use crate::sys;
 
 /// How long a server may take to print its ready line.
 const READY_DEADLINE: Duration = Duration::from_secs(120);
@@ -61,12 +62,12 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log_file));
     if let Some((server_cpu, _)) = pins {
-        procfs::pin_current_thread(server_cpu)?;
+        sys::pin_current_thread(server_cpu)?;
     }
     let started = Instant::now();
     let spawned = command.spawn();
     if let Some((_, client_cpu)) = pins {
-        procfs::pin_current_thread(client_cpu)?;
+        sys::pin_current_thread(client_cpu)?;
     }
     let mut child = spawned.map_err(|e| format!("start {command:?}: {e}"))?;
     let stdout = child.stdout.take().ok_or("no stdout pipe")?;
@@ -156,7 +157,7 @@ impl Server {
     pub fn stop(mut self) {
         drop(self.stdin.take());
         if !self.stops_on_eof {
-            procfs::terminate(self.pid);
+            sys::terminate(self.pid);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {

@@ -1,5 +1,6 @@
 //! Fuzz target `http_request`: see `../check_http.rs` (shared with `tests/fuzz_replay.rs`).
 #![no_main]
+#![deny(unsafe_code)]
 
 #[path = "../check_http.rs"]
 mod check_http;

@@ -1,6 +1,7 @@
 //! Drives the real `termsprawl-tools serve` binary: scratch folders, start/stop with the
 //! ready line, calls over loopback HTTP as an agent makes them, and guards that leave no
-//! process or tmux server behind even when a test fails.
+//! process or tmux server behind even when a test fails. Signals go through `crate::sys`,
+//! so a test crate that includes this module includes `mod sys;` too.
 
 #![allow(dead_code)]
 
@@ -12,6 +13,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use crate::sys;
 
 /// How long a serve may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -240,8 +243,8 @@ impl Serve {
     /// Sends `signal` and waits for the exit status.
     pub fn stop_with(mut self, signal: i32) -> ExitStatus {
         let mut child = self.child.take().unwrap();
-        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        // Our own child's pid, which we have not reaped yet.
+        let _ = sys::kill(child.id(), signal);
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
