@@ -176,15 +176,56 @@ pub fn kick(local: SocketAddr) -> Option<SocketAddr> {
 /// connections), so [`Connection::find`]'s scan of every descriptor runs once per
 /// connection. A remembered descriptor is checked before it is handed out, and every
 /// action re-checks it, so a stale entry is never acted on.
-#[derive(Default)]
+///
+/// The server's only way to its connections' descriptors: made with `search` off (the
+/// embedder's `ProcessEffects::search_descriptors`), it searches, finds, ends and
+/// closes nothing.
 pub struct KnownConnections {
+    search: bool,
     /// Each with the inode of its socket when remembered by [`KnownConnections::remember`].
     found: Mutex<HashMap<SocketAddr, (Connection, Option<u64>)>>,
 }
 
 impl KnownConnections {
-    /// Like [`Connection::find`], from memory when the remembered descriptor still fits.
+    /// Connections found by searching this process's descriptors, or (`search` false)
+    /// never found.
+    pub fn new(search: bool) -> KnownConnections {
+        KnownConnections {
+            search,
+            found: Mutex::default(),
+        }
+    }
+
+    /// False when descriptors are never searched.
+    pub fn searching(&self) -> bool {
+        self.search
+    }
+
+    /// [`open_connections`], unless searching is off (then `None`).
+    pub fn open_connections(&self, local: SocketAddr) -> Option<HashMap<SocketAddr, Connection>> {
+        self.search.then(|| open_connections(local)).flatten()
+    }
+
+    /// [`close_leaked`], unless searching is off (then the connection is left as it is).
+    pub fn close_leaked(&self, local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) {
+        if self.search {
+            close_leaked(local, peer, answer);
+        }
+    }
+
+    /// [`end_connections`], unless searching is off.
+    pub fn end_all(&self, local: SocketAddr) {
+        if self.search {
+            end_connections(local);
+        }
+    }
+
+    /// Like [`Connection::find`], from memory when the remembered descriptor still fits;
+    /// `None` when searching is off.
     pub fn find(&self, local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
+        if !self.search {
+            return None;
+        }
         let known = lock_or_recover(&self.found).get(&peer).map(|(c, _)| *c);
         if let Some(connection) = known.filter(|c| c.local == local && c.is_current()) {
             return Some(connection);

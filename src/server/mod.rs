@@ -7,6 +7,8 @@
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
 //! - `queue`: one worker thread per project with work queued.
 //! - `activity`: the activity trail, one JSON line per call, written off the call's path.
+//! - `effects`: what the server does to its process, and how an embedder turns it off
+//!   ([`ProcessEffects`]).
 //!
 //! Private files, ids, secrets, locks and the socket calls tiny_http does not offer are
 //! in `crate::base`, shared with the default host.
@@ -15,6 +17,7 @@
 //! one of the server's locks is held, so they may call back into the server.
 
 pub mod activity;
+mod effects;
 mod http;
 mod lock;
 mod queue;
@@ -43,6 +46,8 @@ pub use crate::base::files::{
     private_dir, private_json, private_write, read_json, read_private_json,
 };
 use crate::base::lock_or_recover;
+pub use effects::ProcessEffects;
+pub use http::FORGET_ENDED_AFTER;
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -278,6 +283,8 @@ pub struct AgentToolServer {
     activity_directory: Mutex<Option<PathBuf>>,
     /// The running trail, from `start` on.
     activity: OnceLock<activity::Trail>,
+    /// What the server may do to its process; read by `start`.
+    effects: Mutex<ProcessEffects>,
 }
 
 /// What a `session_info` answer depends on beyond the server's fixed paths and ids.
@@ -371,7 +378,15 @@ impl AgentToolServer {
             lifecycle: Mutex::new(Lifecycle::New),
             session_info_answers: Mutex::default(),
             activity: OnceLock::new(),
+            effects: Mutex::default(),
         }))
+    }
+
+    /// Sets what the server may do to the process beyond its own sockets, files and
+    /// threads ([`ProcessEffects`]; default: everything, as `serve` runs it);
+    /// effective at [`start`](Self::start).
+    pub fn set_process_effects(&self, effects: ProcessEffects) {
+        *lock_or_recover(&self.effects) = effects;
     }
 
     /// Sets where the activity trail is written (`None`: no trail), instead of the
@@ -853,23 +868,24 @@ impl AgentToolServer {
             lock::release(&lock_file, &self.instance_id);
             return Err(e);
         }
-        let started = http::Http::start(self.me.clone()).and_then(|http| {
-            let port = http.port();
-            let endpoint = Endpoint {
-                url: format!("http://127.0.0.1:{port}/call"),
-                port,
-                instance_id: self.instance_id.clone(),
-            };
-            let file = self.directory.join("endpoint.json");
-            let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
-            match private_json(&file, &value) {
-                Ok(()) => Ok((http, endpoint)),
-                Err(e) => {
-                    http.stop();
-                    Err(e)
+        let started =
+            http::Http::start(self.me.clone(), *lock_or_recover(&self.effects)).and_then(|http| {
+                let port = http.port();
+                let endpoint = Endpoint {
+                    url: format!("http://127.0.0.1:{port}/call"),
+                    port,
+                    instance_id: self.instance_id.clone(),
+                };
+                let file = self.directory.join("endpoint.json");
+                let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
+                match private_json(&file, &value) {
+                    Ok(()) => Ok((http, endpoint)),
+                    Err(e) => {
+                        http.stop();
+                        Err(e)
+                    }
                 }
-            }
-        });
+            });
         match started {
             Ok((http, endpoint)) => {
                 *lifecycle = Lifecycle::Running {

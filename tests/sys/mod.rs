@@ -140,3 +140,28 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usi
     let ready = unsafe { libc::poll(fds.as_mut_ptr(), count, timeout_ms) };
     usize::try_from(ready).map_err(|_| io::Error::last_os_error())
 }
+
+/// The disposition of `signal` in this process (`sigaction` read only): the handler
+/// address, or `libc::SIG_DFL` / `libc::SIG_IGN`, with its flags.
+pub fn signal_disposition(signal: libc::c_int) -> io::Result<(libc::sighandler_t, libc::c_int)> {
+    // SAFETY: an all-zero sigaction is a valid value for sigaction to overwrite.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `old`, which we own.
+    check(unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) })?;
+    Ok((old.sa_sigaction, old.sa_flags))
+}
+
+/// The calling thread's blocked-signal mask, as the list of blocked signals 1..=64.
+pub fn blocked_signals() -> io::Result<Vec<libc::c_int>> {
+    // SAFETY: an all-zero sigset_t is a valid value for pthread_sigmask to overwrite.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new set only reads the current mask into `set`, which we own.
+    let failed = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set) };
+    if failed != 0 {
+        return Err(io::Error::from_raw_os_error(failed));
+    }
+    // SAFETY: sigismember reads the initialised set; numbers outside it return -1.
+    Ok((1..=64)
+        .filter(|&signal| unsafe { libc::sigismember(&set, signal) } == 1)
+        .collect())
+}

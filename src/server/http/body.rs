@@ -21,7 +21,7 @@ use serde_json::json;
 use tiny_http::{Header, Request};
 
 use super::{DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
-use crate::base::sockets::{self, Connection};
+use crate::base::sockets::{Connection, KnownConnections};
 use crate::protocol::limits::MAX_BODY_BYTES;
 
 pub(super) enum BodyError {
@@ -32,19 +32,25 @@ pub(super) enum BodyError {
 
 /// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
 /// (module docs): that one is leaked instead, as `Front::finish` does.
-pub(super) fn drop_unless_huge(request: Request, local: SocketAddr) {
+pub(super) fn drop_unless_huge(request: Request, known: &KnownConnections, local: SocketAddr) {
     if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
-        leak(request, local, None);
+        leak(request, known, local, None);
     }
 }
 
 /// Leaks `request` without running tiny_http's drop (module docs), after answering
-/// with the raw `answer`, if any, and closes its connection's descriptors.
-pub(super) fn leak(request: Request, local: SocketAddr, answer: Option<&[u8]>) {
+/// with the raw `answer`, if any, and closes its connection's descriptors (with the
+/// descriptor search off, neither: the client gets no answer and the connection stays).
+pub(super) fn leak(
+    request: Request,
+    known: &KnownConnections,
+    local: SocketAddr,
+    answer: Option<&[u8]>,
+) {
     let peer = request.remote_addr().copied();
     std::mem::forget(request);
     if let Some(peer) = peer {
-        sockets::close_leaked(local, peer, answer);
+        known.close_leaked(local, peer, answer);
     }
 }
 

@@ -27,7 +27,6 @@ pub(super) enum Admitted {
 /// for the one before), so without this one connection could occupy any number of
 /// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
 /// already spent on them.
-#[derive(Default)]
 pub(super) struct InOrder {
     pub(super) waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
     /// When each connection's last call was answered (for the reaper).
@@ -41,6 +40,16 @@ pub(super) struct InOrder {
 }
 
 impl InOrder {
+    /// Nothing in flight yet; descriptors reached through `known`.
+    pub(super) fn new(known: KnownConnections) -> InOrder {
+        InOrder {
+            waiting: Mutex::default(),
+            answered: Mutex::default(),
+            ended: Mutex::default(),
+            known,
+        }
+    }
+
     /// Returns `call` to run now, or parks it behind its connection's call in flight;
     /// past [`WAITING_CALLS_MAX`] it ends the connection and gives back its waiting calls,
     /// this one and any later one, to be dropped unrun (the call in flight finishes; its

@@ -97,9 +97,9 @@ use handlers::Handlers;
 use in_order::{Admitted, InOrder};
 use reaper::reap_loop;
 
-use super::{lock_or_recover, AgentToolServer, Invoked, WireAnswer};
+use super::{lock_or_recover, AgentToolServer, Invoked, ProcessEffects, WireAnswer};
 use crate::base::listening::Listening;
-use crate::base::sockets;
+use crate::base::sockets::{self, KnownConnections};
 use crate::protocol::ToolSession;
 
 /// A whole request must arrive within this long.
@@ -115,6 +115,10 @@ pub const QUIET_CONNECTIONS_MAX: usize = 256;
 /// At most this many calls wait behind a connection's call in flight; one more ends
 /// that connection (a client pipelining without reading cannot grow memory unbounded).
 pub const WAITING_CALLS_MAX: usize = 8;
+/// With the descriptor search off, what the server remembers of a connection (that it
+/// was ended, when it was last answered) is forgotten after this long, since it cannot
+/// see the connection close (`ProcessEffects`).
+pub const FORGET_ENDED_AFTER: Duration = Duration::from_secs(60);
 /// With no connection open for this long, the burst's threads (ours and tiny_http's
 /// connection threads, both idle-timed at 5 s) are gone: the reaper then trims the heap.
 const TRIM_AFTER: Duration = Duration::from_secs(6);
@@ -138,13 +142,13 @@ pub struct Http {
     accept: JoinHandle<()>,
     reaper: JoinHandle<()>,
     stopping: Arc<AtomicBool>,
-    handlers: Handlers,
-    local: SocketAddr,
+    front: Arc<Front>,
 }
 
 impl Http {
-    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`.
-    pub fn start(owner: Weak<AgentToolServer>) -> io::Result<Http> {
+    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the
+    /// process only what `effects` allows.
+    pub fn start(owner: Weak<AgentToolServer>, effects: ProcessEffects) -> io::Result<Http> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         sockets::set_listener_write_timeout(&listener)?;
         let local = listener.local_addr()?;
@@ -152,7 +156,8 @@ impl Http {
         let stopping = Arc::new(AtomicBool::new(false));
         let front = Arc::new(Front {
             owner,
-            in_order: InOrder::default(),
+            in_order: InOrder::new(KnownConnections::new(effects.search_descriptors)),
+            trim_heap: effects.trim_heap,
             handlers: Handlers::default(),
             local,
             hosts: [
@@ -178,14 +183,13 @@ impl Http {
             accept,
             reaper,
             stopping,
-            handlers: front.handlers.clone(),
-            local,
+            front,
         })
     }
 
     /// The port on 127.0.0.1.
     pub fn port(&self) -> u16 {
-        self.local.port()
+        self.front.local.port()
     }
 
     /// Stops listening, joins the accept thread (which answers requests still queued
@@ -195,8 +199,8 @@ impl Http {
         self.listening.stop();
         let _ = self.accept.join();
         let _ = self.reaper.join();
-        sockets::end_connections(self.local);
-        self.handlers.release_idle();
+        self.front.in_order.known.end_all(self.front.local);
+        self.front.handlers.release_idle();
         // Dropping the last reference lets tiny_http's own accept thread end.
         drop(self.listening);
     }
@@ -219,6 +223,8 @@ struct Front {
     hosts: [String; 2],
     /// Calls whose operation went to a project queue.
     queued: QueuedCalls,
+    /// Whether the reaper trims the heap after a burst (`ProcessEffects::trim_heap`).
+    trim_heap: bool,
 }
 
 /// The requests of calls whose operation went to a project queue, by a number of their
@@ -304,10 +310,10 @@ impl Front {
             Admitted::Run(call) => self.drive(&owner, call, On::SharedThread),
             Admitted::Parked => {}
             Admitted::Drop(calls) => {
-                let local = self.local;
+                let front = Arc::clone(self);
                 self.handlers.run(Box::new(move || {
                     for call in calls {
-                        drop_unless_huge(call.request, local);
+                        drop_unless_huge(call.request, &front.in_order.known, front.local);
                     }
                 }));
             }
@@ -435,7 +441,8 @@ impl Front {
         let peer = request.remote_addr().copied();
         if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
             // Never drop this request: tiny_http's drop would allocate the whole rest.
-            leak(request, self.local, Some(&raw_response(status, &answer)));
+            let answer = raw_response(status, &answer);
+            leak(request, &self.in_order.known, self.local, Some(&answer));
             self.in_order.discard(peer);
             return None;
         }

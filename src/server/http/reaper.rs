@@ -24,7 +24,9 @@ use std::thread;
 use std::time::Instant;
 
 use super::body::error_body;
-use super::{Front, On, QUIET_CONNECTIONS_MAX, REAP_EVERY, REQUEST_DEADLINE, TRIM_AFTER};
+use super::{
+    Front, On, FORGET_ENDED_AFTER, QUIET_CONNECTIONS_MAX, REAP_EVERY, REQUEST_DEADLINE, TRIM_AFTER,
+};
 use crate::base::sockets::{self, Connection};
 use crate::server::unserved::{self, NotReached, Unserved};
 use crate::server::{lock_or_recover, ANSWER_TIMEOUT_ERROR};
@@ -45,18 +47,30 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         thread::sleep(REAP_EVERY);
         answer_overdue(front);
         let now = Instant::now();
+        if !in_order.known.searching() {
+            // Blind to connections: forget by age; "idle" is no call for TRIM_AFTER.
+            let recent =
+                |_: &SocketAddr, at: &mut Instant| now.duration_since(*at) < FORGET_ENDED_AFTER;
+            lock_or_recover(&in_order.ended).retain(recent);
+            lock_or_recover(&in_order.answered).retain(recent);
+            let busy = !lock_or_recover(&in_order.waiting).is_empty()
+                || lock_or_recover(&in_order.answered)
+                    .values()
+                    .any(|at| now.duration_since(*at) < TRIM_AFTER);
+            trim_after_a_burst(front, busy, now, &mut closed_since, &mut trimmed);
+            continue;
+        }
         // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
-        let Some(open) = sockets::open_connections(local) else {
+        let Some(open) = in_order.known.open_connections(local) else {
             continue;
         };
-        if !open.is_empty() {
-            (closed_since, trimmed) = (None, false);
-        } else if !trimmed && now.duration_since(*closed_since.get_or_insert(now)) >= TRIM_AFTER {
-            // glibc keeps freed memory in its arenas: without this the resident size
-            // stays near its peak after a burst of calls has gone.
-            release_free_heap();
-            trimmed = true;
-        }
+        trim_after_a_burst(
+            front,
+            !open.is_empty(),
+            now,
+            &mut closed_since,
+            &mut trimmed,
+        );
         // Entries made since the scan began are kept: their connection may be newer.
         let current = |peer: &SocketAddr, at: &mut Instant| open.contains_key(peer) || *at >= now;
         seen.retain(|peer, _| open.contains_key(peer));
@@ -80,6 +94,27 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
             }
         }
         give_threads(front, &open, &seen, &mut unserved, now);
+    }
+}
+
+/// Trims the heap once nothing has been `busy` for [`TRIM_AFTER`] (once per quiet spell),
+/// unless the embedder turned that off.
+fn trim_after_a_burst(
+    front: &Front,
+    busy: bool,
+    now: Instant,
+    quiet_since: &mut Option<Instant>,
+    trimmed: &mut bool,
+) {
+    if busy {
+        (*quiet_since, *trimmed) = (None, false);
+    } else if !*trimmed && now.duration_since(*quiet_since.get_or_insert(now)) >= TRIM_AFTER {
+        // glibc keeps freed memory in its arenas: without this the resident size stays
+        // near its peak after a burst of calls has gone.
+        if front.trim_heap {
+            release_free_heap();
+        }
+        *trimmed = true;
     }
 }
 
