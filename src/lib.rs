@@ -27,6 +27,8 @@
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
 //! - `base` (crate-private): private files, ids and secrets, locks, and the socket calls
 //!   tiny_http does not offer; shared by `server` and `host`.
+//! - [`activity`]: the activity trail (one JSON line per call, written off the call's
+//!   path by its own thread), which the server records into.
 //! - [`server`]: sessions, the lock, the HTTP accept thread, project queues.
 //! - [`runtime`]: the host-agnostic runtime behind four small traits.
 //! - `host` (the default feature `host`): the embedded default host (headless canvas,
@@ -37,6 +39,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod activity;
 mod base;
 pub mod client;
 #[cfg(feature = "host")]

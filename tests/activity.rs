@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 use serve_harness::{poll, Dirs, Serve};
+use termsprawl_tools::activity::{read_tail, ActivityLine};
 use termsprawl_tools::protocol::AGENT_TOOLS;
-use termsprawl_tools::server::activity::{read_tail, ActivityLine};
 use termsprawl_tools::server::AgentToolServer;
 
 /// Every parsable line of a trail file (whole lines only: each must parse).

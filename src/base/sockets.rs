@@ -70,7 +70,7 @@ pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
 pub fn close_leaked(local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) {
     let found: Vec<(Connection, u64)> = connected_fds(local)
         .filter(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
-        .filter_map(|fd| Some((Connection { fd, local, peer }, inode(fd)?)))
+        .filter_map(|fd| Some((Connection::at(fd, local, peer), inode(fd)?)))
         .collect();
     if let (Some(answer), Some((connection, _))) = (answer, found.first()) {
         let _ = connection.act(|s| {
@@ -90,20 +90,44 @@ pub fn close_leaked(local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) 
 #[derive(Clone, Copy, Debug)]
 pub struct Connection {
     fd: RawFd,
+    /// The connection's other descriptor, when a scan of all of them found it.
+    twin: Option<RawFd>,
     local: SocketAddr,
     peer: SocketAddr,
 }
 
 impl Connection {
+    fn at(fd: RawFd, local: SocketAddr, peer: SocketAddr) -> Connection {
+        Connection {
+            fd,
+            twin: None,
+            local,
+            peer,
+        }
+    }
+
+    /// Its descriptors as found (two for a tiny_http connection found by a scan of all
+    /// of them, [`open_connections`]), with the socket's inode; empty once `fd` no
+    /// longer names this connection.
+    pub fn descriptors(self) -> (Vec<RawFd>, Option<u64>) {
+        if !self.is_current() {
+            return (Vec::new(), None);
+        }
+        let socket = inode(self.fd);
+        let fds = std::iter::once(self.fd)
+            .chain(self.twin.filter(|twin| inode(*twin) == socket))
+            .collect();
+        (fds, socket)
+    }
+
     /// The connection from `peer` to our listening address `local`, if still open.
     pub fn find(local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
         connected_fds(local)
             .find(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
-            .map(|fd| Connection { fd, local, peer })
+            .map(|fd| Connection::at(fd, local, peer))
     }
 
     /// The address it is connected from.
-    #[cfg(feature = "host")] // for the canvas view's reaper
     pub fn peer(self) -> SocketAddr {
         self.peer
     }
@@ -266,17 +290,36 @@ pub fn end_connections(local: SocketAddr) {
     }
 }
 
-/// Our open connections by peer address (tiny_http holds two descriptors for each);
-/// `None` when `/proc/self/fd` cannot be read (e.g. no descriptor left to open it).
+/// Our open connections by peer address (each with its second descriptor, see
+/// [`Connection::descriptors`]); `None` when `/proc/self/fd` cannot be read (e.g. no
+/// descriptor left to open it).
 pub fn open_connections(local: SocketAddr) -> Option<HashMap<SocketAddr, Connection>> {
     let listing = fs::read_dir("/proc/self/fd").ok()?;
-    let found = connected_among(Some(listing), local)
-        .filter_map(|fd| {
-            let peer = with_socket(fd, |s| s.peer_addr().ok())?;
-            Some((peer, Connection { fd, local, peer }))
-        })
-        .collect();
+    let mut found: HashMap<SocketAddr, Connection> = HashMap::new();
+    for fd in connected_among(Some(listing), local) {
+        let Some(peer) = with_socket(fd, |s| s.peer_addr().ok()) else {
+            continue;
+        };
+        match found.get_mut(&peer) {
+            Some(connection) => connection.twin = Some(fd),
+            None => drop(found.insert(peer, Connection::at(fd, local, peer))),
+        }
+    }
     Some(found)
+}
+
+/// The socket inode descriptor number `fd` names now (`None`: closed or not a socket).
+pub fn socket_of(fd: RawFd) -> Option<u64> {
+    inode(fd)
+}
+
+/// Closes descriptor `fd` of a connection whose tiny_http thread is parked for good
+/// (`server::parked`), if it still names `socket`: as for [`close_leaked`], no tiny_http
+/// code will use or close it again.
+pub fn close_parked(fd: RawFd, socket: u64) {
+    if inode(fd) == Some(socket) {
+        close_unowned(fd);
+    }
 }
 
 /// Descriptors of connected sockets whose local address is `local`.

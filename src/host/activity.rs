@@ -1,5 +1,5 @@
 //! `termsprawl-tools activity [--data DIR] [--project-id ID] [--follow] [--json]`: the
-//! activity trail for people (see `server::activity` for what a line holds).
+//! activity trail for people (see `crate::activity` for what a line holds).
 //!
 //! Without `--project-id` it shows the only project's trail under
 //! `<data>/agent-tools/activity/`, and names the choices when there are several. The
@@ -14,9 +14,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
-use crate::server::activity::{
-    open_private_for_reading, read_from, read_tail, trail_file, ActivityLine,
-};
+use crate::activity::{open_private_for_reading, read_from, read_tail, trail_file, ActivityLine};
 
 /// How often `--follow` looks for new lines.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);

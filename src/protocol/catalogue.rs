@@ -311,6 +311,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             field("guidesDirectory", FieldKind::Text),
             field("preferencesFile", FieldKind::Text),
             field("activityDropped", FieldKind::Integer),
+            field("parkedThreads", FieldKind::Integer),
         ]),
         hints: READ,
     },

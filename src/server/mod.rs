@@ -6,20 +6,20 @@
 //! - `lock`: `server.lock`, one server per data directory.
 //! - `http`: the tiny_http accept thread and the threads that read bodies and answer.
 //! - `queue`: one worker thread per project with work queued.
-//! - `activity`: the activity trail, one JSON line per call, written off the call's path.
 //! - `effects`: what the server does to its process, and how an embedder turns it off
 //!   ([`ProcessEffects`]).
 //!
 //! Private files, ids, secrets, locks and the socket calls tiny_http does not offer are
-//! in `crate::base`, shared with the default host.
+//! in `crate::base`, shared with the default host; the activity trail it records each
+//! call in is [`crate::activity`].
 //!
 //! Callbacks into the app (`valid`, `execute`, `on_status`, …) are never called while
 //! one of the server's locks is held, so they may call back into the server.
 
-pub mod activity;
 mod effects;
 mod http;
 mod lock;
+mod parked;
 mod queue;
 mod session;
 mod unserved;
@@ -29,6 +29,7 @@ use std::fmt;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -42,6 +43,7 @@ use crate::protocol::{
 };
 
 // Kept here for embedders that used them from `server` (their home is `base`).
+use crate::activity;
 pub use crate::base::files::{
     private_dir, private_json, private_write, read_json, read_private_json,
 };
@@ -285,6 +287,8 @@ pub struct AgentToolServer {
     activity: OnceLock<activity::Trail>,
     /// What the server may do to its process; read by `start`.
     effects: Mutex<ProcessEffects>,
+    /// tiny_http threads parked for good (`parked`), counted by the HTTP front.
+    parked_threads: Arc<AtomicUsize>,
 }
 
 /// What a `session_info` answer depends on beyond the server's fixed paths and ids.
@@ -295,6 +299,7 @@ struct SessionInfoSource {
     browser_enabled: bool,
     app_version: String,
     activity_dropped: u64,
+    parked_threads: usize,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -314,6 +319,7 @@ struct SessionInfo<'a> {
     instance_id: &'a str,
     node_id: &'a str,
     operations: &'static [&'static str],
+    parked_threads: usize,
     preferences_file: &'a Path,
     project_id: &'a str,
     status: Value,
@@ -379,6 +385,7 @@ impl AgentToolServer {
             session_info_answers: Mutex::default(),
             activity: OnceLock::new(),
             effects: Mutex::default(),
+            parked_threads: Arc::default(),
         }))
     }
 
@@ -405,6 +412,16 @@ impl AgentToolServer {
     /// Activity lines dropped so far (the writer was behind, or the disk full).
     pub fn activity_dropped(&self) -> u64 {
         self.activity.get().map_or(0, activity::Trail::dropped)
+    }
+
+    /// Connections whose tiny_http thread is parked for good since this server was
+    /// made (a request line with `HTTP/2.0` or `HTTP/3.0`, or a request leaked for its
+    /// declared body over 64 MiB): each is a thread only the end of the process frees.
+    /// Their descriptors are closed. An app restarts the process past a ceiling it
+    /// chooses, as `serve` does (`--parked-thread-ceiling`). Always 0 with the descriptor
+    /// search off ([`ProcessEffects`]) but for leaked requests.
+    pub fn parked_threads(&self) -> usize {
+        self.parked_threads.load(Ordering::Relaxed)
     }
 
     /// Records a call's outcome in the activity trail (never waits).
@@ -829,6 +846,7 @@ impl AgentToolServer {
             browser_enabled: self.callbacks.browser_enabled(),
             app_version: self.callbacks.app_version(),
             activity_dropped: self.activity_dropped(),
+            parked_threads: self.parked_threads(),
         }
     }
 
@@ -841,6 +859,7 @@ impl AgentToolServer {
         SessionInfo {
             activity_dropped: source.activity_dropped,
             app_version: source.app_version,
+            parked_threads: source.parked_threads,
             browser_enabled: source.browser_enabled,
             guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
             host: "local",
@@ -868,24 +887,28 @@ impl AgentToolServer {
             lock::release(&lock_file, &self.instance_id);
             return Err(e);
         }
-        let started =
-            http::Http::start(self.me.clone(), *lock_or_recover(&self.effects)).and_then(|http| {
-                let port = http.port();
-                let endpoint = Endpoint {
-                    url: format!("http://127.0.0.1:{port}/call"),
-                    port,
-                    instance_id: self.instance_id.clone(),
-                };
-                let file = self.directory.join("endpoint.json");
-                let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
-                match private_json(&file, &value) {
-                    Ok(()) => Ok((http, endpoint)),
-                    Err(e) => {
-                        http.stop();
-                        Err(e)
-                    }
+        let started = http::Http::start(
+            self.me.clone(),
+            *lock_or_recover(&self.effects),
+            self.parked_threads.clone(),
+        )
+        .and_then(|http| {
+            let port = http.port();
+            let endpoint = Endpoint {
+                url: format!("http://127.0.0.1:{port}/call"),
+                port,
+                instance_id: self.instance_id.clone(),
+            };
+            let file = self.directory.join("endpoint.json");
+            let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
+            match private_json(&file, &value) {
+                Ok(()) => Ok((http, endpoint)),
+                Err(e) => {
+                    http.stop();
+                    Err(e)
                 }
-            });
+            }
+        });
         match started {
             Ok((http, endpoint)) => {
                 *lifecycle = Lifecycle::Running {

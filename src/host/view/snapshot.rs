@@ -23,9 +23,9 @@ use super::super::canvas_owner::{with_states, HeadlessCanvas};
 use super::super::terminals::{HostTerminals, SessionState};
 use super::super::HostError;
 use super::Visible;
+use crate::activity::read_tail;
 use crate::runtime::context::read_links;
 use crate::runtime::AgentToolRuntime;
-use crate::server::activity::read_tail;
 
 /// Lines of a terminal's screen shown (its last screenful).
 pub const SCREEN_LINES: usize = 60;

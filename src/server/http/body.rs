@@ -14,14 +14,14 @@
 //! tiny_http itself.)
 
 use std::io;
-use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tiny_http::{Header, Request};
 
-use super::{DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
-use crate::base::sockets::{Connection, KnownConnections};
+use super::{Front, DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
+use crate::base::sockets::Connection;
 use crate::protocol::limits::MAX_BODY_BYTES;
 
 pub(super) enum BodyError {
@@ -32,25 +32,22 @@ pub(super) enum BodyError {
 
 /// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
 /// (module docs): that one is leaked instead, as `Front::finish` does.
-pub(super) fn drop_unless_huge(request: Request, known: &KnownConnections, local: SocketAddr) {
+pub(super) fn drop_unless_huge(request: Request, front: &Front) {
     if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
-        leak(request, known, local, None);
+        leak(request, front, None);
     }
 }
 
 /// Leaks `request` without running tiny_http's drop (module docs), after answering
 /// with the raw `answer`, if any, and closes its connection's descriptors (with the
 /// descriptor search off, neither: the client gets no answer and the connection stays).
-pub(super) fn leak(
-    request: Request,
-    known: &KnownConnections,
-    local: SocketAddr,
-    answer: Option<&[u8]>,
-) {
+/// Its tiny_http thread is parked for good, and counted so (`server::parked`).
+pub(super) fn leak(request: Request, front: &Front, answer: Option<&[u8]>) {
     let peer = request.remote_addr().copied();
     std::mem::forget(request);
+    front.parked_threads.fetch_add(1, Ordering::Relaxed);
     if let Some(peer) = peer {
-        known.close_leaked(local, peer, answer);
+        front.in_order.known.close_leaked(front.local, peer, answer);
     }
 }
 

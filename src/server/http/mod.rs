@@ -75,7 +75,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -148,7 +148,12 @@ pub struct Http {
 impl Http {
     /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the
     /// process only what `effects` allows.
-    pub fn start(owner: Weak<AgentToolServer>, effects: ProcessEffects) -> io::Result<Http> {
+    /// `parked_threads` counts the tiny_http threads parked for good (`server::parked`).
+    pub fn start(
+        owner: Weak<AgentToolServer>,
+        effects: ProcessEffects,
+        parked_threads: Arc<AtomicUsize>,
+    ) -> io::Result<Http> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         sockets::set_listener_write_timeout(&listener)?;
         let local = listener.local_addr()?;
@@ -158,6 +163,7 @@ impl Http {
             owner,
             in_order: InOrder::new(KnownConnections::new(effects.search_descriptors)),
             trim_heap: effects.trim_heap,
+            parked_threads,
             handlers: Handlers::default(),
             local,
             hosts: [
@@ -225,6 +231,8 @@ struct Front {
     queued: QueuedCalls,
     /// Whether the reaper trims the heap after a burst (`ProcessEffects::trim_heap`).
     trim_heap: bool,
+    /// Connections whose tiny_http thread is parked for good (`server::parked`).
+    parked_threads: Arc<AtomicUsize>,
 }
 
 /// The requests of calls whose operation went to a project queue, by a number of their
@@ -313,7 +321,7 @@ impl Front {
                 let front = Arc::clone(self);
                 self.handlers.run(Box::new(move || {
                     for call in calls {
-                        drop_unless_huge(call.request, &front.in_order.known, front.local);
+                        drop_unless_huge(call.request, &front);
                     }
                 }));
             }
@@ -442,7 +450,7 @@ impl Front {
         if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
             // Never drop this request: tiny_http's drop would allocate the whole rest.
             let answer = raw_response(status, &answer);
-            leak(request, &self.in_order.known, self.local, Some(&answer));
+            leak(request, self, Some(&answer));
             self.in_order.discard(peer);
             return None;
         }
