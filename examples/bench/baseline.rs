@@ -1,7 +1,10 @@
 //! The baseline: a bare tiny_http server. One thread calls `recv` and does everything on
 //! it: the same header checks as ours (Origin, method, path, Host, bearer token, declared
-//! length), reading the body, and a fixed JSON answer of the size of our `session_info`.
-//! It is what tiny_http gives without any of our threads, queues or JSON handling.
+//! length), reading the body, and a fixed JSON answer: by default of the size of our
+//! `session_info`; with `--answer OP=BYTES` (the bench passes one per operation it runs,
+//! measured on ours) a request naming OP gets exactly BYTES, so each workload's baseline
+//! writes as many bytes as ours. It is what tiny_http gives without any of our threads,
+//! queues or JSON handling.
 //!
 //! `--handoffs` adds thread handoffs and nothing else, to show what they cost: `direct`
 //! answers on another thread (our queued path: accept thread → project worker, which
@@ -21,9 +24,25 @@ use termsprawl_tools::protocol::limits::MAX_BODY_BYTES;
 use termsprawl_tools::protocol::AGENT_TOOLS;
 use tiny_http::{Header, Method, Request, Response};
 
-/// `baseline-server [--sessions N] [--handoffs none|direct|queued]`: prints a ready line
-/// with its tokens and serves until its stdin closes.
+/// `baseline-server [--sessions N] [--handoffs none|direct|queued] [--answer OP=BYTES]...`:
+/// prints a ready line with its tokens and serves until its stdin closes.
 pub fn main(args: &[String]) -> Result<(), String> {
+    let mut answers = Answers {
+        default: fixed_answer(),
+        by_operation: Vec::new(),
+    };
+    for pair in args
+        .windows(2)
+        .filter(|w| w[0] == "--answer")
+        .map(|w| &w[1])
+    {
+        let (operation, bytes) = pair
+            .split_once('=')
+            .and_then(|(op, n)| Some((op, n.parse::<usize>().ok()?)))
+            .ok_or_else(|| format!("--answer takes OP=BYTES, not {pair}"))?;
+        let needle = format!("\"operation\":\"{operation}\"").into_bytes();
+        answers.by_operation.push((needle, answer_of_size(bytes)));
+    }
     let sessions: usize = crate::flag(args, "--sessions", 1)?;
     let handoffs: String = crate::flag(args, "--handoffs", "none".to_string())?;
     if !["none", "direct", "queued"].contains(&handoffs.as_str()) {
@@ -48,7 +67,7 @@ pub fn main(args: &[String]) -> Result<(), String> {
     });
     println!("{ready}");
     let known: HashSet<String> = tokens.into_iter().collect();
-    let answer = fixed_answer();
+    let answer = answers;
     let hosts = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
     // Stop when the bench closes our stdin.
     thread::spawn(|| {
@@ -145,7 +164,38 @@ fn header<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
         .map(|h| h.value.as_str())
 }
 
-fn answer_one(mut request: Request, known: &HashSet<String>, hosts: &[String; 2], answer: &[u8]) {
+/// The answers: one per operation named by `--answer`, else `default`.
+struct Answers {
+    default: Vec<u8>,
+    /// (`"operation":"OP"` as bytes, its answer).
+    by_operation: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Answers {
+    fn for_body(&self, body: &[u8]) -> &[u8] {
+        self.by_operation
+            .iter()
+            .find(|(needle, _)| body.windows(needle.len()).any(|w| w == needle.as_slice()))
+            .map_or(&self.default, |(_, answer)| answer)
+    }
+}
+
+/// `{"ok":true,"value":{"pad":"xx…"}}` of exactly `bytes` bytes (or the shortest such
+/// answer, when `bytes` is smaller).
+fn answer_of_size(bytes: usize) -> Vec<u8> {
+    let empty = br#"{"ok":true,"value":{"pad":""}}"#.len();
+    let pad = "x".repeat(bytes.saturating_sub(empty));
+    json!({"ok": true, "value": {"pad": pad}})
+        .to_string()
+        .into_bytes()
+}
+
+fn answer_one(
+    mut request: Request,
+    known: &HashSet<String>,
+    hosts: &[String; 2],
+    answers: &Answers,
+) {
     let refused = if header(&request, "Origin").is_some()
         || *request.method() != Method::Post
         || request.url() != "/call"
@@ -173,7 +223,7 @@ fn answer_one(mut request: Request, known: &HashSet<String>, hosts: &[String; 2]
             let mut body = Vec::new();
             let limit = (MAX_BODY_BYTES + 1) as u64;
             match request.as_reader().take(limit).read_to_end(&mut body) {
-                Ok(_) if body.len() <= MAX_BODY_BYTES => (200, answer.to_vec()),
+                Ok(_) if body.len() <= MAX_BODY_BYTES => (200, answers.for_body(&body).to_vec()),
                 _ => (400, br#"{"ok":false,"error":"Request too large"}"#.to_vec()),
             }
         }

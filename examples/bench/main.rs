@@ -239,6 +239,9 @@ struct Bench {
     load_before: String,
     /// Each run with connections that never got an answer: its label and how many.
     never_answered: RefCell<Vec<(String, u64)>>,
+    /// The size of ours' answer to each operation the workloads call, measured first:
+    /// the baselines answer each with as many bytes (`baseline-server --answer`).
+    answer_sizes: Vec<(String, usize)>,
 }
 
 fn run_bench(options: Options) -> Result<(), String> {
@@ -269,6 +272,7 @@ fn run_bench(options: Options) -> Result<(), String> {
         cpus,
         load_before: load_average(),
         never_answered: RefCell::default(),
+        answer_sizes: Vec::new(),
     };
     let outcome = bench.everything();
     let _ = fs::remove_dir_all(&bench.scratch);
@@ -354,6 +358,8 @@ projects. Body sizes pad a `session_info` request with JSON whitespace.\n\n";
 /// Everything measured on one server process of the main comparison.
 struct ProcessReport {
     ready: Duration,
+    /// The body size of its answer to each of [`WORKLOADS`].
+    answer_bytes: Vec<usize>,
     idle: ProcSample,
     peak_hwm_kib: u64,
     peak_threads: u64,
@@ -388,6 +394,7 @@ impl Bench {
         } else {
             Kind::Serve
         };
+        self.answer_sizes = self.measure_answer_sizes(us)?;
         let ours_ready = self.startup(us)?;
         let base_ready = self.startup(BARE)?;
         let [ours, base] = self.main_processes([us, BARE], [ours_ready, base_ready])?;
@@ -437,6 +444,9 @@ impl Bench {
                 let mut command = Command::new(&self.me);
                 command.args(["baseline-server", "--sessions", &sessions.to_string()]);
                 command.args(["--handoffs", handoffs]);
+                for (operation, bytes) in &self.answer_sizes {
+                    command.args(["--answer", &format!("{operation}={bytes}")]);
+                }
                 (command, true, log)
             }
             Kind::Lib { sessions, projects } => {
@@ -457,6 +467,21 @@ impl Bench {
         let (mut command, stops_on_eof, log) = self.command(kind)?;
         command.envs(self.options.server_env.iter().map(|(k, v)| (k, v)));
         target::spawn(command, &log, self.pins, stops_on_eof)
+    }
+
+    /// The size of ours' answer to each operation of [`WORKLOADS`].
+    fn measure_answer_sizes(&mut self, us: Kind) -> Result<Vec<(String, usize)>, String> {
+        let server = self.spawn(us)?;
+        let token = server.session(0)?.token;
+        let mut sizes: Vec<(String, usize)> = Vec::new();
+        for (operation, _) in WORKLOADS {
+            if !sizes.iter().any(|(op, _)| op == operation) {
+                let bytes = target::answer_bytes(server.addr, &token, operation)?;
+                sizes.push((operation.to_string(), bytes));
+            }
+        }
+        server.stop();
+        Ok(sizes)
     }
 
     /// The median spawn -> ready line time over `--starts` fresh starts.
@@ -591,8 +616,14 @@ impl Bench {
                 .map(|l| l.peak_threads)
                 .max()
                 .unwrap_or(0);
+            let token = server.session(0)?.token;
+            let answer_bytes = WORKLOADS
+                .iter()
+                .map(|(operation, _)| target::answer_bytes(server.addr, &token, operation))
+                .collect::<Result<_, _>>()?;
             reports.push(ProcessReport {
                 ready,
+                answer_bytes,
                 idle: server.idle,
                 peak_hwm_kib: settled.hwm_kib,
                 peak_threads,
@@ -767,6 +798,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             "ours req/s",
             "base req/s",
             "ratio",
+            "answer bytes ours/base",
             "ours p50 ms",
             "base p50 ms",
             "ours p99 ms",
@@ -786,6 +818,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
                 format!("{:.0}", o.rate()),
                 format!("{:.0}", b.rate()),
                 ratio(o.rate(), b.rate()),
+                format!("{} / {}", ours.answer_bytes[i], base.answer_bytes[i]),
                 format!("{:.3}", o.quantile_ms(0.5)),
                 format!("{:.3}", b.quantile_ms(0.5)),
                 format!("{:.3}", o.quantile_ms(0.99)),

@@ -202,3 +202,35 @@ pub fn request(addr: SocketAddr, token: &str, body: &[u8]) -> Vec<u8> {
     bytes.extend_from_slice(body);
     bytes
 }
+
+/// The body length of the answer to one `operation` call on a fresh connection.
+pub fn answer_bytes(addr: SocketAddr, token: &str, operation: &str) -> Result<usize, String> {
+    use std::io::{Read, Write};
+    let mut stream =
+        std::net::TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| format!("timeout: {e}"))?;
+    let mut bytes = head(addr, token, body(operation, 0).len());
+    bytes.truncate(bytes.len() - 2);
+    bytes.extend_from_slice(b"Connection: close\r\n\r\n");
+    bytes.extend_from_slice(&body(operation, 0));
+    stream
+        .write_all(&bytes)
+        .map_err(|e| format!("write: {e}"))?;
+    let mut reply = Vec::new();
+    stream
+        .read_to_end(&mut reply)
+        .map_err(|e| format!("read: {e}"))?;
+    let head_end = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no answer head")?;
+    if !reply.starts_with(b"HTTP/1.1 200") {
+        return Err(format!(
+            "{operation} answered {}",
+            String::from_utf8_lossy(&reply[..head_end])
+        ));
+    }
+    Ok(reply.len() - head_end - 4)
+}
