@@ -10,12 +10,11 @@ mod sys;
 
 use std::io::Read;
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::json;
-use termsprawl_tools::server::{AgentToolServer, ProcessEffects};
+use termsprawl_tools::server::ProcessEffects;
 
 const SIGNALS: [libc::c_int; 6] = [
     libc::SIGINT,
@@ -25,24 +24,6 @@ const SIGNALS: [libc::c_int; 6] = [
     libc::SIGHUP,
     libc::SIGWINCH,
 ];
-
-fn start_with(name: &str, effects: ProcessEffects) -> Running {
-    let data = scratch(name);
-    let app = Arc::new(FakeApp::default());
-    let server = AgentToolServer::new(&data, app.clone()).unwrap();
-    server.set_process_effects(effects);
-    let port = server.start().unwrap().port;
-    let session = server
-        .provision(&identity("agent-1", "project-a"), status("external"), true)
-        .unwrap();
-    Running {
-        server,
-        app,
-        port,
-        session,
-        data,
-    }
-}
 
 /// True when the server ends `stream` (end-of-file) within `within`.
 fn ended_within(stream: &mut TcpStream, within: Duration) -> bool {
@@ -82,7 +63,8 @@ fn the_library_changes_no_signal_handling_or_limit() {
 #[test]
 fn with_the_descriptor_search_off_every_check_still_holds() {
     let t = start_with(
-        "effects-off",
+        &scratch("effects-off"),
+        None,
         ProcessEffects {
             search_descriptors: false,
             trim_heap: false,

@@ -148,9 +148,8 @@ pub fn limit_malloc_arenas(_arenas: libc::c_int) -> bool {
 #[cfg(feature = "host")]
 pub fn pass_descriptors(command: &mut std::process::Command, pairs: [(i32, i32); 2]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and calls only dup2, which
-    // is async-signal-safe; it captures two pairs of ints and touches no memory shared
-    // with other threads.
+    // The closure captures two pairs of ints and touches no memory shared with others.
+    // SAFETY: it runs in the forked child before exec and calls only dup2 (signal-safe).
     unsafe {
         command.pre_exec(move || {
             for (from, to) in pairs {

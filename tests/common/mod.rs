@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use termsprawl_tools::protocol::{
     IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest, ToolSession,
 };
-use termsprawl_tools::server::{AgentToolServer, Clock, ServerCallbacks};
+use termsprawl_tools::server::{AgentToolServer, Clock, ProcessEffects, ServerCallbacks};
 
 /// The app side, faked: every identity is valid unless its node is in `invalid`;
 /// `execute` records the call and, for a held project, waits for a release.
@@ -153,11 +153,17 @@ pub fn start(name: &str) -> Running {
 }
 
 pub fn start_in(data: &Path, clock: Option<Arc<FakeClock>>) -> Running {
+    start_with(data, clock, ProcessEffects::default())
+}
+
+/// [`start_in`] with what the server may do to this process.
+pub fn start_with(data: &Path, clock: Option<Arc<FakeClock>>, effects: ProcessEffects) -> Running {
     let app = Arc::new(FakeApp::default());
     let server = match clock {
         Some(clock) => AgentToolServer::with_clock(data, app.clone(), clock).unwrap(),
         None => AgentToolServer::new(data, app.clone()).unwrap(),
     };
+    server.set_process_effects(effects);
     let port = server.start().unwrap().port;
     let session = server
         .provision(&identity("agent-1", "project-a"), status("external"), true)
