@@ -53,28 +53,21 @@ pub fn acquire(path: &Path, instance_id: &str) -> Result<Held, ServerError> {
         }
         Err(e) => return Err(ServerError::io("lock the data directory", e)),
     };
-    match read_json(path) {
-        Ok(None) => {}
-        Ok(Some(lock)) => {
-            let pid = lock_pid(&lock).ok_or_else(|| ServerError::BadLock {
-                path: path.to_path_buf(),
-                detail: "it names no positive pid".into(),
-            })?;
-            if pid_alive(pid) {
-                return Err(ServerError::DataDirInUse { pid: Some(pid) });
-            }
-            match fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(ServerError::io("remove the stale server.lock", e))
-                }
-                _ => {}
-            }
+    let bad = |detail: String| ServerError::BadLock {
+        path: path.to_path_buf(),
+        detail,
+    };
+    if let Some(lock) = read_json(path).map_err(|e| bad(e.to_string()))? {
+        let pid = lock_pid(&lock).ok_or_else(|| bad("it names no positive pid".into()))?;
+        // A live process, unless `kill(pid, 0)` says there is none.
+        if crate::sys::process::pid_exists(pid) {
+            return Err(ServerError::DataDirInUse { pid: Some(pid) });
         }
-        Err(e) => {
-            return Err(ServerError::BadLock {
-                path: path.to_path_buf(),
-                detail: e.to_string(),
-            })
+        match fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(ServerError::io("remove the stale server.lock", e))
+            }
+            _ => {}
         }
     }
     let mut file = match OpenOptions::new()
@@ -114,22 +107,17 @@ fn lock_pid(lock: &Value) -> Option<i32> {
     i32::try_from(pid).ok().filter(|p| *p > 0)
 }
 
-/// True unless `kill(pid, 0)` says no such process.
-fn pid_alive(pid: i32) -> bool {
-    crate::sys::process::pid_exists(pid)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn our_pid_is_alive_and_an_exited_child_is_not() {
-        assert!(pid_alive(std::process::id() as i32));
+        assert!(crate::sys::process::pid_exists(std::process::id() as i32));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
         child.wait().unwrap();
-        assert!(!pid_alive(pid));
+        assert!(!crate::sys::process::pid_exists(pid));
     }
 
     #[test]

@@ -65,8 +65,8 @@ pub(crate) const ANSWER_TIMEOUT_ERROR: &str =
 /// The answer to a call whose operation panicked.
 const FAILED_ERROR: &str = "The operation failed unexpectedly; no result was returned";
 
-/// A call's answer on the wire: whether it succeeded, and its JSON.
-pub(crate) type WireAnswer = (bool, Vec<u8>);
+/// A call's answer on the wire: its HTTP status (200 ok, 400 refused or failed) and JSON.
+pub(crate) type WireAnswer = (u16, Vec<u8>);
 
 /// What [`AgentToolServer::invoke_wire`] made of a call.
 pub(crate) enum Invoked<'a> {
@@ -86,16 +86,44 @@ pub(crate) struct Pending<'a> {
 }
 
 impl Pending<'_> {
-    /// Queues the operation; `later` gets its answer on the project's worker once it has
-    /// run. `Err`: it could not be queued, and this is its answer (`later` is dropped).
+    /// Steps 6 to 8: queues the operation behind its project; when its turn comes it is
+    /// checked again and executed, recorded in the activity trail, and `later` gets its
+    /// answer on the project's worker. `Err`: it could not be queued, and this is its
+    /// answer (`later` is dropped).
     pub(crate) fn queue(
         self,
         later: impl FnOnce(WireAnswer) + Send + 'static,
     ) -> Result<(), WireAnswer> {
-        let done = move |result: ToolResult| later(wire(&result));
-        self.server
-            .queue(self.session, self.request, self.started, done)
-            .map_err(|refused| wire(&refused))
+        let Pending {
+            server,
+            session,
+            request,
+            started,
+        } = self;
+        let Some(owner) = server.me.upgrade() else {
+            return Err(wire(&ToolResult::Err(
+                "Tool service is shutting down; try again".into(),
+            )));
+        };
+        let operation = request.operation.clone();
+        let (caller, queued_at) = (session.clone(), server.clock.now());
+        let work = Box::new(move || {
+            // A panicking operation still gets an answer.
+            let turn = || owner.take_turn(&caller, &request, queued_at);
+            let result = catch_unwind(AssertUnwindSafe(turn))
+                .unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()));
+            let args = Some(&request.args);
+            owner.record_call(&caller, &request.operation, args, &result, started);
+            later(wire(&result));
+        });
+        server
+            .queues
+            .push(&session.project_id, work)
+            .map_err(|error| {
+                let refused = ToolResult::Err(error);
+                server.record_call(session, &operation, None, &refused, started);
+                wire(&refused)
+            })
     }
 }
 
@@ -113,8 +141,12 @@ fn raw_operation(raw: &Value) -> &str {
 }
 
 fn wire(result: &ToolResult) -> WireAnswer {
-    let ok = matches!(result, ToolResult::Ok(_));
-    (ok, serde_json::to_vec(result).unwrap_or_default())
+    let status = if matches!(result, ToolResult::Ok(_)) {
+        200
+    } else {
+        400
+    };
+    (status, serde_json::to_vec(result).unwrap_or_default())
 }
 
 /// What the server needs from the app around it.
@@ -218,12 +250,10 @@ impl fmt::Display for ServerError {
             ServerError::Closed => {
                 f.write_str("Tool service was closed; create a new server to start again")
             }
-            ServerError::DataDirInUse { pid: Some(pid) } => write!(
+            ServerError::DataDirInUse { pid } => write!(
                 f,
-                "Another instance (pid {pid}) is already using this data directory; quit it or choose another data directory"
-            ),
-            ServerError::DataDirInUse { pid: None } => f.write_str(
-                "Another instance is already using this data directory; quit it or choose another data directory",
+                "Another instance{} is already using this data directory; quit it or choose another data directory",
+                pid.map_or(String::new(), |pid| format!(" (pid {pid})"))
             ),
             ServerError::BadLock { path, detail } => write!(
                 f,
@@ -312,7 +342,7 @@ const SESSION_INFO_ANSWERS_MAX: usize = 256;
 #[serde(rename_all = "camelCase")]
 struct SessionInfo<'a> {
     activity_dropped: u64,
-    app_version: String,
+    app_version: &'a str,
     browser_enabled: bool,
     guides_directory: PathBuf,
     host: &'static str,
@@ -327,20 +357,15 @@ struct SessionInfo<'a> {
 
 /// Every operation's name, without the browser's unless `browser_enabled`; built once.
 fn operation_names(browser_enabled: bool) -> &'static [&'static str] {
-    static NAMES: std::sync::OnceLock<[Vec<&'static str>; 2]> = std::sync::OnceLock::new();
-    let [without_browser, all] = NAMES.get_or_init(|| {
-        let all: Vec<&str> = AGENT_TOOLS.iter().map(|tool| tool.name).collect();
-        let without = all
-            .iter()
-            .copied()
-            .filter(|name| !is_browser_operation(name));
-        [without.collect(), all]
+    static NAMES: OnceLock<[Vec<&'static str>; 2]> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        let all = || AGENT_TOOLS.iter().map(|tool| tool.name);
+        [
+            all().filter(|name| !is_browser_operation(name)).collect(),
+            all().collect(),
+        ]
     });
-    if browser_enabled {
-        all
-    } else {
-        without_browser
-    }
+    &names[usize::from(browser_enabled)]
 }
 
 /// `bytes` random bytes in hex, as the server's error.
@@ -495,13 +520,13 @@ impl AgentToolServer {
         status: IntegrationStatus,
         reuse: bool,
     ) -> Result<ToolSession, ServerError> {
-        let file = self.session_file(&identity.node_id)?;
+        self.session_file(&identity.node_id)?; // refuses an unsafe node id
         let files = lock_or_recover(&self.session_files);
-        let persisted = if reuse {
-            self.persisted(&file, identity)
-        } else {
-            None
-        };
+        let persisted = reuse
+            .then(|| self.saved(&identity.node_id))
+            .flatten()
+            .filter(|saved| saved.project_id == identity.project_id)
+            .map(|saved| saved.token);
         let token = {
             let sessions = lock_or_recover(&self.sessions);
             let usable = |token: &str| {
@@ -534,12 +559,14 @@ impl AgentToolServer {
         Ok(session)
     }
 
-    /// The token persisted for `identity`, if its file may be reused.
-    fn persisted(&self, file: &Path, identity: &ToolIdentity) -> Option<String> {
+    /// `node_id`'s persisted session, if its file may be reused: it names that node and
+    /// holds a well-formed token.
+    fn saved(&self, node_id: &str) -> Option<ToolSession> {
+        let file = self.session_file(node_id).ok()?;
         // Only a file this user wrote privately: never a planted one (see the function).
-        let saved: ToolSession = serde_json::from_value(read_private_json(file).ok()??).ok()?;
-        let matches = saved.node_id == identity.node_id && saved.project_id == identity.project_id;
-        (matches && session::decode_token(&saved.token).is_some()).then_some(saved.token)
+        let saved: ToolSession = serde_json::from_value(read_private_json(&file).ok()??).ok()?;
+        let usable = saved.node_id == node_id && session::decode_token(&saved.token).is_some();
+        usable.then_some(saved)
     }
 
     fn persist(&self, session: &ToolSession) -> Result<(), ServerError> {
@@ -556,15 +583,7 @@ impl AgentToolServer {
 
     /// True when `node_id` has a live session or a reusable persisted one.
     pub fn has_credentials(&self, node_id: &str) -> bool {
-        if lock_or_recover(&self.sessions).get(node_id).is_some() {
-            return true;
-        }
-        let Ok(file) = self.session_file(node_id) else {
-            return false;
-        };
-        let saved = read_private_json(&file).ok().flatten();
-        let saved = saved.and_then(|v| serde_json::from_value::<ToolSession>(v).ok());
-        saved.is_some_and(|s| s.node_id == node_id && session::decode_token(&s.token).is_some())
+        self.session(node_id).is_some() || self.saved(node_id).is_some()
     }
 
     /// Sets `node_id`'s status, persists it and reports it through `on_status`.
@@ -607,15 +626,28 @@ impl AgentToolServer {
         lock_or_recover(&self.sessions).authenticate(token).cloned()
     }
 
-    /// Runs one raw request for an authenticated session: the spec's eight steps.
+    /// Runs one raw request for an authenticated session: the spec's eight steps,
+    /// waiting up to [`Clock::answer_wait`] for a queued operation. The HTTP front's
+    /// path ([`Self::invoke_wire`]), its wire answer read back.
     pub fn invoke(&self, session: &ToolSession, raw: &Value) -> ToolResult {
-        let started = Instant::now();
-        match self.admit(session, raw) {
-            Ok(request) => self.answer(session, request, started),
-            Err(refused) => {
-                self.record_call(session, raw_operation(raw), None, &refused, started);
-                refused
-            }
+        let unwire = |(_, answer): WireAnswer| {
+            serde_json::from_slice(&answer).unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()))
+        };
+        let pending = match self.invoke_wire(session, raw) {
+            Invoked::Now(answer) => return unwire(answer),
+            Invoked::Queue(pending) => pending,
+        };
+        let (reply, answer) = mpsc::channel();
+        if let Err(refused) = pending.queue(move |answer| {
+            let _ = reply.send(answer);
+        }) {
+            return unwire(refused);
+        }
+        // The operation may still run after we stop waiting: its outcome is unknown.
+        match answer.recv_timeout(self.clock.answer_wait()) {
+            Ok(answer) => unwire(answer),
+            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(ANSWER_TIMEOUT_ERROR.into()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(FAILED_ERROR.into()),
         }
     }
 
@@ -635,7 +667,7 @@ impl AgentToolServer {
             let answer = self.session_info_wire(session);
             let ok = ToolResult::Ok(Value::Null);
             self.record_call(session, "session_info", Some(&request.args), &ok, started);
-            return Invoked::Now((true, answer));
+            return Invoked::Now((200, answer));
         }
         match self.answer_now(session, &request) {
             Some(result) => {
@@ -670,38 +702,12 @@ impl AgentToolServer {
         Ok(request)
     }
 
-    /// Steps 3 to 8 for an admitted request, waiting up to [`Clock::answer_wait`] for a
-    /// queued one.
-    fn answer(&self, session: &ToolSession, request: ToolRequest, started: Instant) -> ToolResult {
-        if let Some(result) = self.answer_now(session, &request) {
-            let args = Some(&request.args);
-            self.record_call(session, &request.operation, args, &result, started);
-            return result;
-        }
-        let (reply, answer) = mpsc::channel();
-        let queued = self.queue(session, request, started, move |result| {
-            let _ = reply.send(result);
-        });
-        if let Err(refused) = queued {
-            return refused;
-        }
-        // The operation may still run after we stop waiting: its outcome is unknown.
-        match answer.recv_timeout(self.clock.answer_wait()) {
-            Ok(result) => result,
-            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(ANSWER_TIMEOUT_ERROR.into()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(FAILED_ERROR.into()),
-        }
-    }
-
     /// Steps 3 to 5: the answer of a request answered without its project's queue
     /// (discovery, status, and browser operations while browser control is off).
     fn answer_now(&self, session: &ToolSession, request: &ToolRequest) -> Option<ToolResult> {
-        // 3 and 4. Discovery and status, answered directly.
+        // 3 and 4. Discovery and status, answered directly (`session_info`: see
+        // `invoke_wire`).
         match request.operation.as_str() {
-            "session_info" => {
-                let info = serde_json::to_value(self.session_info(session));
-                return Some(ToolResult::Ok(info.unwrap_or(Value::Null)));
-            }
             "guide_read" => {
                 let topic = request
                     .args
@@ -730,50 +736,12 @@ impl AgentToolServer {
         None
     }
 
-    /// Steps 6 to 8: queues `request` behind its project; when its turn comes it is
-    /// checked again and executed, recorded in the activity trail, and `then` gets the
-    /// result on the worker thread. `Err` when it could not be queued (then `then` is
-    /// never called).
-    fn queue(
-        &self,
-        session: &ToolSession,
-        request: ToolRequest,
-        started: Instant,
-        then: impl FnOnce(ToolResult) + Send + 'static,
-    ) -> Result<(), ToolResult> {
-        let Some(server) = self.me.upgrade() else {
-            return Err(ToolResult::Err(
-                "Tool service is shutting down; try again".into(),
-            ));
-        };
-        let project_id = session.project_id.clone();
-        let browser = is_browser_operation(&request.operation);
-        let queued_at = self.clock.now();
-        let operation = request.operation.clone();
-        let caller = session.clone();
-        let work = Box::new(move || {
-            // A panicking operation still gets an answer.
-            let turn = || server.take_turn(&caller, &request, queued_at, browser);
-            let result = catch_unwind(AssertUnwindSafe(turn))
-                .unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()));
-            let args = Some(&request.args);
-            server.record_call(&caller, &request.operation, args, &result, started);
-            then(result);
-        });
-        self.queues.push(&project_id, work).map_err(|error| {
-            let refused = ToolResult::Err(error);
-            self.record_call(session, &operation, None, &refused, started);
-            refused
-        })
-    }
-
     /// Steps 7 and 8, on the project's worker thread.
     fn take_turn(
         &self,
         session: &ToolSession,
         request: &ToolRequest,
         queued_at: Instant,
-        browser: bool,
     ) -> ToolResult {
         if matches!(*lock_or_recover(&self.lifecycle), Lifecycle::Closed) {
             return ToolResult::Err("Tool service is shutting down; no change applied".into());
@@ -788,21 +756,15 @@ impl AgentToolServer {
         if !current || !self.callbacks.valid(&identity) {
             return ToolResult::Err("Session revoked".into());
         }
-        if browser && !self.callbacks.browser_enabled() {
+        if is_browser_operation(&request.operation) && !self.callbacks.browser_enabled() {
             return ToolResult::Err("Browser control was disabled while waiting".into());
         }
         self.callbacks.execute(&identity, request).into()
     }
 
-    /// `session_info`'s value; marks MCP adapters connected (step 4). Never the token.
-    fn session_info<'a>(&'a self, session: &'a ToolSession) -> SessionInfo<'a> {
-        let source = self.session_info_source(session);
-        self.session_info_from(session, source)
-    }
-
-    /// `{"ok":true,"value":<session_info>}` as wire bytes: serialized straight from
-    /// borrowed fields (the same JSON as through a `Value`), and only again when what it
-    /// is made from changed; an agent asks for the same answer again and again.
+    /// `{"ok":true,"value":<session_info>}` as wire bytes (never the token): serialized
+    /// straight from borrowed fields (the same JSON as through a `Value`), and only again
+    /// when what it is made from changed; an agent asks for the same answer again and again.
     fn session_info_wire(&self, session: &ToolSession) -> Vec<u8> {
         #[derive(Serialize)]
         struct WireOk<'a, T> {
@@ -811,18 +773,32 @@ impl AgentToolServer {
         }
         let source = self.session_info_source(session);
         let mut answers = lock_or_recover(&self.session_info_answers);
-        if let Some((made_from, answer)) = answers.get(&session.node_id) {
-            if *made_from == source {
-                return answer.clone();
-            }
+        let cached = answers
+            .get(&session.node_id)
+            .filter(|(from, _)| *from == source);
+        if let Some((_, answer)) = cached {
+            return answer.clone();
         }
-        let key = source.clone();
-        let value = &self.session_info_from(session, source);
+        let value = &SessionInfo {
+            activity_dropped: source.activity_dropped,
+            app_version: &source.app_version,
+            parked_threads: source.parked_threads,
+            browser_enabled: source.browser_enabled,
+            guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
+            host: "local",
+            instance_id: &self.instance_id,
+            node_id: &session.node_id,
+            operations: operation_names(source.browser_enabled),
+            preferences_file: &self.preferences_file,
+            project_id: &session.project_id,
+            // Through a `Value`, so its keys stay sorted as they always were.
+            status: serde_json::to_value(&source.status).unwrap_or(Value::Null),
+        };
         let answer = serde_json::to_vec(&WireOk { ok: true, value }).unwrap_or_default();
         if answers.len() >= SESSION_INFO_ANSWERS_MAX {
             answers.clear();
         }
-        answers.insert(session.node_id.clone(), (key, answer.clone()));
+        answers.insert(session.node_id.clone(), (source, answer.clone()));
         answer
     }
 
@@ -847,29 +823,6 @@ impl AgentToolServer {
             app_version: self.callbacks.app_version(),
             activity_dropped: self.activity_dropped(),
             parked_threads: self.parked_threads(),
-        }
-    }
-
-    /// `session_info`'s value (never the token).
-    fn session_info_from<'a>(
-        &'a self,
-        session: &'a ToolSession,
-        source: SessionInfoSource,
-    ) -> SessionInfo<'a> {
-        SessionInfo {
-            activity_dropped: source.activity_dropped,
-            app_version: source.app_version,
-            parked_threads: source.parked_threads,
-            browser_enabled: source.browser_enabled,
-            guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
-            host: "local",
-            instance_id: &self.instance_id,
-            node_id: &session.node_id,
-            operations: operation_names(source.browser_enabled),
-            preferences_file: &self.preferences_file,
-            project_id: &session.project_id,
-            // Through a `Value`, so its keys stay sorted as they always were.
-            status: serde_json::to_value(&source.status).unwrap_or(Value::Null),
         }
     }
 
@@ -962,11 +915,14 @@ impl AgentToolServer {
             return;
         };
         let endpoint_file = self.directory.join("endpoint.json");
-        if let Ok(Some(endpoint)) = read_json(&endpoint_file) {
-            if endpoint.get("instanceId").and_then(Value::as_str) == Some(self.instance_id.as_str())
-            {
-                let _ = std::fs::remove_file(&endpoint_file);
-            }
+        let ours = read_json(&endpoint_file)
+            .ok()
+            .flatten()
+            .is_some_and(|endpoint| {
+                endpoint.get("instanceId").and_then(Value::as_str) == Some(&self.instance_id)
+            });
+        if ours {
+            let _ = std::fs::remove_file(&endpoint_file);
         }
         http.stop();
         // After the front: its last answers (503 while shutting down) are recorded too.

@@ -29,9 +29,7 @@ pub use crate::base::decode_secret as decode_token;
 pub use crate::base::SECRET_BYTES as TOKEN_BYTES;
 
 /// True when `id` matches `^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`.
-pub fn valid_node_id(id: &str) -> bool {
-    crate::protocol::is_valid_node_id(id)
-}
+pub use crate::protocol::is_valid_node_id as valid_node_id;
 
 fn index_key(secret: &[u8; TOKEN_BYTES]) -> u64 {
     let mut first = [0u8; 8];
@@ -102,16 +100,13 @@ impl SessionStore {
 
     /// True when `session` is still its node's session: same project, same token.
     pub fn is_current(&self, session: &ToolSession) -> bool {
-        match (
-            self.by_node.get(&session.node_id),
-            decode_token(&session.token),
-        ) {
-            (Some(entry), Some(secret)) => {
+        let entry = self.by_node.get(&session.node_id);
+        entry
+            .zip(decode_token(&session.token))
+            .is_some_and(|(entry, secret)| {
                 entry.session.project_id == session.project_id
                     && constant_time_eq(&entry.secret, &secret)
-            }
-            _ => false,
-        }
+            })
     }
 
     /// Every project with a session.

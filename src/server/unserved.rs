@@ -84,18 +84,14 @@ impl Unserved {
         let mut newest_unread: Option<Instant> = None;
         for connection in clients.iter().filter(|c| c.unread) {
             newest_unread = newest_unread.max(Some(connection.first_seen));
-            let due = match self.unread.get(&connection.peer) {
-                None => true,
-                Some(&(made, last)) => {
-                    let wait = REKICK_FIRST.saturating_mul(1 << (made - 1).min(16));
-                    now.saturating_duration_since(last) >= wait
-                }
-            };
-            if due {
-                let made = self
-                    .unread
-                    .get(&connection.peer)
-                    .map_or(0, |(made, _)| *made);
+            let (made, last) = self
+                .unread
+                .get(&connection.peer)
+                .copied()
+                .unwrap_or((0, now));
+            // Kicked before: again once twice the last wait has passed.
+            let wait = REKICK_FIRST.saturating_mul(1 << made.saturating_sub(1).min(16));
+            if made == 0 || now.saturating_duration_since(last) >= wait {
                 self.unread.insert(connection.peer, (made + 1, now));
                 kicks += 1;
             }

@@ -68,14 +68,12 @@
 //! pipelined requests ahead of their answers), and whichever thread answers it takes
 //! the connection's next one, so calls are answered in order and live handlers never
 //! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
-//! connection, so a client that pipelines without reading cannot grow memory. tiny_http
-//! itself keeps one thread per open connection and reads headers without a timeout;
-//! that cost is tiny_http's and blocks no one else.
+//! connection, so a client that pipelines without reading cannot grow memory.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -240,51 +238,32 @@ struct Front {
 /// result or the reaper once [`AgentToolServer::answer_wait`] has passed.
 #[derive(Default)]
 struct QueuedCalls {
-    calls: Mutex<Queued>,
-}
-
-#[derive(Default)]
-struct Queued {
-    last_id: u64,
+    last_id: AtomicU64,
     /// Each request with when it was queued.
-    waiting: HashMap<u64, (Instant, Request)>,
+    waiting: Mutex<HashMap<u64, (Instant, Request)>>,
 }
 
 impl QueuedCalls {
     fn add(&self, request: Request) -> u64 {
-        let mut calls = lock_or_recover(&self.calls);
-        calls.last_id += 1;
-        let id = calls.last_id;
-        calls.waiting.insert(id, (Instant::now(), request));
+        let id = self.last_id.fetch_add(1, Ordering::Relaxed);
+        lock_or_recover(&self.waiting).insert(id, (Instant::now(), request));
         id
     }
 
     fn take(&self, id: u64) -> Option<Request> {
-        let request = lock_or_recover(&self.calls).waiting.remove(&id);
-        request.map(|(_, request)| request)
+        lock_or_recover(&self.waiting)
+            .remove(&id)
+            .map(|(_, request)| request)
     }
 
     /// Takes every request queued for `wait` or longer.
     fn take_overdue(&self, wait: Duration) -> Vec<Request> {
-        let mut calls = lock_or_recover(&self.calls);
-        let overdue: Vec<u64> = calls
-            .waiting
-            .iter()
-            .filter(|(_, (since, _))| since.elapsed() >= wait)
-            .map(|(id, _)| *id)
-            .collect();
-        overdue
+        let mut waiting = lock_or_recover(&self.waiting);
+        let (overdue, kept) = std::mem::take(&mut *waiting)
             .into_iter()
-            .filter_map(|id| calls.waiting.remove(&id).map(|(_, request)| request))
-            .collect()
-    }
-}
-
-fn status_of(ok: bool) -> u16 {
-    if ok {
-        200
-    } else {
-        400
+            .partition(|(_, (since, _))| since.elapsed() >= wait);
+        *waiting = kept;
+        overdue.into_values().map(|(_, request)| request).collect()
     }
 }
 
@@ -364,12 +343,8 @@ impl Front {
     /// then answers a refusal or invokes. The connection's next call, when this thread
     /// answered this one.
     fn run(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) -> Option<Call> {
-        let Call {
-            mut request,
-            verdict,
-            arrived,
-            in_memory,
-        } = call;
+        let (mut request, verdict) = (call.request, call.verdict);
+        let (arrived, in_memory) = (call.arrived, call.in_memory);
         let peer_port = request.remote_addr().map(SocketAddr::port);
         let session = match verdict {
             Verdict::Refuse(status, message) => {
@@ -404,19 +379,16 @@ impl Front {
             }
         };
         let pending = match owner.invoke_wire(&session, &raw) {
-            Invoked::Now((ok, answer)) => {
-                return self.finish(owner, request, (status_of(ok), answer), true, on)
-            }
+            Invoked::Now(answer) => return self.finish(owner, request, answer, true, on),
             Invoked::Queue(pending) => pending,
         };
         let id = self.queued.add(request);
         let later = {
             let (front, owner) = (self.clone(), owner.clone());
-            move |(ok, answer): WireAnswer| {
+            move |answer: WireAnswer| {
                 // On the project worker, which must not block either; unless the reaper
                 // has already answered it as overdue.
                 if let Some(request) = front.queued.take(id) {
-                    let answer = (status_of(ok), answer);
                     if let Some(next) =
                         front.finish(&owner, request, answer, true, On::SharedThread)
                     {
@@ -427,9 +399,9 @@ impl Front {
         };
         match pending.queue(later) {
             Ok(()) => None,
-            Err((ok, answer)) => {
+            Err(answer) => {
                 let request = self.queued.take(id)?;
-                self.finish(owner, request, (status_of(ok), answer), true, on)
+                self.finish(owner, request, answer, true, on)
             }
         }
     }
@@ -480,8 +452,9 @@ impl Front {
         None
     }
 
-    /// After a call in flight was lost with a handler that could not start: ends its
-    /// connection and drops the calls behind it, so the connection is not left in flight.
+    /// After a call in flight was lost (a handler could not start, its answer could not be
+    /// written): ends its connection and drops the calls behind it, so the connection is
+    /// not left in flight.
     fn lost(&self, peer: Option<SocketAddr>) {
         if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
             connection.end();
@@ -517,10 +490,7 @@ impl Front {
         if request.respond(response).is_err() {
             // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
             // mid-answer, so end it (its waiting calls then fail fast).
-            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
-                connection.end();
-            }
-            self.in_order.discard(peer);
+            self.lost(peer);
             return None;
         }
         self.in_order.next(peer)

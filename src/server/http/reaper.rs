@@ -67,13 +67,8 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         let Some(open) = in_order.known.open_connections(local) else {
             continue;
         };
-        trim_after_a_burst(
-            front,
-            !open.is_empty(),
-            now,
-            &mut closed_since,
-            &mut trimmed,
-        );
+        let busy = !open.is_empty();
+        trim_after_a_burst(front, busy, now, &mut closed_since, &mut trimmed);
         let names = |fd, socket| sockets::socket_of(fd) == Some(socket);
         parked.look(now, &front.parked_threads, names, sockets::close_parked);
         // Entries made since the scan began are kept: their connection may be newer.
