@@ -36,7 +36,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::base::lock_or_recover;
+use crate::protocol::{ToolResult, ToolSession};
 
 /// A trail file is rotated once it has reached this size.
 pub const ROTATE_BYTES: u64 = 10 * 1024 * 1024;
@@ -418,6 +419,113 @@ impl Trail {
     }
 }
 
+/// The server's side of the trail: where it goes and, once the server has started, its
+/// writer. The server records each call through it.
+pub(crate) struct Recorder {
+    /// Where the trail goes (`None`: no trail); read by `start`.
+    directory: Mutex<Option<PathBuf>>,
+    /// The running trail, from `start` on.
+    trail: OnceLock<Trail>,
+}
+
+impl Recorder {
+    /// A trail in `directory`, not yet started.
+    pub(crate) fn new(directory: PathBuf) -> Recorder {
+        Recorder {
+            directory: Mutex::new(Some(directory)),
+            trail: OnceLock::new(),
+        }
+    }
+
+    /// Sets where the trail goes (`None`: no trail); effective at `start`.
+    pub(crate) fn set_directory(&self, directory: Option<PathBuf>) {
+        *lock_or_recover(&self.directory) = directory;
+    }
+
+    /// The trail file of `project_id`, unless there is no trail or the id is no safe name.
+    pub(crate) fn file(&self, project_id: &str) -> Option<PathBuf> {
+        trail_file(lock_or_recover(&self.directory).as_ref()?, project_id)
+    }
+
+    /// Lines dropped so far.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.trail.get().map_or(0, Trail::dropped)
+    }
+
+    /// Starts the writer (once), telling it the `projects` that already have sessions.
+    pub(crate) fn start(&self, projects: Vec<String>) -> io::Result<()> {
+        let Some(directory) = lock_or_recover(&self.directory).clone() else {
+            return Ok(());
+        };
+        if self.trail.get().is_none() {
+            let _ = self.trail.set(Trail::start(directory)?);
+        }
+        for project_id in projects {
+            self.add_project(&project_id);
+        }
+        Ok(())
+    }
+
+    /// Adds a project with sessions, once the trail runs.
+    pub(crate) fn add_project(&self, project_id: &str) {
+        if let Some(trail) = self.trail.get() {
+            trail.add_project(project_id);
+        }
+    }
+
+    /// Records a call's outcome (never waits).
+    pub(crate) fn call(
+        &self,
+        session: &ToolSession,
+        operation: &str,
+        args: Option<&Map<String, Value>>,
+        result: &ToolResult,
+        started: Instant,
+    ) {
+        let Some(trail) = self.trail.get() else {
+            return;
+        };
+        let error = match result {
+            ToolResult::Ok(_) => None,
+            ToolResult::Err(error) => Some(error.as_str()),
+        };
+        let line = call_line(&session.node_id, operation, args, error, started);
+        trail.record(&session.project_id, &line);
+    }
+
+    /// Records a request refused by the HTTP front before its call was known: its
+    /// status, reason and client port; with the `session` it authenticated as, if any
+    /// (then in that project's trail only).
+    pub(crate) fn refused(
+        &self,
+        session: Option<&ToolSession>,
+        status: u16,
+        reason: &str,
+        peer_port: Option<u16>,
+    ) {
+        let Some(trail) = self.trail.get() else {
+            return;
+        };
+        let line = refused_line(
+            session.map(|s| s.node_id.as_str()),
+            status,
+            reason,
+            peer_port,
+        );
+        match session {
+            Some(session) => trail.record(&session.project_id, &line),
+            None => trail.record_refused(&line),
+        }
+    }
+
+    /// Writes what is queued and stops the writer. Idempotent.
+    pub(crate) fn stop(&self) {
+        if let Some(trail) = self.trail.get() {
+            trail.stop();
+        }
+    }
+}
+
 /// One project's open trail file and its size.
 struct Sink {
     file: File,
@@ -583,7 +691,7 @@ fn ends_with_newline(file: &File, size: u64) -> bool {
 }
 
 /// A call's line (see the module docs).
-pub(crate) fn call_line(
+fn call_line(
     node_id: &str,
     operation: &str,
     args: Option<&Map<String, Value>>,
@@ -606,7 +714,7 @@ pub(crate) fn call_line(
 }
 
 /// A refused request's line (see the module docs).
-pub(crate) fn refused_line(
+fn refused_line(
     node_id: Option<&str>,
     status: u16,
     reason: &str,

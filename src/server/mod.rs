@@ -113,7 +113,9 @@ impl Pending<'_> {
             let result = catch_unwind(AssertUnwindSafe(turn))
                 .unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()));
             let args = Some(&request.args);
-            owner.record_call(&caller, &request.operation, args, &result, started);
+            owner
+                .activity
+                .call(&caller, &request.operation, args, &result, started);
             later(wire(&result));
         });
         server
@@ -121,7 +123,9 @@ impl Pending<'_> {
             .push(&session.project_id, work)
             .map_err(|error| {
                 let refused = ToolResult::Err(error);
-                server.record_call(session, &operation, None, &refused, started);
+                server
+                    .activity
+                    .call(session, &operation, None, &refused, started);
                 wire(&refused)
             })
     }
@@ -311,10 +315,8 @@ pub struct AgentToolServer {
     /// The last `session_info` answer on the wire for each node, with what it was made
     /// from (see [`AgentToolServer::session_info_wire`]).
     session_info_answers: Mutex<HashMap<String, (SessionInfoSource, Vec<u8>)>>,
-    /// Where the activity trail goes (`None`: no trail); read by `start`.
-    activity_directory: Mutex<Option<PathBuf>>,
-    /// The running trail, from `start` on.
-    activity: OnceLock<activity::Trail>,
+    /// The activity trail each call is recorded in.
+    activity: activity::Recorder,
     /// What the server may do to its process; read by `start`.
     effects: Mutex<ProcessEffects>,
     /// tiny_http threads parked for good (`parked`), counted by the HTTP front.
@@ -397,7 +399,7 @@ impl AgentToolServer {
         Ok(Arc::new_cyclic(|me| AgentToolServer {
             me: me.clone(),
             launch_directory: directory.join("launch"),
-            activity_directory: Mutex::new(Some(directory.join("activity"))),
+            activity: activity::Recorder::new(directory.join("activity")),
             preferences_file: directory.join("preferences.json"),
             directory,
             instance_id,
@@ -408,7 +410,6 @@ impl AgentToolServer {
             queues: queue::ProjectQueues::default(),
             lifecycle: Mutex::new(Lifecycle::New),
             session_info_answers: Mutex::default(),
-            activity: OnceLock::new(),
             effects: Mutex::default(),
             parked_threads: Arc::default(),
         }))
@@ -424,19 +425,18 @@ impl AgentToolServer {
     /// Sets where the activity trail is written (`None`: no trail), instead of the
     /// default `<data>/agent-tools/activity`; effective at [`start`](Self::start).
     pub fn set_activity_directory(&self, directory: Option<PathBuf>) {
-        *lock_or_recover(&self.activity_directory) = directory;
+        self.activity.set_directory(directory);
     }
 
     /// The trail file of `project_id` (`<activity>/<projectId>.jsonl`), unless there is
     /// no trail or the id is no safe file name. Read it with [`activity::read_tail`].
     pub fn activity_file(&self, project_id: &str) -> Option<PathBuf> {
-        let directory = lock_or_recover(&self.activity_directory).clone()?;
-        activity::trail_file(&directory, project_id)
+        self.activity.file(project_id)
     }
 
     /// Activity lines dropped so far (the writer was behind, or the disk full).
     pub fn activity_dropped(&self) -> u64 {
-        self.activity.get().map_or(0, activity::Trail::dropped)
+        self.activity.dropped()
     }
 
     /// Connections whose tiny_http thread is parked for good since this server was
@@ -447,47 +447,6 @@ impl AgentToolServer {
     /// search off ([`ProcessEffects`]) but for leaked requests.
     pub fn parked_threads(&self) -> usize {
         self.parked_threads.load(Ordering::Relaxed)
-    }
-
-    /// Records a call's outcome in the activity trail (never waits).
-    fn record_call(
-        &self,
-        session: &ToolSession,
-        operation: &str,
-        args: Option<&serde_json::Map<String, Value>>,
-        result: &ToolResult,
-        started: Instant,
-    ) {
-        let Some(trail) = self.activity.get() else {
-            return;
-        };
-        let error = match result {
-            ToolResult::Ok(_) => None,
-            ToolResult::Err(error) => Some(error.as_str()),
-        };
-        let line = activity::call_line(&session.node_id, operation, args, error, started);
-        trail.record(&session.project_id, &line);
-    }
-
-    /// Records a request refused by the HTTP front before its call was known: its
-    /// status, reason and client port; with the `session` it authenticated as, if any
-    /// (then in that project's trail only).
-    pub(crate) fn record_refused(
-        &self,
-        session: Option<&ToolSession>,
-        status: u16,
-        reason: &str,
-        peer_port: Option<u16>,
-    ) {
-        let Some(trail) = self.activity.get() else {
-            return;
-        };
-        let node_id = session.map(|s| s.node_id.as_str());
-        let line = activity::refused_line(node_id, status, reason, peer_port);
-        match session {
-            Some(session) => trail.record(&session.project_id, &line),
-            None => trail.record_refused(&line),
-        }
     }
 
     /// `<data>/agent-tools` (mode 0700).
@@ -552,9 +511,7 @@ impl AgentToolServer {
         self.persist(&session)?;
         lock_or_recover(&self.sessions).insert(session.clone());
         drop(files);
-        if let Some(trail) = self.activity.get() {
-            trail.add_project(&session.project_id);
-        }
+        self.activity.add_project(&session.project_id);
         self.callbacks.on_status(&session.node_id, &status);
         Ok(session)
     }
@@ -659,20 +616,23 @@ impl AgentToolServer {
         let request = match self.admit(session, raw) {
             Ok(request) => request,
             Err(refused) => {
-                self.record_call(session, raw_operation(raw), None, &refused, started);
+                self.activity
+                    .call(session, raw_operation(raw), None, &refused, started);
                 return Invoked::Now(wire(&refused));
             }
         };
         if request.operation == "session_info" {
             let answer = self.session_info_wire(session);
             let ok = ToolResult::Ok(Value::Null);
-            self.record_call(session, "session_info", Some(&request.args), &ok, started);
+            self.activity
+                .call(session, "session_info", Some(&request.args), &ok, started);
             return Invoked::Now((200, answer));
         }
         match self.answer_now(session, &request) {
             Some(result) => {
                 let args = Some(&request.args);
-                self.record_call(session, &request.operation, args, &result, started);
+                self.activity
+                    .call(session, &request.operation, args, &result, started);
                 Invoked::Now(wire(&result))
             }
             None => Invoked::Queue(Pending {
@@ -836,9 +796,10 @@ impl AgentToolServer {
         }
         let lock_file = self.directory.join("server.lock");
         let held = lock::acquire(&lock_file, &self.instance_id)?;
-        if let Err(e) = self.start_activity() {
+        let projects = lock_or_recover(&self.sessions).project_ids();
+        if let Err(e) = self.activity.start(projects) {
             lock::release(&lock_file, &self.instance_id);
-            return Err(e);
+            return Err(ServerError::io("start the activity trail", e));
         }
         let started = http::Http::start(
             self.me.clone(),
@@ -878,25 +839,6 @@ impl AgentToolServer {
         }
     }
 
-    /// Starts the activity trail's writer (once), telling it the projects that already
-    /// have sessions.
-    fn start_activity(&self) -> Result<(), ServerError> {
-        let Some(directory) = lock_or_recover(&self.activity_directory).clone() else {
-            return Ok(());
-        };
-        if self.activity.get().is_none() {
-            let trail = activity::Trail::start(directory)
-                .map_err(|e| ServerError::io("start the activity trail", e))?;
-            let _ = self.activity.set(trail);
-        }
-        if let Some(trail) = self.activity.get() {
-            for project_id in lock_or_recover(&self.sessions).project_ids() {
-                trail.add_project(&project_id);
-            }
-        }
-        Ok(())
-    }
-
     /// Where the server listens, while it runs.
     pub fn endpoint(&self) -> Option<Endpoint> {
         match &*lock_or_recover(&self.lifecycle) {
@@ -926,9 +868,7 @@ impl AgentToolServer {
         }
         http.stop();
         // After the front: its last answers (503 while shutting down) are recorded too.
-        if let Some(trail) = self.activity.get() {
-            trail.stop();
-        }
+        self.activity.stop();
         lock::release(&self.directory.join("server.lock"), &self.instance_id);
         drop(held);
     }

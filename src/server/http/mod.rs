@@ -348,7 +348,7 @@ impl Front {
         let peer_port = request.remote_addr().map(SocketAddr::port);
         let session = match verdict {
             Verdict::Refuse(status, message) => {
-                owner.record_refused(None, status, message, peer_port);
+                owner.activity.refused(None, status, message, peer_port);
                 return self.finish(owner, request, (status, error_body(message)), in_memory, on);
             }
             Verdict::Accept(session) => session,
@@ -369,12 +369,16 @@ impl Front {
             Ok(Ok(raw)) => raw,
             Ok(Err(_)) => {
                 let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
-                owner.record_refused(Some(&session), 400, message, peer_port);
+                owner
+                    .activity
+                    .refused(Some(&session), 400, message, peer_port);
                 return self.finish(owner, request, (400, error_body(message)), true, on);
             }
             Err(e) => {
                 let (status, message) = e.answer();
-                owner.record_refused(Some(&session), status, message, peer_port);
+                owner
+                    .activity
+                    .refused(Some(&session), status, message, peer_port);
                 return self.finish(owner, request, (status, error_body(message)), false, on);
             }
         };
