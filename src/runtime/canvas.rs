@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use super::host::CanvasOwner;
+use crate::base::{random_id, unix_millis};
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolResult};
 
 /// How long the runtime waits for an acknowledgement.
@@ -133,42 +134,6 @@ impl CanvasBridge {
         // A panic while holding this lock cannot leave the map inconsistent.
         crate::base::lock_or_recover(&self.state)
     }
-}
-
-/// 128 random bits as hex. The bits come from the OS, 4 KiB at a time (one
-/// `getrandom` per 256 ids instead of one per canvas call); each is used once.
-pub fn random_id() -> String {
-    const ID_BYTES: usize = 16;
-    static POOL: Mutex<(Vec<u8>, usize)> = Mutex::new((Vec::new(), 0));
-    let mut pool = crate::base::lock_or_recover(&POOL);
-    let (bytes, used) = &mut *pool;
-    if *used + ID_BYTES > bytes.len() {
-        bytes.resize(4096, 0);
-        if getrandom::getrandom(bytes).is_err() {
-            bytes.clear();
-        }
-        *used = 0;
-    }
-    match bytes.get(*used..*used + ID_BYTES) {
-        Some(id) => {
-            let id = crate::base::to_hex(id);
-            *used += ID_BYTES;
-            id
-        }
-        None => {
-            // No OS randomness: fall back to time and a counter, still unique in-process.
-            static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            format!("{:016x}{n:016x}", unix_millis())
-        }
-    }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -51,15 +51,12 @@ pub use agents::{
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
 pub use artifact::check_artifact_path;
-pub use canvas::{
-    unix_millis, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR,
-};
+pub use crate::base::unix_millis;
+pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
 pub use context::read_context;
 pub use host::{
     Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
 };
-#[cfg(feature = "host")] // the tmux config is written like a launch file
-pub(crate) use launch::holds_private_file;
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     PreparedLaunch, LAUNCHER_NAME,
