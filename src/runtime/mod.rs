@@ -5,28 +5,7 @@
 //! lookup and ownership, terminal access rules, agent launch preparation, artifact and
 //! context checks. It knows nothing about what implements the traits.
 //!
-//! Embedding it (`examples/embed.rs` is a complete, runnable app):
-//!
-//! ```no_run
-//! use std::path::Path;
-//! use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
-//! use termsprawl_tools::runtime::{AgentToolRuntime, Host};
-//!
-//! fn embed(host: Host) -> Result<(), Box<dyn std::error::Error>> {
-//!     let runtime = AgentToolRuntime::new(Path::new("/var/lib/my-app"), host)?;
-//!     let endpoint = runtime.start(Path::new("/usr/local/bin/termsprawlctl"))?;
-//!     let agent = ToolIdentity { node_id: "agent1".into(), project_id: "demo".into() };
-//!     let status = IntegrationStatus {
-//!         state: IntegrationState::CliFallback, adapter: "external".into(), version: None, reason: None,
-//!     };
-//!     runtime.server().provision(&agent, status, true)?;
-//!     // Your canvas owner answers with runtime.canvas_reply(sender, true, reply);
-//!     // every terminal start goes through runtime.prepare(request) first.
-//!     println!("agents call {}", endpoint.url);
-//!     runtime.close();
-//!     Ok(())
-//! }
-//! ```
+//! Embedding it: see the [crate docs](crate) and `examples/embed.rs`, a complete, runnable app.
 //!
 //! Threads: the runtime has none of its own. `execute` runs on the server's project
 //! worker, so the operations of one project run one at a time; it blocks on
