@@ -619,67 +619,52 @@ impl FieldKind {
             FieldKind::Bool => json!({ "type": "boolean" }),
             FieldKind::OneOf(values) => json!({ "type": "string", "enum": values }),
             FieldKind::Texts => json!({ "type": "array", "items": { "type": "string" } }),
-            FieldKind::Object(fields) => object_schema(fields),
-            FieldKind::ListOf(fields) => json!({ "type": "array", "items": object_schema(fields) }),
+            FieldKind::Object(fields) => fields_schema(fields),
+            FieldKind::ListOf(fields) => json!({ "type": "array", "items": fields_schema(fields) }),
         }
     }
 }
 
-/// `{type:'object', properties, required}` for `fields`. Other properties are allowed:
-/// a host may add fields, and a client must not break on them.
-fn object_schema(fields: &[FieldSpec]) -> Value {
-    let properties: Map<String, Value> = fields
-        .iter()
-        .map(|f| (f.name.to_string(), f.kind.schema()))
-        .collect();
-    let required: Vec<&str> = fields
-        .iter()
-        .filter(|f| f.required)
-        .map(|f| f.name)
-        .collect();
-    json!({ "type": "object", "properties": properties, "required": required })
-}
-
-impl ResultShape {
-    /// The JSON Schema of MCP's `structuredContent` for an answer of this shape: the
-    /// answer itself when it is an object, `{"result": [...]}` for a list, and the
-    /// fields other than `image` for an image.
-    pub fn structured_schema(self) -> Value {
-        match self {
-            ResultShape::Object(fields) | ResultShape::Image(fields) => object_schema(fields),
-            ResultShape::List(items) => {
-                object_schema(&[field(RESULT_KEY, FieldKind::ListOf(items))])
-            }
+/// `{type:'object', properties, required}` of `(name, schema, required)` properties.
+fn object_schema(properties: impl Iterator<Item = (&'static str, Value, bool)>) -> Value {
+    let (mut schemas, mut required) = (Map::new(), Vec::new());
+    for (name, schema, is_required) in properties {
+        schemas.insert(name.to_string(), schema);
+        if is_required {
+            required.push(name);
         }
     }
+    json!({ "type": "object", "properties": schemas, "required": required })
+}
+
+/// The object schema of answer `fields`. Other properties are allowed: a host may add
+/// fields, and a client must not break on them.
+fn fields_schema(fields: &[FieldSpec]) -> Value {
+    object_schema(fields.iter().map(|f| (f.name, f.kind.schema(), f.required)))
 }
 
 impl ToolSpec {
-    /// The MCP `outputSchema`: the shape of every successful call's `structuredContent`.
+    /// The MCP `outputSchema`: the shape of every successful call's `structuredContent`:
+    /// the answer itself when it is an object, `{"result": [...]}` for a list, and the
+    /// fields other than `image` for an image.
     pub fn output_schema(&self) -> Value {
-        self.result.structured_schema()
+        match self.result {
+            ResultShape::Object(fields) | ResultShape::Image(fields) => fields_schema(fields),
+            ResultShape::List(items) => {
+                fields_schema(&[field(RESULT_KEY, FieldKind::ListOf(items))])
+            }
+        }
     }
 
     /// The `inputSchema` object: `{type:'object', properties, required, additionalProperties:false}`.
     pub fn input_schema(&self) -> Value {
-        let mut properties = Map::new();
-        for arg in self.args {
+        let mut schema = object_schema(self.args.iter().map(|arg| {
             let mut schema = arg.kind.schema();
             schema["description"] = json!(arg.description);
-            properties.insert(arg.name.to_string(), schema);
-        }
-        let required: Vec<&str> = self
-            .args
-            .iter()
-            .filter(|a| a.required)
-            .map(|a| a.name)
-            .collect();
-        json!({
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": false,
-        })
+            (arg.name, schema, arg.required)
+        }));
+        schema["additionalProperties"] = json!(false);
+        schema
     }
 
     /// The MCP `annotations` object.
