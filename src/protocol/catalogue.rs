@@ -153,10 +153,8 @@ const fn req(name: &'static str, kind: ArgKind, description: &'static str) -> Ar
 
 const fn opt(name: &'static str, kind: ArgKind, description: &'static str) -> ArgSpec {
     ArgSpec {
-        name,
-        kind,
         required: false,
-        description,
+        ..req(name, kind, description)
     }
 }
 
@@ -174,9 +172,8 @@ const fn text(name: &'static str) -> FieldSpec {
 
 const fn maybe(name: &'static str, kind: FieldKind) -> FieldSpec {
     FieldSpec {
-        name,
-        kind,
         required: false,
+        ..field(name, kind)
     }
 }
 
