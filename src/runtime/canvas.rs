@@ -57,7 +57,7 @@ impl CanvasBridge {
         operation: &str,
         args: Map<String, Value>,
     ) -> Result<Value, String> {
-        let target = owner.target(project_id).ok_or(CANVAS_CLOSED_ERROR)?;
+        let sender_id = owner.target(project_id).ok_or(CANVAS_CLOSED_ERROR)?;
         let request_id = random_id();
         let (finish, result) = mpsc::channel();
         {
@@ -65,13 +65,8 @@ impl CanvasBridge {
             if state.closed {
                 return Err(stopped_error(&request_id));
             }
-            state.pending.insert(
-                request_id.clone(),
-                Pending {
-                    sender_id: target,
-                    finish,
-                },
-            );
+            let waiting = Pending { sender_id, finish };
+            state.pending.insert(request_id.clone(), waiting);
         }
         let request = CanvasToolRequest {
             request_id: request_id.clone(),
@@ -80,7 +75,7 @@ impl CanvasBridge {
             operation: operation.to_string(),
             args,
         };
-        if let Err(error) = owner.send(target, request) {
+        if let Err(error) = owner.send(sender_id, request) {
             self.lock().pending.remove(&request_id);
             return Err(error);
         }
@@ -95,9 +90,8 @@ impl CanvasBridge {
         }
     }
 
-    /// Hands an owner's reply to the request waiting for it. Returns whether it was taken:
-    /// a reply not from the main frame, from another sender than the request went to, or
-    /// for an unknown (finished, timed out) request id is ignored.
+    /// [`crate::runtime::AgentToolRuntime::canvas_reply`]: hands an owner's reply to the
+    /// request waiting for it and returns whether it was taken.
     pub fn reply(&self, sender_id: u64, is_main_frame: bool, reply: CanvasToolReply) -> bool {
         if !is_main_frame {
             return false;
@@ -122,12 +116,6 @@ impl CanvasBridge {
         for (id, waiting) in state.pending.drain() {
             let _ = waiting.finish.send(ToolResult::Err(stopped_error(&id)));
         }
-    }
-
-    /// How many requests wait for a reply.
-    #[cfg(test)]
-    fn pending_count(&self) -> usize {
-        self.lock().pending.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
@@ -194,7 +182,7 @@ mod tests {
         assert!(
             sent[0].expires_at >= before + 9_000 && sent[0].expires_at <= unix_millis() + 9_000
         );
-        assert_eq!(bridge.pending_count(), 0);
+        assert_eq!(bridge.lock().pending.len(), 0);
         assert_eq!(
             bridge.request(&owner, "other", "canvas_list", Map::new()),
             Err(CANVAS_CLOSED_ERROR.into())
@@ -251,6 +239,6 @@ mod tests {
         // Without the closed flag the owner would be sent it and answer (Ok).
         assert!(error.starts_with("App stopped during request "), "{error}");
         assert!(owner.sent.lock().unwrap().is_empty(), "nothing is sent");
-        assert_eq!(bridge.pending_count(), 0);
+        assert_eq!(bridge.lock().pending.len(), 0);
     }
 }
