@@ -25,12 +25,12 @@ mod owners;
 mod tool_runtime;
 mod url;
 
+pub use crate::base::unix_millis;
 pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
 pub use artifact::check_artifact_path;
-pub use crate::base::unix_millis;
 pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
 pub use context::read_context;
 pub use host::{

@@ -216,6 +216,10 @@ impl AgentToolRuntime {
     }
 }
 
+/// An agent a PTY command starts: its registry entry, its executable and (the custom
+/// agent's, from the preferences) its instruction flag.
+type AgentCommand = (&'static AgentPreset, String, Option<String>);
+
 /// The reason given when a node's tool access is revoked because it was closed.
 const REVOKED: &str = "Tool access was revoked; launch the agent again to reconnect";
 
@@ -450,12 +454,8 @@ impl Core {
         let _ = lock(&self.owners).release_all(node_id);
     }
 
-    /// The agent a PTY command starts, if it is one: its registry entry, its executable
-    /// and (the custom agent's, from the preferences) its instruction flag.
-    fn agent_of_command(
-        &self,
-        command: &str,
-    ) -> Result<Option<(&'static AgentPreset, String, Option<String>)>, RuntimeError> {
+    /// The agent a PTY command starts, if it is one.
+    fn agent_of_command(&self, command: &str) -> Result<Option<AgentCommand>, RuntimeError> {
         fn file_name(path: &str) -> &str {
             Path::new(path)
                 .file_name()
