@@ -88,6 +88,19 @@ fn temp_name(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }
 
+/// Whether `path` already is a regular file (not a symlink) with exactly permission bits
+/// `mode`, one link, and exactly `bytes` as its content: then rewriting it changes nothing.
+pub fn holds_private_file(path: &Path, bytes: &[u8], mode: u32) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    let same_shape = meta.file_type().is_file()
+        && meta.permissions().mode() & 0o7777 == mode
+        && meta.nlink() == 1
+        && meta.len() == bytes.len() as u64;
+    same_shape && fs::read(path).is_ok_and(|content| content == bytes)
+}
+
 /// Reads and parses a JSON file; `Ok(None)` when it does not exist.
 pub fn read_json(path: &Path) -> io::Result<Option<Value>> {
     match fs::read(path) {

@@ -9,6 +9,7 @@ pub mod sockets;
 
 use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Bytes in a session token or the canvas view's key (64 hex characters).
 pub const SECRET_BYTES: usize = 32;
@@ -25,6 +26,42 @@ pub fn random_hex(bytes: usize) -> io::Result<String> {
     getrandom::getrandom(&mut buf)
         .map_err(|e| io::Error::other(format!("no random bytes: {e}")))?;
     Ok(to_hex(&buf))
+}
+
+/// 128 random bits as hex. The bits come from the OS, 4 KiB at a time (one
+/// `getrandom` per 256 ids instead of one per canvas call); each is used once.
+pub fn random_id() -> String {
+    const ID_BYTES: usize = 16;
+    static POOL: Mutex<(Vec<u8>, usize)> = Mutex::new((Vec::new(), 0));
+    let mut pool = lock_or_recover(&POOL);
+    let (bytes, used) = &mut *pool;
+    if *used + ID_BYTES > bytes.len() {
+        bytes.resize(4096, 0);
+        if getrandom::getrandom(bytes).is_err() {
+            bytes.clear();
+        }
+        *used = 0;
+    }
+    match bytes.get(*used..*used + ID_BYTES) {
+        Some(id) => {
+            let id = to_hex(id);
+            *used += ID_BYTES;
+            id
+        }
+        None => {
+            // No OS randomness: fall back to time and a counter, still unique in-process.
+            static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            format!("{:016x}{n:016x}", unix_millis())
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Lowercase hex of `bytes`.

@@ -145,6 +145,45 @@ impl EndedTerminal {
     }
 }
 
+/// The host's forms of a [`ProgramEnd`]: a read's last line, the canvas file's record.
+impl ProgramEnd {
+    /// The line a read of the ended terminal ends with: `[process exited with status 3]`,
+    /// `[process killed by signal 9]`, `[process exited]`.
+    pub fn screen_line(self) -> String {
+        match self {
+            ProgramEnd::Status(code) => format!("[process exited with status {code}]"),
+            ProgramEnd::Signal(signal) => format!("[process killed by signal {signal}]"),
+            ProgramEnd::Unknown => "[process exited]".to_string(),
+        }
+    }
+
+    /// `{"status": 3}`, `{"signal": 9}`, or `{}` when unknown.
+    pub fn to_json(self) -> Value {
+        match self {
+            ProgramEnd::Status(code) => json!({ "status": code }),
+            ProgramEnd::Signal(signal) => json!({ "signal": signal }),
+            ProgramEnd::Unknown => json!({}),
+        }
+    }
+
+    /// The inverse of [`ProgramEnd::to_json`]; `None` for anything else.
+    pub fn from_json(value: &Value) -> Option<ProgramEnd> {
+        let object = value.as_object()?;
+        let number = |key: &str| {
+            object
+                .get(key)
+                .and_then(Value::as_i64)
+                .and_then(|n| i32::try_from(n).ok())
+        };
+        match (object.len(), number("status"), number("signal")) {
+            (0, _, _) => Some(ProgramEnd::Unknown),
+            (1, Some(code), None) => Some(ProgramEnd::Status(code)),
+            (1, None, Some(signal)) => Some(ProgramEnd::Signal(signal)),
+            _ => None,
+        }
+    }
+}
+
 /// `ms` (Unix milliseconds) as an RFC 3339 UTC time, e.g. `2026-12-01T20:31:05.123Z`.
 pub fn rfc3339_utc(ms: u64) -> String {
     let (days, rest) = (ms / 86_400_000, ms % 86_400_000);

@@ -28,11 +28,11 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::base::files::{private_dir, private_write};
+use crate::base::files::{holds_private_file, private_dir, private_write};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
-use crate::runtime::{holds_private_file, ProgramEnd};
+use crate::runtime::ProgramEnd;
 use crate::sys::process::{send_signal, wait_exited_unreaped};
 
 /// Lines of scrollback tmux keeps per pane (also the most `capture` reads).

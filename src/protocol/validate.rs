@@ -156,12 +156,9 @@ fn check_text(value: &Value, max_chars: usize) -> Result<(), String> {
 /// Unknown keys are echoed in the error; keep what we echo short.
 fn shorten(key: &str) -> String {
     const MAX: usize = 64;
-    if key.chars().count() <= MAX {
-        key.to_string()
-    } else {
-        let mut short: String = key.chars().take(MAX).collect();
-        short.push('…');
-        short
+    match key.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &key[..end]),
+        None => key.to_string(),
     }
 }
 

@@ -61,12 +61,6 @@ pub enum ToolResult {
 }
 
 impl ToolResult {
-    /// The result as its wire JSON (the same encoding as its `Serialize`).
-    pub fn to_json(&self) -> Value {
-        // Serializing a `Value` or a `str` into a `Value` cannot fail.
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
     /// Reads a wire result; `None` when `raw` is not one.
     pub fn from_json(raw: &Value) -> Option<ToolResult> {
         let object = raw.as_object()?;
@@ -100,19 +94,11 @@ struct WireResult<'a> {
 
 impl Serialize for ToolResult {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let wire = match self {
-            ToolResult::Ok(value) => WireResult {
-                ok: true,
-                value: Some(value),
-                error: None,
-            },
-            ToolResult::Err(error) => WireResult {
-                ok: false,
-                value: None,
-                error: Some(error),
-            },
+        let (ok, value, error) = match self {
+            ToolResult::Ok(value) => (true, Some(value), None),
+            ToolResult::Err(error) => (false, None, Some(error.as_str())),
         };
-        wire.serialize(serializer)
+        WireResult { ok, value, error }.serialize(serializer)
     }
 }
 
@@ -239,11 +225,16 @@ mod tests {
             ToolResult::Ok(json!({"a": 1})),
             ToolResult::Err("bad".into()),
         ] {
-            assert_eq!(ToolResult::from_json(&result.to_json()), Some(result));
+            let wire = serde_json::to_value(&result).unwrap();
+            assert_eq!(ToolResult::from_json(&wire), Some(result));
         }
         assert_eq!(
             serde_json::to_string(&ToolResult::Err("e".into())).unwrap(),
             r#"{"ok":false,"error":"e"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&ToolResult::Ok(json!(1))).unwrap(),
+            r#"{"ok":true,"value":1}"#
         );
         assert_eq!(ToolResult::from_json(&json!({"ok": "yes"})), None);
         assert_eq!(ToolResult::from_json(&json!({"ok": false})), None);

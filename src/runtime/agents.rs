@@ -22,37 +22,25 @@ pub struct AgentPreset {
 
 /// Every agent `agent_launch` can start (the spec's `AGENT_REGISTRY`).
 pub const AGENT_REGISTRY: &[AgentPreset] = &[
-    AgentPreset {
-        kind: "claude",
-        command: Some("claude"),
-        title: "Claude Code",
-    },
-    AgentPreset {
-        kind: "codex",
-        command: Some("codex"),
-        title: "Codex CLI",
-    },
-    AgentPreset {
-        kind: "gemini",
-        command: Some("gemini"),
-        title: "Gemini CLI",
-    },
-    AgentPreset {
-        kind: "grok",
-        command: Some("grok"),
-        title: "Grok CLI",
-    },
-    AgentPreset {
-        kind: "openclaude",
-        command: Some("openclaude"),
-        title: "OpenClaude",
-    },
-    AgentPreset {
-        kind: "custom",
-        command: None,
-        title: "Custom agent",
-    },
+    preset("claude", Some("claude"), "Claude Code"),
+    preset("codex", Some("codex"), "Codex CLI"),
+    preset("gemini", Some("gemini"), "Gemini CLI"),
+    preset("grok", Some("grok"), "Grok CLI"),
+    preset("openclaude", Some("openclaude"), "OpenClaude"),
+    preset("custom", None, "Custom agent"),
 ];
+
+const fn preset(
+    kind: &'static str,
+    command: Option<&'static str>,
+    title: &'static str,
+) -> AgentPreset {
+    AgentPreset {
+        kind,
+        command,
+        title,
+    }
+}
 
 /// The registry entry of an `agent_launch` kind.
 pub fn find_preset(kind: &str) -> Option<&'static AgentPreset> {

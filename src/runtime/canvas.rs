@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use super::host::CanvasOwner;
+use crate::base::{random_id, unix_millis};
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolResult};
 
 /// How long the runtime waits for an acknowledgement.
@@ -56,7 +57,7 @@ impl CanvasBridge {
         operation: &str,
         args: Map<String, Value>,
     ) -> Result<Value, String> {
-        let target = owner.target(project_id).ok_or(CANVAS_CLOSED_ERROR)?;
+        let sender_id = owner.target(project_id).ok_or(CANVAS_CLOSED_ERROR)?;
         let request_id = random_id();
         let (finish, result) = mpsc::channel();
         {
@@ -64,13 +65,8 @@ impl CanvasBridge {
             if state.closed {
                 return Err(stopped_error(&request_id));
             }
-            state.pending.insert(
-                request_id.clone(),
-                Pending {
-                    sender_id: target,
-                    finish,
-                },
-            );
+            let waiting = Pending { sender_id, finish };
+            state.pending.insert(request_id.clone(), waiting);
         }
         let request = CanvasToolRequest {
             request_id: request_id.clone(),
@@ -79,7 +75,7 @@ impl CanvasBridge {
             operation: operation.to_string(),
             args,
         };
-        if let Err(error) = owner.send(target, request) {
+        if let Err(error) = owner.send(sender_id, request) {
             self.lock().pending.remove(&request_id);
             return Err(error);
         }
@@ -94,9 +90,8 @@ impl CanvasBridge {
         }
     }
 
-    /// Hands an owner's reply to the request waiting for it. Returns whether it was taken:
-    /// a reply not from the main frame, from another sender than the request went to, or
-    /// for an unknown (finished, timed out) request id is ignored.
+    /// [`crate::runtime::AgentToolRuntime::canvas_reply`]: hands an owner's reply to the
+    /// request waiting for it and returns whether it was taken.
     pub fn reply(&self, sender_id: u64, is_main_frame: bool, reply: CanvasToolReply) -> bool {
         if !is_main_frame {
             return false;
@@ -123,52 +118,10 @@ impl CanvasBridge {
         }
     }
 
-    /// How many requests wait for a reply.
-    #[cfg(test)]
-    fn pending_count(&self) -> usize {
-        self.lock().pending.len()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
         // A panic while holding this lock cannot leave the map inconsistent.
         crate::base::lock_or_recover(&self.state)
     }
-}
-
-/// 128 random bits as hex. The bits come from the OS, 4 KiB at a time (one
-/// `getrandom` per 256 ids instead of one per canvas call); each is used once.
-pub fn random_id() -> String {
-    const ID_BYTES: usize = 16;
-    static POOL: Mutex<(Vec<u8>, usize)> = Mutex::new((Vec::new(), 0));
-    let mut pool = crate::base::lock_or_recover(&POOL);
-    let (bytes, used) = &mut *pool;
-    if *used + ID_BYTES > bytes.len() {
-        bytes.resize(4096, 0);
-        if getrandom::getrandom(bytes).is_err() {
-            bytes.clear();
-        }
-        *used = 0;
-    }
-    match bytes.get(*used..*used + ID_BYTES) {
-        Some(id) => {
-            let id = crate::base::to_hex(id);
-            *used += ID_BYTES;
-            id
-        }
-        None => {
-            // No OS randomness: fall back to time and a counter, still unique in-process.
-            static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            format!("{:016x}{n:016x}", unix_millis())
-        }
-    }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
@@ -229,7 +182,7 @@ mod tests {
         assert!(
             sent[0].expires_at >= before + 9_000 && sent[0].expires_at <= unix_millis() + 9_000
         );
-        assert_eq!(bridge.pending_count(), 0);
+        assert_eq!(bridge.lock().pending.len(), 0);
         assert_eq!(
             bridge.request(&owner, "other", "canvas_list", Map::new()),
             Err(CANVAS_CLOSED_ERROR.into())
@@ -286,6 +239,6 @@ mod tests {
         // Without the closed flag the owner would be sent it and answer (Ok).
         assert!(error.starts_with("App stopped during request "), "{error}");
         assert!(owner.sent.lock().unwrap().is_empty(), "nothing is sent");
-        assert_eq!(bridge.pending_count(), 0);
+        assert_eq!(bridge.lock().pending.len(), 0);
     }
 }

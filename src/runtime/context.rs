@@ -131,14 +131,9 @@ pub fn read_links(links_dir: &Path) -> Vec<(String, String)> {
 
 fn transcript_path(pointer: &Path) -> Option<String> {
     let value = read_small_json(pointer)?;
-    if value.get("version") != Some(&json!(1)) {
-        return None;
-    }
-    value
-        .get("path")?
-        .as_str()
-        .filter(|p| !p.is_empty() && !p.contains('\0'))
-        .map(str::to_string)
+    let path = value.get("path")?.as_str()?;
+    let valid = value.get("version") == Some(&json!(1)) && !path.is_empty() && !path.contains('\0');
+    valid.then(|| path.to_string())
 }
 
 fn read_small_json(path: &Path) -> Option<Value> {

@@ -83,14 +83,14 @@ impl Core {
             .filter(|p| !p.remote)
             .ok_or("Local project not found")?;
         let list = self.canvas(identity, "canvas_list", Map::new())?;
-        if find_node(nodes_of(&list), &identity.node_id).is_none() {
+        let nodes = nodes_of(&list);
+        if find_node(nodes, &identity.node_id).is_none() {
             return Err("Agent node is no longer on this canvas".into());
         }
         let operation = request.operation.as_str();
         if operation == "canvas_list" {
             return Ok(list);
         }
-        let nodes = nodes_of(&list);
         match operation {
             "context_read" => {
                 let cwd = project
@@ -123,12 +123,8 @@ impl Core {
             .cwd
             .as_ref()
             .ok_or("artifact_open needs a folder project")?;
-        let view = request
-            .args
-            .get("view")
-            .and_then(Value::as_str)
-            .unwrap_or("editor");
-        let real = check_artifact_path(cwd, arg(request, "path"), view)?;
+        let view = request.args.get("view").and_then(Value::as_str);
+        let real = check_artifact_path(cwd, arg(request, "path"), view.unwrap_or("editor"))?;
         let mut args = request.args.clone();
         args.insert("path".into(), json!(real.to_string_lossy()));
         self.canvas(identity, "artifact_open", args)

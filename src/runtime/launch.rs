@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::fs::{self, Permissions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use super::agents::{select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
-use crate::base::files::{private_dir, private_json, private_write};
+use crate::base::files::{holds_private_file, private_dir, private_json, private_write};
 use crate::protocol::{guide, is_valid_node_id, IntegrationState, IntegrationStatus, TOOL_GUIDES};
 
 /// The launcher's file name inside `<data>/agent-tools/`.
@@ -106,19 +106,6 @@ fn write_unless_same(path: &Path, bytes: &[u8]) -> io::Result<()> {
         return Ok(());
     }
     private_write(path, bytes)
-}
-
-/// Whether `path` already is a regular file (not a symlink) with exactly permission bits
-/// `mode`, one link, and exactly `bytes` as its content: then rewriting it changes nothing.
-pub(crate) fn holds_private_file(path: &Path, bytes: &[u8], mode: u32) -> bool {
-    let Ok(meta) = fs::symlink_metadata(path) else {
-        return false;
-    };
-    let same_shape = meta.file_type().is_file()
-        && meta.permissions().mode() & 0o7777 == mode
-        && meta.nlink() == 1
-        && meta.len() == bytes.len() as u64;
-    same_shape && fs::read(path).is_ok_and(|content| content == bytes)
 }
 
 /// What [`prepare_tool_launch`] needs.
@@ -261,6 +248,7 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("tst-launch-{name}-{}", std::process::id()));

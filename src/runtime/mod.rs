@@ -5,28 +5,7 @@
 //! lookup and ownership, terminal access rules, agent launch preparation, artifact and
 //! context checks. It knows nothing about what implements the traits.
 //!
-//! Embedding it (`examples/embed.rs` is a complete, runnable app):
-//!
-//! ```no_run
-//! use std::path::Path;
-//! use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
-//! use termsprawl_tools::runtime::{AgentToolRuntime, Host};
-//!
-//! fn embed(host: Host) -> Result<(), Box<dyn std::error::Error>> {
-//!     let runtime = AgentToolRuntime::new(Path::new("/var/lib/my-app"), host)?;
-//!     let endpoint = runtime.start(Path::new("/usr/local/bin/termsprawlctl"))?;
-//!     let agent = ToolIdentity { node_id: "agent1".into(), project_id: "demo".into() };
-//!     let status = IntegrationStatus {
-//!         state: IntegrationState::CliFallback, adapter: "external".into(), version: None, reason: None,
-//!     };
-//!     runtime.server().provision(&agent, status, true)?;
-//!     // Your canvas owner answers with runtime.canvas_reply(sender, true, reply);
-//!     // every terminal start goes through runtime.prepare(request) first.
-//!     println!("agents call {}", endpoint.url);
-//!     runtime.close();
-//!     Ok(())
-//! }
-//! ```
+//! Embedding it: see the [crate docs](crate) and `examples/embed.rs`, a complete, runnable app.
 //!
 //! Threads: the runtime has none of its own. `execute` runs on the server's project
 //! worker, so the operations of one project run one at a time; it blocks on
@@ -46,20 +25,17 @@ mod owners;
 mod tool_runtime;
 mod url;
 
+pub use crate::base::unix_millis;
 pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
 pub use artifact::check_artifact_path;
-pub use canvas::{
-    unix_millis, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR,
-};
+pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
 pub use context::read_context;
 pub use host::{
     Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
 };
-#[cfg(feature = "host")] // the tmux config is written like a launch file
-pub(crate) use launch::holds_private_file;
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     PreparedLaunch, LAUNCHER_NAME,

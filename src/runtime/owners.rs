@@ -53,12 +53,8 @@ impl BrowserOwners {
 
     /// Writes the map with `private_json`.
     pub fn persist(&self) -> io::Result<()> {
-        let map = self
-            .owners
-            .iter()
-            .map(|(b, a)| (b.clone(), Value::String(a.clone())))
-            .collect();
-        private_json(&self.path, &Value::Object(map))
+        let map = serde_json::to_value(&self.owners).map_err(io::Error::other)?;
+        private_json(&self.path, &map)
     }
 }
 

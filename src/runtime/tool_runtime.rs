@@ -130,13 +130,9 @@ impl AgentToolRuntime {
     /// which `exec`s `ctl_executable`.
     pub fn start(&self, ctl_executable: &Path) -> Result<Endpoint, RuntimeError> {
         let endpoint = self.server.start()?;
-        match install_launcher(self.server.directory(), ctl_executable) {
-            Ok(launcher) => *lock(&self.core.launcher) = Some(launcher),
-            Err(error) => {
-                self.server.close();
-                return Err(error.into());
-            }
-        }
+        let launcher = install_launcher(self.server.directory(), ctl_executable)
+            .inspect_err(|_| self.server.close())?;
+        *lock(&self.core.launcher) = Some(launcher);
         Ok(endpoint)
     }
 
@@ -220,6 +216,10 @@ impl AgentToolRuntime {
     }
 }
 
+/// An agent a PTY command starts: its registry entry, its executable and (the custom
+/// agent's, from the preferences) its instruction flag.
+type AgentCommand = (&'static AgentPreset, String, Option<String>);
+
 /// The reason given when a node's tool access is revoked because it was closed.
 const REVOKED: &str = "Tool access was revoked; launch the agent again to reconnect";
 
@@ -272,7 +272,12 @@ impl ServerCallbacks for Core {
     }
 
     fn valid(&self, identity: &ToolIdentity) -> bool {
-        Core::valid(self, identity)
+        let Some(project) = self.host.workspace.project(&identity.project_id) else {
+            return false;
+        };
+        !project.remote
+            && (lock(&self.active).contains(&identity.node_id)
+                || project.node_ids.contains(&identity.node_id))
     }
 
     fn browser_enabled(&self) -> bool {
@@ -292,15 +297,6 @@ impl ServerCallbacks for Core {
 impl Core {
     pub(super) fn server(&self) -> Option<Arc<AgentToolServer>> {
         self.server.get()?.upgrade()
-    }
-
-    pub(super) fn valid(&self, identity: &ToolIdentity) -> bool {
-        let Some(project) = self.host.workspace.project(&identity.project_id) else {
-            return false;
-        };
-        !project.remote
-            && (lock(&self.active).contains(&identity.node_id)
-                || project.node_ids.contains(&identity.node_id))
     }
 
     pub(super) fn canvas(
@@ -458,35 +454,31 @@ impl Core {
         let _ = lock(&self.owners).release_all(node_id);
     }
 
-    /// The agent a PTY command starts, if it is one: its registry entry and executable.
-    fn agent_of_command(
-        &self,
-        command: &str,
-    ) -> Result<Option<(&'static AgentPreset, String)>, RuntimeError> {
+    /// The agent a PTY command starts, if it is one.
+    fn agent_of_command(&self, command: &str) -> Result<Option<AgentCommand>, RuntimeError> {
+        fn file_name(path: &str) -> &str {
+            Path::new(path)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or(path)
+        }
         let Some(first) = command.split_whitespace().next() else {
             return Ok(None);
         };
-        let base = Path::new(first)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or(first);
+        let base = file_name(first);
         if let Some(preset) = super::agents::AGENT_REGISTRY
             .iter()
             .find(|p| p.command == Some(base))
         {
-            return Ok(Some((preset, first.to_string())));
+            return Ok(Some((preset, first.to_string(), None)));
         }
         let preferences = self.preferences().map_err(RuntimeError::Preferences)?;
         let Some(custom) = preferences.custom_executable else {
             return Ok(None);
         };
-        let custom_base = Path::new(&custom)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or(&custom);
-        if first == custom || base == custom_base {
+        if first == custom || base == file_name(&custom) {
             let preset = find_preset("custom").expect("custom is in the registry");
-            return Ok(Some((preset, custom)));
+            return Ok(Some((preset, custom, preferences.custom_instruction_flag)));
         }
         Ok(None)
     }
@@ -502,7 +494,7 @@ impl Core {
             Some(project) if !project.remote => {}
             _ => return Ok(request),
         }
-        let Some((preset, executable)) = self.agent_of_command(&command)? else {
+        let Some((preset, executable, instruction_flag)) = self.agent_of_command(&command)? else {
             return Ok(request);
         };
         let words: Vec<&str> = command.split_whitespace().collect();
@@ -520,29 +512,18 @@ impl Core {
         lock(&self.active).insert(identity.node_id.clone());
         let warm = self.host.terminals.is_warm(&identity.node_id);
         let had_credentials = server.has_credentials(&identity.node_id);
-        let probe = match self.probe(&executable) {
-            Ok(probe) => probe,
-            Err(_) => {
-                let status = IntegrationStatus {
-                    state: IntegrationState::NeedsSetup,
-                    adapter: preset.kind.to_string(),
-                    version: None,
-                    reason: Some(format!(
-                        "Install {} ({executable} was not found), then launch it again",
-                        preset.title
-                    )),
-                };
-                server.provision(&identity, status, true)?;
-                return Ok(request);
-            }
-        };
-        let instruction_flag = match preset.kind {
-            "custom" => {
-                self.preferences()
-                    .map_err(RuntimeError::Preferences)?
-                    .custom_instruction_flag
-            }
-            _ => None,
+        let Ok(probe) = self.probe(&executable) else {
+            let status = IntegrationStatus {
+                state: IntegrationState::NeedsSetup,
+                adapter: preset.kind.to_string(),
+                version: None,
+                reason: Some(format!(
+                    "Install {} ({executable} was not found), then launch it again",
+                    preset.title
+                )),
+            };
+            server.provision(&identity, status, true)?;
+            return Ok(request);
         };
         let launcher = lock(&self.launcher)
             .clone()
