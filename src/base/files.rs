@@ -3,7 +3,8 @@
 //! `private_json` writes a temp file created exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`,
 //! so a symlink or file planted at the temp name is never followed or reused), fsyncs
 //! it, renames it over the target and fsyncs the directory. A crash at any instant
-//! leaves the old file or the new one, never a torn one.
+//! leaves the old file or the new one, never a torn one. `regenerated_write` does the same
+//! without the fsyncs, for files each start writes again.
 //!
 //! The spec's "chmods both the temp result and final file to 0600" holds in effect: the
 //! temp file is created 0600 and `fchmod`ed 0600 through its open descriptor (so the
@@ -45,14 +46,29 @@ pub fn private_json(path: &Path, value: &Value) -> io::Result<()> {
 
 /// Atomically replaces `path` with `bytes`, mode 0600 (see the module docs).
 pub fn private_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// [`private_write`] without its two fsyncs, for a file each start writes again from what
+/// the program holds (an agent's guides, the launcher): still atomic and 0600, but a crash
+/// can lose the new contents, which the next start then writes again. (An fsync costs
+/// about half a millisecond here: those of the guides were most of `serve`'s start.)
+pub fn regenerated_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let temp = temp_name(path);
-    let result = write_new_file(&temp, bytes).and_then(|()| {
+    let result = write_new_file(&temp, bytes, sync).and_then(|()| {
         fs::rename(&temp, path)?;
-        File::open(dir)?.sync_all()
+        match sync {
+            true => File::open(dir)?.sync_all(),
+            false => Ok(()),
+        }
     });
     match &result {
         // Someone else's file sits at the temp name: not ours to remove.
@@ -64,7 +80,7 @@ pub fn private_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
-fn write_new_file(temp: &Path, bytes: &[u8]) -> io::Result<()> {
+fn write_new_file(temp: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true) // O_CREAT | O_EXCL
@@ -73,7 +89,10 @@ fn write_new_file(temp: &Path, bytes: &[u8]) -> io::Result<()> {
         .open(temp)?;
     file.write_all(bytes)?;
     file.set_permissions(Permissions::from_mode(0o600))?;
-    file.sync_all()
+    match sync {
+        true => file.sync_all(),
+        false => Ok(()),
+    }
 }
 
 /// `<dir>/.<name>.<pid>.<counter>.tmp`: unique within this process, and never the name

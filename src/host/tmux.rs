@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::base::files::{holds_private_file, private_dir, private_write};
+use crate::base::files::{holds_private_file, private_dir, regenerated_write};
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
@@ -212,9 +212,9 @@ impl TmuxServer {
             )));
         }
         let config = socket_dir.join("tmux.conf");
-        // Unchanged since the last host (the usual restart): skip the fsynced rewrite.
+        // Unchanged since the last host (the usual restart): skip the rewrite.
         if !holds_private_file(&config, TMUX_CONFIG.as_bytes(), 0o600) {
-            private_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
+            regenerated_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
                 what: format!("writing {}", config.display()),
                 source,
             })?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::agents::{select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
-use crate::base::files::{holds_private_file, private_dir, private_json, private_write};
+use crate::base::files::{holds_private_file, private_dir, private_json, regenerated_write};
 use crate::protocol::{guide, is_valid_node_id, IntegrationState, IntegrationStatus, TOOL_GUIDES};
 
 /// The launcher's file name inside `<data>/agent-tools/`.
@@ -91,21 +91,21 @@ pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf
         .ok_or_else(|| io::Error::other("the termsprawlctl path is not UTF-8"))?;
     let launcher = dir.join(LAUNCHER_NAME);
     let script = format!("#!/bin/sh\nexec {} \"$@\"\n", shell_quote(target));
-    // A restart with the same executable finds it in place: skip the fsynced rewrite.
+    // A restart with the same executable finds it in place: skip the rewrite.
     if !holds_private_file(&launcher, script.as_bytes(), 0o700) {
-        private_write(&launcher, script.as_bytes())?;
+        regenerated_write(&launcher, script.as_bytes())?;
         fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
     }
     Ok(launcher)
 }
 
-/// `private_write`, skipped when `path` already holds `bytes` as a 0600 file (a restart
-/// finds the guides of an agent in place).
+/// `regenerated_write`, skipped when `path` already holds `bytes` as a 0600 file (a
+/// restart finds the guides of an agent in place).
 fn write_unless_same(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if holds_private_file(path, bytes, 0o600) {
         return Ok(());
     }
-    private_write(path, bytes)
+    regenerated_write(path, bytes)
 }
 
 /// What [`prepare_tool_launch`] needs.

@@ -44,6 +44,7 @@ use crate::protocol::{
 
 // Kept here for embedders that used them from `server` (their home is `base`).
 use crate::activity;
+use crate::base::files::regenerated_write;
 pub use crate::base::files::{
     private_dir, private_json, private_write, read_json, read_private_json,
 };
@@ -813,9 +814,10 @@ impl AgentToolServer {
                 port,
                 instance_id: self.instance_id.clone(),
             };
+            // Not fsynced: it describes this process, and each start writes it again.
             let file = self.directory.join("endpoint.json");
             let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
-            match private_json(&file, &value) {
+            match regenerated_write(&file, format!("{value:#}\n").as_bytes()) {
                 Ok(()) => Ok((http, endpoint)),
                 Err(e) => {
                     http.stop();
