@@ -9,9 +9,9 @@
 //! and one `write` per project, and no allocation on either side once the buffers have
 //! grown), and writes each batch with one append. (A line per call sent on a channel
 //! cost a heap block made on the call's thread and freed on the writer's, which keeps
-//! glibc's allocator off its fast path on both: measurably slower calls.) A write that fails (a full disk)
-//! is cut back to the file's previous length, its lines counted as dropped: lines in the
-//! file are whole, and only a crash in the middle of a write can leave a torn last line
+//! glibc's allocator off its fast path on both: measurably slower calls.) A write that
+//! stops short (a full disk) is cut back to its last whole line, the lines that did not
+//! fit counted as dropped: lines in the file are whole, and only a crash in the middle of a write can leave a torn last line
 //! (readers skip lines that do not parse). While the count grows, stderr hears of it at
 //! most once per [`REPORT_EVERY`].
 //!
@@ -580,20 +580,18 @@ impl Writer {
     /// their room for the next).
     fn write_batch(&mut self, batch: &mut HashMap<String, Lines>) {
         for (project_id, lines) in batch.iter_mut().filter(|(_, l)| l.count > 0) {
-            if !self.append(project_id, &lines.bytes) {
-                self.dropped += lines.count;
-            }
+            self.dropped += lines.count - self.append(project_id, &lines.bytes);
             lines.bytes.clear();
             lines.count = 0;
         }
     }
 
-    /// Appends whole lines to the project's trail (rotating it first when due); false
-    /// when nothing was written.
-    fn append(&mut self, project_id: &str, bytes: &[u8]) -> bool {
+    /// Appends whole lines to the project's trail (rotating it first when due); how many
+    /// of them reached the file.
+    fn append(&mut self, project_id: &str, bytes: &[u8]) -> u64 {
         let Some(path) = trail_file(&self.dir, project_id) else {
             self.report_unusable(project_id, "its project id is not a safe file name");
-            return false;
+            return 0;
         };
         let sink = self.sinks.entry(project_id.to_string()).or_insert(None);
         if sink
@@ -617,24 +615,32 @@ impl Writer {
                 Err(e) => {
                     let why = e.to_string();
                     self.report_unusable(project_id, &why);
-                    return false;
+                    return 0;
                 }
             }
         }
         let Some(open) = sink.as_mut() else {
-            return false;
+            return 0;
         };
-        match open.file.write_all(bytes) {
-            Ok(()) => {
-                open.size += bytes.len() as u64;
-                true
-            }
-            Err(_) => {
-                // Cut a partial write back so the file holds whole lines only.
-                let _ = open.file.set_len(open.size);
-                false
+        let mut written = 0;
+        while written < bytes.len() {
+            match open.file.write(&bytes[written..]) {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
             }
         }
+        // A write that stopped short (a full disk) is cut back to its last whole line.
+        let whole = bytes[..written]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        if whole < written {
+            let _ = open.file.set_len(open.size + whole as u64);
+        }
+        open.size += whole as u64;
+        bytes[..whole].iter().filter(|&&b| b == b'\n').count() as u64
     }
 
     fn report_unusable(&mut self, project_id: &str, why: &str) {
