@@ -46,6 +46,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -66,10 +67,18 @@ pub const CANVAS_SENDER_ID: u64 = 1;
 pub const EXPIRED: &str =
     "The canvas received this request after it expired; nothing was applied. Inspect the canvas before retrying.";
 
+/// How long a `canvas_list` answer is reused while nothing was applied to its project:
+/// what it shows of terminals (tmux's listing) is then at most this much older than a
+/// fresh answer's.
+pub const LIST_REUSE: Duration = Duration::from_millis(500);
+
 /// What the owner holds: the canvases, and handles to publish and act through.
 pub struct OwnerState {
     /// Project id -> (project folder, canvas).
     canvases: HashMap<String, (PathBuf, Canvas)>,
+    /// Project id -> its last `canvas_list` answer and when it was made, kept while
+    /// nothing else ran under the lock ([`CanvasOwner::current_list`]).
+    lists: HashMap<String, (Instant, Value)>,
     workspace: Arc<HostWorkspace>,
     terminals: Arc<HostTerminals>,
     browsers: Arc<ChromiumBrowsers>,
@@ -97,6 +106,7 @@ impl HeadlessCanvas {
         let runtime = Arc::new(OnceLock::new());
         let state = OwnerState {
             canvases: HashMap::new(),
+            lists: HashMap::new(),
             workspace: workspace.clone(),
             terminals,
             browsers,
@@ -154,7 +164,16 @@ impl HeadlessCanvas {
     pub fn with<T>(&self, job: impl FnOnce(&mut OwnerState) -> T) -> Result<T, HostError> {
         let mut state = self.lock().map_err(|_| HostError::Stopped)?;
         let state = state.as_mut().ok_or(HostError::Stopped)?;
+        // The job may change any canvas (or a terminal's recorded end).
+        state.lists.clear();
         Ok(job(state))
+    }
+
+    /// [`with`](Self::with) for a job that only reads (the reused `canvas_list` answers
+    /// stay).
+    pub fn read<T>(&self, job: impl FnOnce(&OwnerState) -> T) -> Result<T, HostError> {
+        let state = self.lock().map_err(|_| HostError::Stopped)?;
+        Ok(job(state.as_ref().ok_or(HostError::Stopped)?))
     }
 
     /// Terminal node `node_id`'s program ended by itself (the terminals' watcher says so):
@@ -196,6 +215,15 @@ impl CanvasOwner for HeadlessCanvas {
         let mut state = self.lock()?;
         state.as_mut().ok_or(STOPPED)?.handle(request);
         Ok(())
+    }
+
+    /// The project's last `canvas_list` answer, if nothing but `canvas_list` ran for it
+    /// since, it is younger than [`LIST_REUSE`] and the canvas has no browser (whose
+    /// pages change by themselves). `None` at once while a request is being applied.
+    fn current_list(&self, project_id: &str) -> Option<Value> {
+        let state = self.state.try_lock().ok()?;
+        let (made, list) = state.as_ref()?.lists.get(project_id)?;
+        (made.elapsed() < LIST_REUSE).then(|| list.clone())
     }
 }
 
@@ -401,11 +429,19 @@ impl OwnerState {
             .canvases
             .get_mut(project_id)
             .ok_or("The project's canvas is not open")?;
+        if operation != "canvas_list" {
+            self.lists.remove(project_id);
+        }
         let result = match operation {
             "canvas_list" => {
                 sync_tabs(canvas, &browsers);
-                let list = canvas.apply(operation, args)?;
-                return Ok(with_sessions(list, &terminals));
+                let list = with_sessions(canvas.apply(operation, args)?, &terminals);
+                let has_browser = canvas.nodes().iter().any(|n| n.kind == NodeKind::Browser);
+                if !has_browser {
+                    let made = (Instant::now(), list.clone());
+                    self.lists.insert(project_id.to_string(), made);
+                }
+                return Ok(list);
             }
             "terminal_open" | "agent_launch" => {
                 let created = canvas.apply(operation, args)?;
@@ -659,6 +695,49 @@ mod tests {
             .is_err());
         canvas.stop();
         assert!(matches!(canvas.with(|_| ()), Err(HostError::Stopped)));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_canvas_list_is_reused_only_while_nothing_else_ran() {
+        let (root, _, canvas, id) = owner("canvas-reuse");
+        let send = |operation: &str, args: Value| {
+            let request = request(&id, operation, args, unix_millis() + 9_000);
+            canvas.send(CANVAS_SENDER_ID, request).unwrap();
+        };
+        assert_eq!(canvas.current_list(&id), None, "nothing listed yet");
+        send("canvas_list", json!({}));
+        assert_eq!(canvas.current_list(&id), Some(json!([])));
+        // Anything else applied drops it; the next list is the new one.
+        send("sticky_open", json!({"text": "x"}));
+        assert_eq!(canvas.current_list(&id), None);
+        send("canvas_list", json!({}));
+        let reused = canvas.current_list(&id).unwrap();
+        assert_eq!(reused.as_array().map(Vec::len), Some(1), "{reused}");
+        // A job that only reads keeps it; one that may change the canvases drops it.
+        canvas.read(|_| ()).unwrap();
+        assert!(canvas.current_list(&id).is_some());
+        canvas.with(|_| ()).unwrap();
+        assert_eq!(canvas.current_list(&id), None);
+        // While a request is being applied: `None` at once, without waiting.
+        send("canvas_list", json!({}));
+        let applying = canvas.state.lock().unwrap();
+        assert_eq!(canvas.current_list(&id), None);
+        drop(applying);
+        assert!(canvas.current_list(&id).is_some());
+        // Older than LIST_REUSE: not reused.
+        std::thread::sleep(LIST_REUSE);
+        assert_eq!(canvas.current_list(&id), None);
+        // A canvas with a browser node is never reused (its pages change by themselves).
+        let args = json!({"url": "https://example.com/"});
+        let added = canvas.with(move |state| {
+            let (_, project) = state.canvases.get_mut("p1").unwrap();
+            project.apply("browser_open", args.as_object().unwrap())
+        });
+        assert!(matches!(added, Ok(Ok(_))), "{added:?}");
+        send("canvas_list", json!({}));
+        assert_eq!(canvas.current_list(&id), None);
+        canvas.stop();
         let _ = std::fs::remove_dir_all(&root);
     }
 

@@ -71,6 +71,14 @@ fn is_agent_terminal(node: &Value) -> bool {
 }
 
 impl Core {
+    /// `canvas_list` from the owner's current list (`CanvasOwner::current_list`) while
+    /// it still shows the caller: what `execute` would answer.
+    pub(super) fn current_list(&self, identity: &ToolIdentity) -> Option<Value> {
+        let list = self.host.canvas.current_list(&identity.project_id)?;
+        find_node(nodes_of(&list), &identity.node_id)?;
+        Some(list)
+    }
+
     pub(super) fn execute(
         &self,
         identity: &ToolIdentity,

@@ -42,6 +42,12 @@ pub trait CanvasOwner: Send + Sync + 'static {
     fn target(&self, project_id: &str) -> Option<u64>;
     /// Delivers a request to that sender. It must not be applied after `expires_at`.
     fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String>;
+    /// `canvas_list`'s answer for `project_id` when the owner can give it at once, never
+    /// waiting (its last one, known to be current), so the call skips its project's
+    /// queue; `None` (the default): ask through [`send`](Self::send).
+    fn current_list(&self, _project_id: &str) -> Option<Value> {
+        None
+    }
 }
 
 /// Live browser guests of browser nodes.

@@ -271,6 +271,10 @@ impl ServerCallbacks for Core {
         Core::execute(self, identity, request)
     }
 
+    fn answer_at_once(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<Value> {
+        (request.operation == "canvas_list").then(|| self.current_list(identity))?
+    }
+
     fn valid(&self, identity: &ToolIdentity) -> bool {
         let Some(project) = self.host.workspace.project(&identity.project_id) else {
             return false;

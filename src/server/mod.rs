@@ -139,12 +139,6 @@ pub(crate) fn connects_on_session_info(status: &IntegrationStatus) -> bool {
     status.adapter.ends_with("-mcp") && status.state != IntegrationState::Connected
 }
 
-/// The operation a raw request names, for the activity line of a request that did not
-/// validate (`?` when it names none).
-fn raw_operation(raw: &Value) -> &str {
-    raw.get("operation").and_then(Value::as_str).unwrap_or("?")
-}
-
 fn wire(result: &ToolResult) -> WireAnswer {
     let status = if matches!(result, ToolResult::Ok(_)) {
         200
@@ -173,6 +167,12 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     /// the app knows its program has ended (its status then keeps saying why).
     fn may_connect(&self, _node_id: &str) -> bool {
         true
+    }
+    /// The answer to an admitted `request` when the app can give it at once on the accept
+    /// thread, never waiting (e.g. from what it holds and knows to be current), so the
+    /// call skips its project's queue; `None` (the default): queue it.
+    fn answer_at_once(&self, _identity: &ToolIdentity, _request: &ToolRequest) -> Option<Value> {
+        None
     }
 }
 
@@ -617,8 +617,10 @@ impl AgentToolServer {
         let request = match self.admit(session, raw) {
             Ok(request) => request,
             Err(refused) => {
+                // The operation it names, if any, for the trail.
+                let operation = raw.get("operation").and_then(Value::as_str).unwrap_or("?");
                 self.activity
-                    .call(session, raw_operation(raw), None, &refused, started);
+                    .call(session, operation, None, &refused, started);
                 return Invoked::Now(wire(&refused));
             }
         };
@@ -694,7 +696,9 @@ impl AgentToolServer {
         if is_browser_operation(&request.operation) && !self.callbacks.browser_enabled() {
             return Some(ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into()));
         }
-        None
+        // An answer the app already holds (the runtime's: an unchanged `canvas_list`).
+        let at_once = self.callbacks.answer_at_once(&session.identity(), request);
+        at_once.map(ToolResult::Ok)
     }
 
     /// Steps 7 and 8, on the project's worker thread.

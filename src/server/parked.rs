@@ -83,12 +83,6 @@ impl Parked {
             false
         });
     }
-
-    /// How many connections are watched.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.watched.len()
-    }
 }
 
 #[cfg(test)]
@@ -116,17 +110,23 @@ mod tests {
             )
         };
         look(&mut watch, Duration::from_millis(250));
-        assert_eq!((watch.len(), parked.load(Ordering::Relaxed)), (2, 0));
+        assert_eq!(
+            (watch.watched.len(), parked.load(Ordering::Relaxed)),
+            (2, 0)
+        );
         // Socket 1's thread saw end-of-file and closed both.
         open.borrow_mut().retain(|fd| *fd >= 20);
         look(&mut watch, SUSPECT_AFTER);
-        assert_eq!((watch.len(), parked.load(Ordering::Relaxed)), (1, 1));
+        assert_eq!(
+            (watch.watched.len(), parked.load(Ordering::Relaxed)),
+            (1, 1)
+        );
         look(&mut watch, SUSPECT_AFTER * 2);
         assert_eq!(parked.load(Ordering::Relaxed), 1, "counted once");
         assert!(closed.borrow().is_empty());
         look(&mut watch, CLOSE_AFTER);
         assert_eq!(*closed.borrow(), vec![(20, 2), (21, 2)]);
-        assert_eq!(watch.len(), 0);
+        assert_eq!(watch.watched.len(), 0);
     }
 
     #[test]

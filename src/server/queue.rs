@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -77,23 +77,20 @@ fn run_worker(
     lingering: &AtomicUsize,
 ) {
     loop {
-        let work = match receiver
+        let work = receiver
             .try_recv()
             .ok()
-            .or_else(|| linger(receiver, lingering))
-        {
-            Some(work) => work,
-            None => {
-                let mut workers = lock_or_recover(registry);
-                match receiver.try_recv() {
-                    Ok(work) => work,
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
-                        workers.remove(project);
-                        return;
-                    }
-                }
+            .or_else(|| linger(receiver, lingering));
+        // Nothing came: exit, unless work arrived before we took the lock senders hold.
+        let work = work.or_else(|| {
+            let mut workers = lock_or_recover(registry);
+            let last = receiver.try_recv().ok();
+            if last.is_none() {
+                workers.remove(project);
             }
-        };
+            last
+        });
+        let Some(work) = work else { return };
         // A panicking operation must not take the rest of the queue with it (the server's
         // work also catches its own panics, so that its caller still gets an answer).
         let _ = catch_unwind(AssertUnwindSafe(work));

@@ -66,7 +66,7 @@ impl ViewSource {
     /// The snapshot (module docs); screens only for terminals `visible` names.
     pub fn snapshot(&self, visible: &Visible, screens: &mut Screens) -> Result<Value, HostError> {
         let project_id = self.project_id.clone();
-        let copied = self.canvas.with(move |state| {
+        let copied = self.canvas.read(move |state| {
             let canvas = state.canvas(&project_id)?;
             let nodes: Vec<Value> = canvas
                 .nodes()
@@ -139,7 +139,7 @@ impl ViewSource {
         let project_id = self.project_id.clone();
         let node_id = node_id.to_string();
         self.canvas
-            .with(move |state| {
+            .read(move |state| {
                 let node = state.canvas(&project_id)?.node(&node_id)?;
                 let tabs = node.data.tabs.as_ref()?;
                 let active = node.data.active_tab_id.as_ref();

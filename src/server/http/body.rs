@@ -13,7 +13,7 @@
 //! request tiny_http queues after `close()` has drained the queue is dropped by
 //! tiny_http itself.)
 
-use std::io;
+use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -100,13 +100,8 @@ pub(super) fn read_body(
             Ok(0) => return Ok(body),
             Ok(n) if body.len() + n > MAX_BODY_BYTES => return Err(BodyError::TooLarge),
             Ok(n) => body.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            // A read slice ended (or a signal came): check the deadline and go on.
+            Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {}
             Err(_) => return Err(BodyError::Broken),
         }
     }

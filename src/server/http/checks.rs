@@ -79,10 +79,7 @@ pub(super) fn chunked_only(request: &Request) -> bool {
 /// True when answering `call` writes to disk: a session's first `session_info` that
 /// marks its MCP adapter connected.
 pub(super) fn writes_status(call: &Call) -> bool {
-    let Verdict::Accept(session) = &call.verdict else {
-        return false;
-    };
-    connects_on_session_info(&session.status)
+    matches!(&call.verdict, Verdict::Accept(s) if connects_on_session_info(&s.status))
 }
 
 /// True when tiny_http has already read the whole body into memory (or there is none).

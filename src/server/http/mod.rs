@@ -51,16 +51,12 @@
 //! behind it. (A client that reads a little now and then keeps resetting that timer:
 //! bounding a whole answer would need a watchdog thread, which we do not have.)
 //!
-//! ## Connections without a call in flight
-//! tiny_http reads request headers with no timeout and keeps a thread and two
-//! descriptors per open connection, with no upper bound; the reaper (`reaper`) ends
-//! quiet connections and gets a thread for those tiny_http's pool left without one.
-//!
 //! ## Files
 //! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
 //! `checks` (the head's checks), `body` (reading bodies under the deadline, and the
 //! requests that cannot be dropped), `in_order` (one call in flight per connection),
-//! `reaper`, `handlers` (the handler threads).
+//! `reaper` (connections without a call in flight: tiny_http reads their heads with no
+//! timeout, a thread each), `handlers` (the handler threads).
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
