@@ -151,6 +151,68 @@ fn select_move_resize_and_group() {
     assert!(serve.stop().success());
 }
 
+/// `canvas_list` may be answered from the canvas owner's last list (on the accept thread,
+/// skipping the project's queue): a change answered before the list was asked for always
+/// shows, while other clients list all the time.
+#[test]
+fn a_reused_canvas_list_never_hides_a_change() {
+    let (dirs, serve) = start("list-reuse", &[]);
+    let sticky = id(&serve.ok(&dirs, "me", "sticky_open", json!({"text": "s"})));
+    let position = |list: &Value| {
+        let node = list["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == sticky);
+        node.map(|n| n["position"]["x"].as_f64().unwrap())
+    };
+    let move_and_list = |x: u32| {
+        let args = json!({"nodeId": sticky, "x": x, "y": 0});
+        serve.ok(&dirs, "me", "canvas_move", args);
+        let list = serve.call(&dirs, "me", "canvas_list", json!({}));
+        assert_eq!(
+            position(&list),
+            Some(f64::from(x)),
+            "after moving to {x}: {list}"
+        );
+    };
+    // Alone: each list after the first is the reused one unless the move dropped it.
+    for x in 1..=50 {
+        move_and_list(x);
+    }
+    let added = id(&serve.ok(&dirs, "me", "sticky_open", json!({"text": "new"})));
+    let list = serve.call(&dirs, "me", "canvas_list", json!({}));
+    let listed = list["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["id"] == added);
+    assert!(listed, "a new node is listed at once: {list}");
+    // And while four other clients list all the time.
+    let token = serve_harness::token(&dirs, "me");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listers: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, token, port) = (stop.clone(), token.clone(), serve.port);
+            std::thread::spawn(move || {
+                let mut lists = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = json!({"operation": "canvas_list", "args": {}});
+                    assert_eq!(post(port, &token, &body).0, 200);
+                    lists += 1;
+                }
+                lists
+            })
+        })
+        .collect();
+    for x in 51..=100 {
+        move_and_list(x);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let lists: u64 = listers.into_iter().map(|l| l.join().unwrap()).sum();
+    eprintln!("figure: 100 moves and a new node, each listed at once, while 4 clients listed {lists} times");
+}
+
 #[test]
 fn new_nodes_do_not_cover_each_other() {
     let (dirs, serve) = start("placement", &[]);
