@@ -586,7 +586,7 @@ impl AgentToolServer {
 
     /// Runs one raw request for an authenticated session: the spec's eight steps,
     /// waiting up to [`Clock::answer_wait`] for a queued operation. The HTTP front's
-    /// path ([`Self::invoke_wire`]), its wire answer read back.
+    /// path (`invoke_wire`), its wire answer read back.
     pub fn invoke(&self, session: &ToolSession, raw: &Value) -> ToolResult {
         let unwire = |(_, answer): WireAnswer| {
             serde_json::from_slice(&answer).unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()))
