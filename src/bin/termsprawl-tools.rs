@@ -6,13 +6,14 @@ use std::process::ExitCode;
 
 use termsprawl_tools::host::activity::{self, ActivityOptions};
 use termsprawl_tools::host::browser_control;
+use termsprawl_tools::host::links;
 use termsprawl_tools::host::options::parse_stop_terminals;
 use termsprawl_tools::host::{pane, serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 
 const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
 activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
-catalogue | validate";
+link A B [--messages] [--project DIR] | unlink A B [--project DIR] | catalogue | validate";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -56,6 +57,20 @@ fn main() -> ExitCode {
             },
             Err(usage) => fail(&usage, 2),
         },
+        Some(command @ ("link" | "unlink")) => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            let is_link = command == "link";
+            let done = links::parse(&args[1..], is_link, cwd).map(|request| match is_link {
+                true => links::link(&request),
+                false => links::unlink(&request),
+            });
+            match done {
+                Ok(Ok(done)) => fail(&format!("termsprawl-tools: {done}"), 0),
+                Ok(Err(error)) => fail(&format!("termsprawl-tools {command}: {error}"), 1),
+                Err(usage) if usage == links::LINK_USAGE => fail(&usage, 2),
+                Err(error) => fail(&format!("termsprawl-tools {command}: {error}"), 2),
+            }
+        }
         Some("catalogue") if args.len() == 1 => print_json(&catalogue_json(), ExitCode::SUCCESS),
         Some("validate") if args.len() == 1 => validate_stdin(),
         _ => fail(USAGE, 2),

@@ -17,6 +17,7 @@ pub mod canvas;
 pub mod canvas_owner;
 pub mod default_host;
 mod error;
+pub mod links;
 pub mod options;
 pub mod pane;
 pub(crate) mod procfs;

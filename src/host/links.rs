@@ -1,0 +1,207 @@
+//! `termsprawl-tools link A B [--messages] [--project DIR]` and `unlink A B [--project DIR]`:
+//! a person links two agents of a folder project (agents cannot: no tool makes or removes
+//! a link).
+//!
+//! A link is `<project>/.termsprawl/links/<A>--<B>.json`, `{"version":1,"a":"A","b":"B"}`,
+//! what `context_read` reads (either side then reads the other's transcript). With
+//! `--messages` it also holds `"agentMessages":true`: A may send work to B (directed; the
+//! messaging of a later round reads it, absent or false means reading only). The file is
+//! private state, written like every other (0600, atomically, never through a planted
+//! symlink, `links/` made 0700). Both ids must be agent nodes (terminal nodes with an
+//! `agentId`) on the project's canvas, read from its `project.json` only if it is a
+//! regular file of this user; `serve` need not run. `unlink` removes exactly that file.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::base::files::{private_dir, private_json, read_private_json};
+use crate::protocol::is_valid_node_id;
+
+/// The usage line of `link` and `unlink`.
+pub const LINK_USAGE: &str =
+    "usage: termsprawl-tools link A B [--messages] [--project DIR] | unlink A B [--project DIR]";
+
+/// What `link` or `unlink` was asked to do.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LinkRequest {
+    /// The agent the link goes from.
+    pub a: String,
+    /// The agent it goes to.
+    pub b: String,
+    /// `--messages` (only for `link`).
+    pub messages: bool,
+    /// The project folder (`--project`, else the current directory).
+    pub project: PathBuf,
+}
+
+/// Parses the words after `link` (`messages_allowed`) or `unlink`.
+pub fn parse(args: &[String], messages_allowed: bool, cwd: PathBuf) -> Result<LinkRequest, String> {
+    let usage = || LINK_USAGE.to_string();
+    let (mut ids, mut messages, mut project) = (Vec::new(), false, None);
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--messages" if messages_allowed && !messages => messages = true,
+            "--project" if project.is_none() => {
+                let dir = words.next().filter(|d| !d.is_empty()).ok_or_else(usage)?;
+                project = Some(PathBuf::from(dir));
+            }
+            flag if flag.starts_with("--") => return Err(usage()),
+            id => ids.push(id.to_string()),
+        }
+    }
+    let [a, b] = <[String; 2]>::try_from(ids).map_err(|_| usage())?;
+    for id in [&a, &b] {
+        if !is_valid_node_id(id) {
+            return Err(format!(
+                "{id:?} is not a node id: use 1 to 128 letters, digits, '_' or '-', starting with a letter or digit"
+            ));
+        }
+    }
+    if a == b {
+        return Err(format!("cannot link {a} to itself; name two agents"));
+    }
+    let project = project.unwrap_or(cwd);
+    Ok(LinkRequest {
+        a,
+        b,
+        messages,
+        project,
+    })
+}
+
+/// The link file of `a` → `b` in `project`.
+fn link_file(project: &Path, a: &str, b: &str) -> PathBuf {
+    project
+        .join(".termsprawl/links")
+        .join(format!("{a}--{b}.json"))
+}
+
+/// Writes the link; the sentence saying what was done.
+pub fn link(request: &LinkRequest) -> Result<String, String> {
+    let canvas = read_canvas(&request.project)?;
+    for id in [&request.a, &request.b] {
+        require_agent(&canvas, id, &request.project)?;
+    }
+    let file = link_file(&request.project, &request.a, &request.b);
+    let dir = file.parent().unwrap_or(&request.project);
+    private_dir(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let mut body = json!({ "version": 1, "a": request.a, "b": request.b });
+    if request.messages {
+        body["agentMessages"] = json!(true);
+    }
+    private_json(&file, &body).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let what = match request.messages {
+        true => "reads the other's transcript, and may send work to",
+        false => "reads the other's transcript (no messages) with",
+    };
+    Ok(format!(
+        "linked {}: {} {what} {}",
+        file.display(),
+        request.a,
+        request.b
+    ))
+}
+
+/// Removes the link; the sentence saying what was done.
+pub fn unlink(request: &LinkRequest) -> Result<String, String> {
+    let file = link_file(&request.project, &request.a, &request.b);
+    match std::fs::remove_file(&file) {
+        Ok(()) => Ok(format!(
+            "unlinked {} → {} ({} removed)",
+            request.a,
+            request.b,
+            file.display()
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
+            "there is no link {} → {} in {} (a link has a direction: try unlink {} {})",
+            request.a,
+            request.b,
+            request.project.display(),
+            request.b,
+            request.a
+        )),
+        Err(e) => Err(format!("cannot remove {}: {e}", file.display())),
+    }
+}
+
+/// The project's canvas file, trusted only as private state.
+fn read_canvas(project: &Path) -> Result<Value, String> {
+    let file = project.join(".termsprawl/project.json");
+    match read_private_json(&file) {
+        Ok(Some(canvas)) => Ok(canvas),
+        Ok(None) => Err(format!(
+            "{} has no canvas ({} is missing); start serve there first",
+            project.display(),
+            file.display()
+        )),
+        Err(e) => Err(format!("cannot read {}: {e}", file.display())),
+    }
+}
+
+/// `id` is an agent node on `canvas`: a terminal node whose data names an `agentId`.
+fn require_agent(canvas: &Value, id: &str, project: &Path) -> Result<(), String> {
+    let nodes = canvas["nodes"].as_array().map_or(&[][..], Vec::as_slice);
+    let Some(node) = nodes.iter().find(|n| n["id"] == id) else {
+        return Err(format!(
+            "{id} is not a node of the canvas in {}; list the agents with canvas_list",
+            project.display()
+        ));
+    };
+    let is_agent = node["type"] == "terminal" && node["data"]["agentId"].is_string();
+    match is_agent {
+        true => Ok(()),
+        false => Err(format!(
+            "{id} is not an agent node (only agents are linked)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn parses_ids_flags_and_refuses_the_rest() {
+        let cwd = PathBuf::from("/here");
+        let parsed = parse(&words("a b --messages --project /p"), true, cwd.clone()).unwrap();
+        let expected = LinkRequest {
+            a: "a".into(),
+            b: "b".into(),
+            messages: true,
+            project: "/p".into(),
+        };
+        assert_eq!(parsed, expected);
+        assert_eq!(
+            parse(&words("x y"), false, cwd.clone()).unwrap().project,
+            cwd
+        );
+        for bad in [
+            "a",
+            "a b c",
+            "a b --messages --messages",
+            "a b --project",
+            "a b --bogus",
+        ] {
+            assert_eq!(
+                parse(&words(bad), true, cwd.clone()),
+                Err(LINK_USAGE.into()),
+                "{bad}"
+            );
+        }
+        // unlink takes no --messages.
+        assert!(parse(&words("a b --messages"), false, cwd.clone()).is_err());
+        assert!(parse(&words("a a"), true, cwd.clone())
+            .unwrap_err()
+            .contains("itself"));
+        assert!(parse(&words("a ../b"), true, cwd)
+            .unwrap_err()
+            .contains("not a node id"));
+    }
+}
