@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use fakes::{Answer, Rig, PROJECT};
 use serde_json::{json, Map};
-use termsprawl_tools::protocol::{ToolIdentity, ToolRequest};
+use termsprawl_tools::protocol::{
+    IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest, ToolResult,
+};
 
 fn me() -> ToolIdentity {
     ToolIdentity {
@@ -63,6 +65,43 @@ fn canvas_list_and_mutations_are_acknowledged() {
         last.expires_at > now + 8_000 && last.expires_at <= now + 9_000,
         "expiresAt is now + 9 s"
     );
+}
+
+/// A `canvas_list` the owner can answer at once (`CanvasOwner::current_list`) skips the
+/// project's queue and the owner's `send`; one that does not show the caller, or none
+/// offered, goes the queued way (whose answer then says what is wrong).
+#[test]
+fn a_current_list_is_answered_without_asking_the_owner() {
+    let rig = Rig::new("canvas-current", &["a"]);
+    let status = IntegrationStatus {
+        state: IntegrationState::CliFallback,
+        adapter: "external".into(),
+        version: None,
+        reason: None,
+    };
+    let server = rig.runtime.server();
+    let session = server.provision(&me(), status, false).unwrap();
+    let list = json!({"operation": "canvas_list", "args": {}});
+    let offered = json!([{"id": "a", "type": "terminal", "data": {"agentId": "claude"}}]);
+    *rig.canvas.current.lock().unwrap() = Some(offered.clone());
+    let before = rig.canvas.sent_count("canvas_list");
+    assert_eq!(server.invoke(&session, &list), ToolResult::Ok(offered));
+    assert_eq!(
+        rig.canvas.sent_count("canvas_list"),
+        before,
+        "the owner was not asked"
+    );
+    // Without the caller on it: queued, and the owner's own list shows the caller.
+    *rig.canvas.current.lock().unwrap() = Some(json!([{"id": "z", "type": "terminal"}]));
+    let ToolResult::Ok(queued) = server.invoke(&session, &list) else {
+        panic!("the queued canvas_list failed")
+    };
+    assert_eq!(queued[0]["id"], "a");
+    assert_eq!(rig.canvas.sent_count("canvas_list"), before + 1);
+    // Other operations never take it.
+    let moved = json!({"operation": "canvas_move", "args": {"nodeId": "a", "x": 1, "y": 2}});
+    assert!(matches!(server.invoke(&session, &moved), ToolResult::Ok(_)));
+    assert_eq!(rig.canvas.sent_count("canvas_move"), 1);
 }
 
 #[test]

@@ -74,6 +74,8 @@ pub struct FakeCanvas {
     pub answers: Mutex<HashMap<String, Answer>>,
     pub terminals: Arc<FakeTerminals>,
     pub open: Mutex<bool>,
+    /// What `current_list` offers (`None`: ask through `send`, as by default).
+    pub current: Mutex<Option<Value>>,
     counter: Mutex<u32>,
 }
 
@@ -139,6 +141,11 @@ impl FakeCanvas {
 impl CanvasOwner for FakeCanvas {
     fn target(&self, project_id: &str) -> Option<u64> {
         (project_id == PROJECT && *self.open.lock().unwrap()).then_some(SENDER)
+    }
+
+    fn current_list(&self, project_id: &str) -> Option<Value> {
+        let current = self.current.lock().unwrap().clone();
+        current.filter(|_| project_id == PROJECT)
     }
 
     fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String> {
@@ -321,6 +328,7 @@ impl Rig {
             ),
             sent: Mutex::default(),
             answers: Mutex::default(),
+            current: Mutex::default(),
             terminals: terminals.clone(),
             open: Mutex::new(true),
             counter: Mutex::new(0),
