@@ -580,7 +580,9 @@ impl Writer {
     /// their room for the next).
     fn write_batch(&mut self, batch: &mut HashMap<String, Lines>) {
         for (project_id, lines) in batch.iter_mut().filter(|(_, l)| l.count > 0) {
-            self.dropped += lines.count - self.append(project_id, &lines.bytes);
+            self.dropped += lines
+                .count
+                .saturating_sub(self.append(project_id, &lines.bytes));
             lines.bytes.clear();
             lines.count = 0;
         }
@@ -636,11 +638,15 @@ impl Writer {
             .iter()
             .rposition(|&b| b == b'\n')
             .map_or(0, |i| i + 1);
-        if whole < written {
-            let _ = open.file.set_len(open.size + whole as u64);
+        let kept = bytes[..whole].iter().filter(|&&b| b == b'\n').count() as u64;
+        if whole < written && open.file.set_len(open.size + whole as u64).is_err() {
+            // The torn line stays: reopened for the next batch, which ends it first (readers
+            // skip it), and the file's size is read again.
+            *sink = None;
+            return kept;
         }
         open.size += whole as u64;
-        bytes[..whole].iter().filter(|&&b| b == b'\n').count() as u64
+        kept
     }
 
     fn report_unusable(&mut self, project_id: &str, why: &str) {

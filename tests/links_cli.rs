@@ -171,3 +171,29 @@ fn a_planted_symlink_is_replaced_never_followed() {
         .is_file());
     drop(serve);
 }
+
+/// Ids may hold "--": `x y--z` and `x--y z` name the same file, and neither replaces or
+/// removes the other.
+#[test]
+fn links_whose_file_names_collide_stay_apart() {
+    let dirs = Dirs::new("links-collide");
+    let agents = [
+        "--agent", "x", "--agent", "y--z", "--agent", "x--y", "--agent", "z",
+    ];
+    let mut args = vec!["--terminals", "pty"];
+    args.extend(agents);
+    let serve = Serve::start(&dirs, &args);
+    let project = dirs.project.to_str().unwrap();
+    assert_eq!(run(&["link", "x", "y--z", "--project", project]).0, 0);
+    let (code, said) = run(&["link", "x--y", "z", "--project", project]);
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("already holds the link x → y--z"), "{said}");
+    let (code, said) = run(&["unlink", "x--y", "z", "--project", project]);
+    assert_eq!(code, 1, "{said}");
+    let file = dirs.project.join(".termsprawl/links/x--y--z.json");
+    let body: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(body, json!({"version": 1, "a": "x", "b": "y--z"}));
+    assert_eq!(run(&["unlink", "x", "y--z", "--project", project]).0, 0);
+    assert!(!file.exists());
+    drop(serve);
+}

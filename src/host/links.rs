@@ -79,15 +79,42 @@ fn link_file(project: &Path, a: &str, b: &str) -> PathBuf {
         .join(format!("{a}--{b}.json"))
 }
 
+/// The pair a link file names; `None` when there is none, or it is not a private regular
+/// file (a planted symlink is no link of ours: `link` replaces it, `unlink` removes it).
+fn linked_pair(file: &Path) -> Option<(String, String)> {
+    let body = read_private_json(file).ok().flatten()?;
+    let text = |key: &str| body.get(key)?.as_str().map(str::to_string);
+    text("a").zip(text("b"))
+}
+
+/// `<project>/.termsprawl` and its `links/`, private folders (never through a symlink).
+fn links_dir(project: &Path) -> Result<PathBuf, String> {
+    for dir in [
+        project.join(".termsprawl"),
+        project.join(".termsprawl/links"),
+    ] {
+        private_dir(&dir).map_err(|e| format!("cannot use {}: {e}", dir.display()))?;
+    }
+    Ok(project.join(".termsprawl/links"))
+}
+
 /// Writes the link; the sentence saying what was done.
 pub fn link(request: &LinkRequest) -> Result<String, String> {
+    links_dir(&request.project)?;
     let canvas = read_canvas(&request.project)?;
     for id in [&request.a, &request.b] {
         require_agent(&canvas, id, &request.project)?;
     }
     let file = link_file(&request.project, &request.a, &request.b);
-    let dir = file.parent().unwrap_or(&request.project);
-    private_dir(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    // Ids may hold "--": `x y--z` and `x--y z` share a file name; never replace another pair.
+    if let Some((a, b)) =
+        linked_pair(&file).filter(|p| *p != (request.a.clone(), request.b.clone()))
+    {
+        return Err(format!(
+            "{} already holds the link {a} → {b}; unlink it first",
+            file.display()
+        ));
+    }
     let mut body = json!({ "version": 1, "a": request.a, "b": request.b });
     if request.messages {
         body["agentMessages"] = json!(true);
@@ -107,8 +134,15 @@ pub fn link(request: &LinkRequest) -> Result<String, String> {
 
 /// Removes the link; the sentence saying what was done.
 pub fn unlink(request: &LinkRequest) -> Result<String, String> {
+    links_dir(&request.project)?;
     let file = link_file(&request.project, &request.a, &request.b);
-    match std::fs::remove_file(&file) {
+    let pair = (request.a.clone(), request.b.clone());
+    // The file of another pair with the same name (see `link`) is not this link.
+    let removed = match linked_pair(&file) {
+        Some(named) if named != pair => Err(io::ErrorKind::NotFound.into()),
+        _ => std::fs::remove_file(&file),
+    };
+    match removed {
         Ok(()) => Ok(format!(
             "unlinked {} → {} ({} removed)",
             request.a,

@@ -272,7 +272,8 @@ impl ServerCallbacks for Core {
     }
 
     fn answer_at_once(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<Value> {
-        (request.operation == "canvas_list").then(|| self.current_list(identity))?
+        let listing = request.operation == "canvas_list" && !self.stopping.load(Ordering::SeqCst);
+        listing.then(|| self.current_list(identity))? // while stopping: queued, refused there
     }
 
     fn valid(&self, identity: &ToolIdentity) -> bool {
