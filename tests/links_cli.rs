@@ -35,13 +35,20 @@ fn links_in(project: &Path) -> Vec<String> {
     names
 }
 
+/// `serve` (PTY terminals) with an agent node for each of `agents`.
+fn serve_agents(name: &str, agents: &[&str]) -> (Dirs, Serve) {
+    let dirs = Dirs::new(name);
+    let mut args = vec!["--terminals", "pty"];
+    for agent in agents {
+        args.extend(["--agent", agent]);
+    }
+    let serve = Serve::start(&dirs, &args);
+    (dirs, serve)
+}
+
 #[test]
 fn a_person_links_and_unlinks_agents() {
-    let dirs = Dirs::new("links");
-    let serve = Serve::start(
-        &dirs,
-        &["--terminals", "pty", "--agent", "a", "--agent", "b"],
-    );
+    let (dirs, serve) = serve_agents("links", &["a", "b"]);
     let sticky = serve.ok(&dirs, "a", "sticky_open", json!({"text": "note"}));
     let sticky = sticky["nodeId"].as_str().unwrap().to_string();
     let project = dirs.project.to_str().unwrap().to_string();
@@ -145,11 +152,7 @@ fn a_person_links_and_unlinks_agents() {
 
 #[test]
 fn a_planted_symlink_is_replaced_never_followed() {
-    let dirs = Dirs::new("links-planted");
-    let serve = Serve::start(
-        &dirs,
-        &["--terminals", "pty", "--agent", "a", "--agent", "b"],
-    );
+    let (dirs, serve) = serve_agents("links-planted", &["a", "b"]);
     let links = dirs.project.join(".termsprawl/links");
     std::fs::create_dir_all(&links).unwrap();
     let target = dirs.root.join("victim");
@@ -176,13 +179,7 @@ fn a_planted_symlink_is_replaced_never_followed() {
 /// removes the other.
 #[test]
 fn links_whose_file_names_collide_stay_apart() {
-    let dirs = Dirs::new("links-collide");
-    let agents = [
-        "--agent", "x", "--agent", "y--z", "--agent", "x--y", "--agent", "z",
-    ];
-    let mut args = vec!["--terminals", "pty"];
-    args.extend(agents);
-    let serve = Serve::start(&dirs, &args);
+    let (dirs, serve) = serve_agents("links-collide", &["x", "y--z", "x--y", "z"]);
     let project = dirs.project.to_str().unwrap();
     assert_eq!(run(&["link", "x", "y--z", "--project", project]).0, 0);
     let (code, said) = run(&["link", "x--y", "z", "--project", project]);

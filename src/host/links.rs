@@ -87,20 +87,24 @@ fn linked_pair(file: &Path) -> Option<(String, String)> {
     text("a").zip(text("b"))
 }
 
-/// `<project>/.termsprawl` and its `links/`, private folders (never through a symlink).
-fn links_dir(project: &Path) -> Result<PathBuf, String> {
-    for dir in [
-        project.join(".termsprawl"),
-        project.join(".termsprawl/links"),
-    ] {
-        private_dir(&dir).map_err(|e| format!("cannot use {}: {e}", dir.display()))?;
+/// Refuses a project without a `.termsprawl/` folder of its own (missing, or a symlink,
+/// which is never followed); makes nothing, so a refusal leaves no trace.
+fn require_state_dir(project: &Path) -> Result<(), String> {
+    let dir = project.join(".termsprawl");
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{} is not a folder; it is not used", dir.display())),
+        Err(_) => Err(format!(
+            "{} has no canvas ({} is missing); start serve there first",
+            project.display(),
+            dir.display()
+        )),
     }
-    Ok(project.join(".termsprawl/links"))
 }
 
 /// Writes the link; the sentence saying what was done.
 pub fn link(request: &LinkRequest) -> Result<String, String> {
-    links_dir(&request.project)?;
+    require_state_dir(&request.project)?;
     let canvas = read_canvas(&request.project)?;
     for id in [&request.a, &request.b] {
         require_agent(&canvas, id, &request.project)?;
@@ -115,6 +119,8 @@ pub fn link(request: &LinkRequest) -> Result<String, String> {
             file.display()
         ));
     }
+    let dir = file.parent().unwrap_or(&request.project);
+    private_dir(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     let mut body = json!({ "version": 1, "a": request.a, "b": request.b });
     if request.messages {
         body["agentMessages"] = json!(true);
@@ -134,7 +140,7 @@ pub fn link(request: &LinkRequest) -> Result<String, String> {
 
 /// Removes the link; the sentence saying what was done.
 pub fn unlink(request: &LinkRequest) -> Result<String, String> {
-    links_dir(&request.project)?;
+    require_state_dir(&request.project)?;
     let file = link_file(&request.project, &request.a, &request.b);
     let pair = (request.a.clone(), request.b.clone());
     // The file of another pair with the same name (see `link`) is not this link.
