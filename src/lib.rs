@@ -44,6 +44,7 @@ mod base;
 pub mod client;
 #[cfg(feature = "host")]
 pub mod host;
+pub mod messaging;
 pub mod protocol;
 pub mod runtime;
 pub mod server;

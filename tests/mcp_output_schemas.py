@@ -135,6 +135,17 @@ async def every_operation(run, project, url):
         run.validate("terminal_external", external)
     await run.ok("terminal_close", {"nodeId": term})
     await run.ok("agent_launch", {"agent": "claude"})
+    # Agent messaging: "other" sent me a task before this script ran (mcp_python_sdk.rs);
+    # every run repeats the same send (one messageId) and the same reply, which are
+    # accepted again without delivering anything twice.
+    await run.ok("agent_cards")
+    sent = await run.ok("agent_send", {"nodeId": "other", "text": "check the schemas", "messageId": "schema-check"})
+    await run.ok("agent_task", {"taskId": sent["taskId"]})
+    inbox = (await run.ok("agent_task"))["tasks"]
+    incoming = [task for task in inbox if task["to"] == "me"]
+    check(len(incoming) == 1, f"{run.label}: inbox {inbox}")
+    await run.ok("agent_reply", {"taskId": incoming[0]["taskId"], "text": "schemas checked"})
+    await run.error("agent_send", {"nodeId": "me", "text": "to myself"})
     context = await run.ok("context_read")
     check("check the schemas" in context["text"], f"{run.label}: the linked transcript was not read: {context}")
     await run.ok("canvas_list")
@@ -154,7 +165,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 28, f"{label}: {len(schemas)} tools listed (browser control on: 28)")
+        check(len(schemas) == 32, f"{label}: {len(schemas)} tools listed (browser control on: 32)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

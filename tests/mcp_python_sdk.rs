@@ -186,6 +186,10 @@ fn schema_fixtures(dirs: &Dirs) -> String {
         json!({"version": 1, "a": "me", "b": "peer"}).to_string(),
     )
     .unwrap();
+    for (a, b) in [("me", "other"), ("other", "me")] {
+        let link = json!({"version": 1, "a": a, "b": b, "agentMessages": true});
+        std::fs::write(state.join(format!("links/{a}--{b}.json")), link.to_string()).unwrap();
+    }
     let transcript = dirs.root.join("peer.jsonl");
     let turn = json!({"type": "user", "message": {"content": "check the schemas"}});
     std::fs::write(&transcript, turn.to_string()).unwrap();
@@ -223,12 +227,12 @@ fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
         );
         return;
     }
-    // terminal_external needs tmux; without it the other 27 operations are validated.
+    // terminal_external needs tmux; without it the other 31 operations are validated.
     let (backend, expected) = if tmux_installed() {
-        ("tmux", 28)
+        ("tmux", 32)
     } else {
         eprintln!("NOTICE: tmux is not installed; terminal_external is not validated");
-        ("pty", 27)
+        ("pty", 31)
     };
     let dirs = Dirs::new("pyschema");
     let path = schema_fixtures(&dirs);
@@ -243,6 +247,14 @@ fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
     ];
     let serve = Serve::start_with_env(&dirs, &args, &[("PATH", &path)]);
     let session = dirs.agent_tools().join("sessions/me.json");
+    // A task for "me" to answer (it has no terminal: the task waits in its inbox).
+    let sent = serve.ok(
+        &dirs,
+        "other",
+        "agent_send",
+        json!({"nodeId": "me", "text": "hi"}),
+    );
+    assert_eq!(sent["state"], json!("submitted"), "{sent}");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_output_schemas.py");
     let out = Command::new("python3")
         .arg(script)

@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{json, Map, Value};
 use termsprawl_tools::protocol::{
     catalogue_json, find_tool, validate_tool_request, ArgKind, ArgSpec, ToolSpec, AGENT_KINDS,
-    AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS,
+    AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS, NO_CONTROL_PATTERN,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -35,6 +35,8 @@ fn valid_value(kind: ArgKind) -> Value {
         ArgKind::Number => json!(1),
         ArgKind::Ids => json!(["a"]),
         ArgKind::OneOf(values) => json!(values[0]),
+        ArgKind::Message => json!("please look"),
+        ArgKind::Key => json!("k1"),
     }
 }
 
@@ -101,6 +103,12 @@ fn is_ids(kind: ArgKind) -> bool {
 }
 fn is_enum(kind: ArgKind) -> bool {
     matches!(kind, ArgKind::OneOf(_))
+}
+fn is_message(kind: ArgKind) -> bool {
+    kind == ArgKind::Message
+}
+fn is_key(kind: ArgKind) -> bool {
+    kind == ArgKind::Key
 }
 
 /// Values that are not of the argument's JSON type, for every kind.
@@ -197,8 +205,27 @@ fn catalogue_matches_the_issue_table() {
         ("terminal_external", &[("nodeId", Text, true)]),
         ("terminal_close", &[("nodeId", Text, true)]),
         ("agent_launch", &[("agent", OneOf(AGENT_KINDS), true)]),
+        // Beyond the spec: agent messaging (issue 16).
+        ("agent_cards", &[]),
+        (
+            "agent_send",
+            &[
+                ("nodeId", Text, true),
+                ("text", Message, true),
+                ("messageId", Key, false),
+            ],
+        ),
+        ("agent_task", &[("taskId", Key, false)]),
+        (
+            "agent_reply",
+            &[
+                ("taskId", Key, true),
+                ("text", Message, true),
+                ("state", OneOf(&["completed", "failed"]), false),
+            ],
+        ),
     ];
-    assert_eq!(table.len(), 28);
+    assert_eq!(table.len(), 32);
     assert_eq!(AGENT_TOOLS.len(), table.len());
     for (name, expected) in table {
         let tool = find_tool(name).unwrap_or_else(|| panic!("{name} is in AGENT_TOOLS"));
@@ -217,7 +244,8 @@ fn catalogue_matches_the_issue_table() {
             "terminal",
             "canvas",
             "context",
-            "artifacts"
+            "artifacts",
+            "agents"
         ]
     );
     assert_eq!(ARTIFACT_VIEWS, ["editor", "diff"]);
@@ -295,6 +323,46 @@ fn string_arguments_reject_other_types() {
             assert_rejects(tool, arg, value.clone(), &format!("{value}"));
         }
         assert_rejects(tool, arg, json!(["n1"]), "a one-string array");
+    }
+}
+
+// ---------------------------------------------------------------- messages and keys
+
+#[test]
+fn messages_hold_1_to_16000_characters_without_control_characters_but_newline_and_tab() {
+    for (tool, arg) in args_where(is_message) {
+        for unit in ["x", "é", "😀"] {
+            assert_accepts(tool, arg, json!(unit.repeat(16_000)), "16000 characters");
+            assert_rejects(tool, arg, json!(unit.repeat(16_001)), "16001 characters");
+        }
+        assert_rejects(tool, arg, json!(""), "the empty string");
+        assert_accepts(tool, arg, json!("line one\n\tline two"), "newline and tab");
+        // C0 (ESC could end the bracketed paste that delivers it), DEL and C1.
+        for control in [
+            '\0', '\u{1}', '\r', '\u{1b}', '\u{1f}', '\u{7f}', '\u{80}', '\u{9b}', '\u{9f}',
+        ] {
+            let text = format!("before{control}after");
+            assert_rejects(tool, arg, json!(text), &format!("{control:?}"));
+        }
+        assert_accepts(tool, arg, json!("\u{a0}\u{2028}€"), "characters past C1");
+        for value in wrong_types().into_iter().filter(|v| !v.is_string()) {
+            assert_rejects(tool, arg, value.clone(), &format!("{value}"));
+        }
+    }
+}
+
+#[test]
+fn keys_are_1_to_128_letters_digits_underscores_or_dashes() {
+    for (tool, arg) in args_where(is_key) {
+        for good in ["a", "_", "-x", "msg_1-A", &"k".repeat(128)] {
+            assert_accepts(tool, arg, json!(good), good);
+        }
+        for bad in ["", "a b", "a.b", "a/b", "é", "a\n", &"k".repeat(129)] {
+            assert_rejects(tool, arg, json!(bad), bad);
+        }
+        for value in wrong_types().into_iter().filter(|v| !v.is_string()) {
+            assert_rejects(tool, arg, value.clone(), &format!("{value}"));
+        }
     }
 }
 
@@ -825,13 +893,13 @@ fn cli_validate_exits_2_on_input_that_is_not_json() {
 }
 
 #[test]
-fn cli_catalogue_prints_28_operations_whose_schemas_carry_the_limits() {
+fn cli_catalogue_prints_32_operations_whose_schemas_carry_the_limits() {
     let output = run_cli(&["catalogue"], b"");
     assert_eq!(output.status.code(), Some(0));
     let catalogue = stdout_json(&output);
     assert_eq!(catalogue, catalogue_json());
     let entries = catalogue.as_array().expect("an array");
-    assert_eq!(entries.len(), 28);
+    assert_eq!(entries.len(), 32);
     for (entry, tool) in entries.iter().zip(AGENT_TOOLS) {
         assert_eq!(entry["name"], json!(tool.name));
         assert!(entry["description"].as_str().is_some_and(|d| !d.is_empty()));
@@ -871,6 +939,16 @@ fn cli_catalogue_prints_28_operations_whose_schemas_carry_the_limits() {
                 ArgKind::OneOf(values) => {
                     assert_eq!(p["type"], json!("string"));
                     assert_eq!(p["enum"], json!(values));
+                }
+                ArgKind::Message => {
+                    assert_eq!(p["type"], json!("string"));
+                    assert_eq!(p["minLength"], json!(1));
+                    assert_eq!(p["maxLength"], json!(16_000));
+                    assert_eq!(p["pattern"], json!(NO_CONTROL_PATTERN));
+                }
+                ArgKind::Key => {
+                    assert_eq!(p["type"], json!("string"));
+                    assert_eq!(p["pattern"], json!("^[a-zA-Z0-9_-]{1,128}$"));
                 }
             }
         }

@@ -110,6 +110,31 @@ fn value_for(kind: ArgKind, rng: &mut Rng, strings: &[String], numbers: &[Value]
                 _ => json!(value),
             }
         }
+        // Messages and keys: the generated strings, and their own edge cases.
+        ArgKind::Message | ArgKind::Key if rng.chance(2) => json!(rng.pick(strings)),
+        ArgKind::Message => json!(rng.pick(&[
+            "",
+            "ok",
+            "a\u{1b}[201~b",
+            "two\nlines\tand a tab",
+            "cr\r",
+            "nel\u{85}",
+            "\u{9f}",
+            "\u{a0}€😀",
+            "del\u{7f}",
+        ])),
+        ArgKind::Key => json!(rng.pick(&[
+            "",
+            "a",
+            "_x",
+            "-",
+            "a-b_C9",
+            "a b",
+            "a.b",
+            "é",
+            "k\n",
+            "0123456789abcdef",
+        ])),
     }
 }
 
@@ -146,6 +171,8 @@ fn generate_args(tool: &ToolSpec, rng: &mut Rng, strings: &[String], numbers: &[
                     ArgKind::Number => json!(rng.below(2_000_001) as i64 - 1_000_000),
                     ArgKind::Ids => json!(["a", "b"]),
                     ArgKind::OneOf(values) => json!(rng.pick(values)),
+                    ArgKind::Message => json!("look at this"),
+                    ArgKind::Key => json!("msg-1"),
                 }
             } else {
                 value_for(arg.kind, rng, strings, numbers)
@@ -310,6 +337,8 @@ fn schemas_and_validator_agree_on_every_boundary_value_of_every_argument() {
                             ArgKind::Number => json!(0),
                             ArgKind::Ids => json!(["a"]),
                             ArgKind::OneOf(v) => json!(v[0]),
+                            ArgKind::Message => json!("look"),
+                            ArgKind::Key => json!("k1"),
                         };
                         (a.name.to_string(), valid)
                     })

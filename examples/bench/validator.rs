@@ -21,6 +21,8 @@ fn sample_value(kind: ArgKind) -> Value {
         ArgKind::Number => json!(120),
         ArgKind::Ids => json!(["node-1", "node-2", "node-3"]),
         ArgKind::OneOf(choices) => json!(choices.first().copied().unwrap_or("")),
+        ArgKind::Message => json!("Please review the diff in src/lib.rs and say what breaks."),
+        ArgKind::Key => json!("msg-2026-12-02-1"),
     }
 }
 

@@ -10,7 +10,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::limits::{MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS};
+use super::limits::{
+    MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS,
+};
 
 /// The guide topics, in the order `guide_read` publishes them.
 pub const GUIDE_TOPICS: &[&str] = &[
@@ -20,6 +22,7 @@ pub const GUIDE_TOPICS: &[&str] = &[
     "canvas",
     "context",
     "artifacts",
+    "agents",
 ];
 
 /// The agents `agent_launch` can start.
@@ -30,6 +33,11 @@ pub const ARTIFACT_VIEWS: &[&str] = &["editor", "diff"];
 
 /// A JSON Schema pattern that matches any string without a NUL character.
 pub const NO_NUL_PATTERN: &str = "^[^\\u0000]*$";
+/// A JSON Schema pattern that matches a string without C0 or C1 control characters
+/// (nor DEL) other than newline and tab: what [`ArgKind::Message`] accepts.
+pub const NO_CONTROL_PATTERN: &str = "^[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*$";
+/// The JSON Schema pattern of an [`ArgKind::Key`].
+pub const KEY_PATTERN: &str = "^[a-zA-Z0-9_-]{1,128}$";
 
 /// The shape an argument's value must have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +50,11 @@ pub enum ArgKind {
     Ids,
     /// One of these strings.
     OneOf(&'static [&'static str]),
+    /// A message between agents: 1 to 16,000 characters, no control characters but
+    /// newline and tab (so it cannot end the bracketed paste that delivers it).
+    Message,
+    /// An id an agent names work by (`messageId`, `taskId`): 1 to 128 of `a-zA-Z0-9_-`.
+    Key,
 }
 
 /// One argument of an operation.
@@ -269,6 +282,27 @@ const BROWSER_FIELDS: &[FieldSpec] = &[
     field("data", FieldKind::Object(&[text("title")])),
     field("owner", FieldKind::TextOrNull),
 ];
+/// A task: one message from one agent to another and its outcome (`messaging`).
+const TASK: &[FieldSpec] = &[
+    text("taskId"),
+    text("from"),
+    text("to"),
+    field(
+        "state",
+        FieldKind::OneOf(&["submitted", "completed", "failed"]),
+    ),
+    text("text"),
+    field("reply", FieldKind::TextOrNull),
+    field("reason", FieldKind::TextOrNull),
+    field("messageId", FieldKind::TextOrNull),
+    field("createdMs", FieldKind::Integer),
+    field("updatedMs", FieldKind::Integer),
+];
+const TASK_ID: ArgSpec = req(
+    "taskId",
+    ArgKind::Key,
+    "The task's id, as agent_send answered it.",
+);
 /// `{nodeId}`: the node an operation created or acted on.
 const NODE_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId")]);
 /// `{nodeId, owner}`: a browser's new owner.
@@ -565,6 +599,63 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         ]),
         hints: READ,
     },
+    // Agent messaging (beyond the spec: `messaging`, guide topic `agents`)
+    ToolSpec {
+        name: "agent_cards",
+        title: "List agents",
+        description: "Lists this project's agents: each one's status, whether you may send it work (a link the user made) and whom it may send to.",
+        args: &[],
+        result: ResultShape::Object(&[field(
+            "cards",
+            FieldKind::ListOf(&[
+                text("nodeId"),
+                text("title"),
+                text("agent"),
+                field("status", STATUS),
+                field("receivesFromYou", FieldKind::Bool),
+                field("sendsTo", FieldKind::Texts),
+            ]),
+        )]),
+        hints: READ,
+    },
+    ToolSpec {
+        name: "agent_send",
+        title: "Send work to an agent",
+        description: "Sends a message to a linked agent, pasted into its terminal, and returns the task its reply will complete; the same messageId never delivers twice.",
+        args: &[
+            NODE_ID,
+            req("text", ArgKind::Message, "What you ask of the agent: 1 to 16000 characters, no control characters but newline and tab."),
+            opt("messageId", ArgKind::Key, "An id you make up for this message, so a retry returns the same task."),
+        ],
+        result: ResultShape::Object(TASK),
+        hints: OPEN_WRITE,
+    },
+    ToolSpec {
+        name: "agent_task",
+        title: "Read tasks",
+        description: "Returns {tasks}: the task named by taskId, or without it all of yours, incoming pending ones first (your inbox).",
+        args: &[ArgSpec {
+            required: false,
+            ..TASK_ID
+        }],
+        result: ResultShape::Object(&[field("tasks", FieldKind::ListOf(TASK))]),
+        hints: READ,
+    },
+    ToolSpec {
+        name: "agent_reply",
+        title: "Answer a task",
+        description: "Answers a task sent to you (completed, or failed with why); the reply is pasted into the sender's terminal.",
+        args: &[
+            TASK_ID,
+            req("text", ArgKind::Message, "Your answer: 1 to 16000 characters, no control characters but newline and tab."),
+            opt("state", ArgKind::OneOf(&["completed", "failed"]), "completed (the default) or failed."),
+        ],
+        result: ResultShape::Object(TASK),
+        hints: ToolHints {
+            idempotent: true,
+            ..OPEN_WRITE
+        },
+    },
 ];
 
 /// The catalogue entry named `name`.
@@ -601,6 +692,13 @@ impl ArgKind {
                 "items": { "type": "string", "maxLength": MAX_ITEM_CHARS, "pattern": NO_NUL_PATTERN },
             }),
             ArgKind::OneOf(values) => json!({ "type": "string", "enum": values }),
+            ArgKind::Message => json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_MESSAGE_CHARS,
+                "pattern": NO_CONTROL_PATTERN,
+            }),
+            ArgKind::Key => json!({ "type": "string", "pattern": KEY_PATTERN }),
         }
     }
 }
@@ -699,12 +797,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn twenty_eight_unique_operations() {
-        assert_eq!(AGENT_TOOLS.len(), 28);
+    fn thirty_two_unique_operations() {
+        // The spec's 28 and the four of agent messaging.
+        assert_eq!(AGENT_TOOLS.len(), 32);
         let mut names: Vec<_> = AGENT_TOOLS.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 28);
+        assert_eq!(names.len(), 32);
     }
 
     #[test]
@@ -742,6 +841,8 @@ mod tests {
             "terminal_read",
             "agent_status",
             "context_read",
+            "agent_cards",
+            "agent_task",
         ];
         let destructive = [
             "terminal_close",
@@ -749,7 +850,12 @@ mod tests {
             "terminal_input",
             "terminal_interrupt",
         ];
-        let idempotent_writes = ["canvas_move", "canvas_resize", "canvas_select"];
+        let idempotent_writes = [
+            "canvas_move",
+            "canvas_resize",
+            "canvas_select",
+            "agent_reply",
+        ];
         for tool in AGENT_TOOLS {
             let name = tool.name;
             assert_eq!(tool.hints.read_only, read_only.contains(&name), "{name}");
@@ -765,7 +871,7 @@ mod tests {
             );
             let open_world = name.starts_with("browser_")
                 || name.starts_with("terminal_")
-                || name == "agent_launch";
+                || ["agent_launch", "agent_send", "agent_reply"].contains(&name);
             assert_eq!(tool.hints.open_world, open_world, "{name}");
         }
     }

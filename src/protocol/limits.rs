@@ -10,3 +10,5 @@ pub const MAX_NUMBER_ABS: i64 = 1_000_000;
 pub const MAX_ARRAY_ITEMS: usize = 100;
 /// Each array item is under 256 characters.
 pub const MAX_ITEM_CHARS: usize = 255;
+/// Messages between agents (and their replies) hold 1 to 16,000 characters.
+pub const MAX_MESSAGE_CHARS: usize = 16_000;

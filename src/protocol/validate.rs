@@ -13,7 +13,9 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::catalogue::{find_tool, ArgKind, ToolSpec};
-use super::limits::{MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS};
+use super::limits::{
+    MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS,
+};
 use super::wire::ToolRequest;
 
 /// Why a request was rejected. `Display` gives the message an agent sees; each
@@ -138,6 +140,17 @@ fn check_value(kind: ArgKind, value: &Value) -> Result<(), String> {
         ArgKind::OneOf(allowed) => match value.as_str() {
             Some(s) if allowed.contains(&s) => Ok(()),
             _ => Err(format!("must be one of {}", allowed.join(", "))),
+        },
+        ArgKind::Message => match value.as_str() {
+            Some(s) if !s.is_empty()
+                && !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t')
+                && s.chars().take(MAX_MESSAGE_CHARS + 1).count() <= MAX_MESSAGE_CHARS => Ok(()),
+            _ => Err(format!("must be a string of 1 to {MAX_MESSAGE_CHARS} characters without control characters other than newline and tab")),
+        },
+        ArgKind::Key => match value.as_str() {
+            Some(s) if (1..=128).contains(&s.len())
+                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => Ok(()),
+            _ => Err("must be 1 to 128 letters, digits, '_' or '-'".to_string()),
         },
     }
 }
@@ -291,7 +304,7 @@ mod tests {
         );
         assert_eq!(
             rejection(json!({"operation": "guide_read", "args": {"topic": "Overview"}})),
-            "Invalid topic: must be one of overview, browser, terminal, canvas, context, artifacts"
+            "Invalid topic: must be one of overview, browser, terminal, canvas, context, artifacts, agents"
         );
         assert_eq!(
             rejection(json!({"operation": "artifact_open", "args": {"path": "/p", "view": 1}})),

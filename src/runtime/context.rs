@@ -79,7 +79,7 @@ fn answer(text: String, reason: Option<&str>) -> Value {
 /// Peers linked to `node_id`, sorted, each once.
 fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
     let mut peers: Vec<String> = Vec::new();
-    for (a, b) in read_links(links_dir) {
+    for (a, b, _) in read_links(links_dir) {
         let peer = if a == node_id {
             b
         } else if b == node_id {
@@ -94,9 +94,9 @@ fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
     peers
 }
 
-/// Every well-formed link in `links_dir` (a `links/` folder) as `(a, b)`, in file-name
-/// order; malformed, oversized or non-regular files are skipped.
-pub fn read_links(links_dir: &Path) -> Vec<(String, String)> {
+/// Every well-formed link in `links_dir` (a `links/` folder) as `(a, b, agentMessages)`,
+/// in file-name order; malformed, oversized or non-regular files are skipped.
+pub fn read_links(links_dir: &Path) -> Vec<(String, String, bool)> {
     let Ok(entries) = std::fs::read_dir(links_dir) else {
         return Vec::new();
     };
@@ -124,7 +124,8 @@ pub fn read_links(links_dir: &Path) -> Vec<(String, String)> {
         if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
             continue;
         }
-        links.push((a.to_string(), b.to_string()));
+        let messages = link.get("agentMessages") == Some(&json!(true));
+        links.push((a.to_string(), b.to_string(), messages));
     }
     links
 }

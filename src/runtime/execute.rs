@@ -9,10 +9,12 @@ use serde_json::{json, Map, Value};
 
 use super::agents::find_preset;
 use super::artifact::check_artifact_path;
-use super::context::{last_chars, read_context};
+use super::context::{last_chars, read_context, read_links};
 use super::host::{ProgramEnd, ProjectSnapshot};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
+use crate::base::unix_millis;
+use crate::messaging::{Agent, Call, Delivery};
 use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF};
 
 /// How long a new terminal may take to become ready.
@@ -71,6 +73,60 @@ fn is_agent_terminal(node: &Value) -> bool {
 }
 
 impl Core {
+    /// An agent messaging operation (`crate::messaging`), given this project's agent
+    /// nodes, its links and a way into its terminals.
+    fn message(
+        &self,
+        identity: &ToolIdentity,
+        project: &ProjectSnapshot,
+        nodes: &[Value],
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        let server = self
+            .server()
+            .ok_or("Tool service is shutting down; try again")?;
+        let agents: Vec<Agent> = (nodes.iter())
+            .filter(|n| node_field(n, "type") == Some("terminal"))
+            .filter_map(|n| {
+                let node_id = node_field(n, "id")?;
+                let session = server.session(node_id);
+                Some(Agent {
+                    node_id: node_id.to_string(),
+                    title: data_field(n, "title")
+                        .and_then(Value::as_str)
+                        .unwrap_or(node_id)
+                        .into(),
+                    agent: data_field(n, "agentId")?.as_str()?.to_string(),
+                    status: session
+                        .filter(|s| s.project_id == identity.project_id)
+                        .map(|s| s.status),
+                })
+            })
+            .collect();
+        let links = (project.cwd.as_ref())
+            .map(|cwd| read_links(&cwd.join(".termsprawl").join("links")))
+            .unwrap_or_default();
+        let terminals = &self.host.terminals;
+        let deliver = |node: &str, text: &str| match terminals.ended(node) {
+            Some(end) => Delivery::Failed(format!("its program has ended ({})", end.describe())),
+            None if terminals.has_live_session(node) => terminals
+                .write(node, text)
+                .map_or_else(Delivery::Failed, |()| Delivery::Pasted),
+            None if terminals.is_warm(node) => Delivery::Failed(NOT_ATTACHED.to_string()),
+            None => Delivery::Inbox,
+        };
+        let call = Call {
+            project_id: &identity.project_id,
+            caller: &identity.node_id,
+            agents: &agents,
+            links: &links,
+            deliver: &deliver,
+            now: unix_millis(),
+        };
+        self.messaging
+            .call(&call, &request.operation, &request.args)
+    }
+
     /// `canvas_list` from the owner's current list (`CanvasOwner::current_list`) while
     /// it still shows the caller: what `execute` would answer.
     pub(super) fn current_list(&self, identity: &ToolIdentity) -> Option<Value> {
@@ -108,6 +164,9 @@ impl Core {
                 Ok(read_context(cwd, &identity.node_id))
             }
             "artifact_open" => self.artifact_open(identity, &project, request),
+            "agent_cards" | "agent_send" | "agent_task" | "agent_reply" => {
+                self.message(identity, &project, nodes, request)
+            }
             "agent_launch" => self.agent_launch(identity, request),
             "terminal_open" => {
                 let created = self.canvas(identity, operation, request.args.clone())?;

@@ -19,6 +19,8 @@ use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
 };
 use super::owners::BrowserOwners;
+use crate::base::unix_millis;
+use crate::messaging::Messaging;
 use crate::protocol::{
     CanvasToolReply, IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest,
 };
@@ -78,6 +80,7 @@ pub(super) struct Core {
     pub(super) owners: Mutex<BrowserOwners>,
     pub(super) active: Mutex<HashSet<String>>,
     pub(super) stopping: AtomicBool,
+    pub(super) messaging: Messaging,
     probes: Mutex<HashMap<PathBuf, AgentProbe>>,
     launcher: Mutex<Option<PathBuf>>,
 }
@@ -101,6 +104,7 @@ impl AgentToolRuntime {
             host,
             server: OnceLock::new(),
             owners: Mutex::new(BrowserOwners::load(&directory.join("browser-owners.json"))),
+            messaging: Messaging::new(Some(directory.join("tasks"))),
             directory,
             bridge: CanvasBridge::default(),
             statuses: Mutex::default(),
@@ -147,6 +151,7 @@ impl AgentToolRuntime {
     pub fn close(&self) {
         self.core.stopping.store(true, Ordering::SeqCst);
         self.core.bridge.fail_all();
+        self.core.messaging.stop(unix_millis());
         self.server.close();
     }
 
@@ -444,6 +449,7 @@ impl Core {
             return;
         }
         lock(&self.active).remove(node_id);
+        self.messaging.agent_gone(node_id, unix_millis());
         if let Some(server) = self.server() {
             server.revoke(node_id);
         }

@@ -104,7 +104,7 @@ impl ViewSource {
             .map(|f| read_links(&f.join(".termsprawl").join("links")))
             .unwrap_or_default()
             .into_iter()
-            .map(|(a, b)| json!({ "a": a, "b": b }))
+            .map(|(a, b, messages)| json!({ "a": a, "b": b, "agentMessages": messages }))
             .collect();
         let agents: Vec<Value> = self
             .runtime
