@@ -16,7 +16,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 for _ in $(seq 100); do [ -s "$work/ready.json" ] && break; sleep 0.1; done
 view=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["viewUrl"])' "$work/ready.json")
 call() { TERMSPRAWL_SESSION_FILE="$work/data/agent-tools/sessions/$1.json" "$bin/termsprawlctl" call "$2" "${3:-{\}}" | python3 -c 'import json,sys; v=json.load(sys.stdin); print(v["value"].get("nodeId","") if isinstance(v.get("value"),dict) else "")'; }
-printf '{"version":1,"a":"planner","b":"builder"}' > "$work/project/.termsprawl/links/planner--builder.json"
+"$bin/termsprawl-tools" link planner builder --messages --project "$work/project"
 term=$(call builder terminal_open '{"title":"cargo test"}')
 call builder terminal_submit "{\"nodeId\":\"$term\",\"command\":\"printf 'running 112 tests\\\\n...\\\\ntest result: ok. 112 passed; 0 failed\\\\n'\"}" > /dev/null
 shell=$(call planner terminal_open '{"title":"notes"}')
@@ -27,6 +27,7 @@ call planner canvas_group "{\"nodeIds\":[\"$term\",\"$shell\"],\"title\":\"Build
 call planner sticky_open '{"text":"Plan:\n1. run the tests\n2. check the dashboard"}' > /dev/null
 call builder browser_open "{\"url\":\"http://127.0.0.1:$port/\"}" > /dev/null
 call planner canvas_select "{\"nodeIds\":[\"$term\"]}" > /dev/null
+call planner agent_send '{"nodeId":"builder","text":"Run the tests and tell me what fails"}' > /dev/null
 sleep 2
 "$bin/examples/view_screenshot" "$view" "$out"
 echo "wrote $out"

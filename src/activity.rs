@@ -841,6 +841,11 @@ impl Rfc3339 {
     }
 }
 
+/// `ms` milliseconds after the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub(crate) fn rfc3339_millis(ms: u64) -> Rfc3339 {
+    rfc3339(ms / 1000, (ms % 1000) as u32)
+}
+
 /// `secs` after the Unix epoch (and `millis`) as `YYYY-MM-DDTHH:MM:SS.mmmZ` (years
 /// past 9999 keep their last four digits).
 fn rfc3339(secs: u64, millis: u32) -> Rfc3339 {

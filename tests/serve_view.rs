@@ -12,6 +12,7 @@ mod sys;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -106,7 +107,7 @@ const READ_VIEW: &str = r##"() => {
     nodes[el.dataset.nodeId] = {
       left: el.style.left, top: el.style.top,
       title: part(".title"), meta: part(".meta"), screen: part(".screen"),
-      page: part(".page"), url: part(".url"), text: part(".text"),
+      page: part(".page"), url: part(".url"), text: part(".text"), task: part(".task"),
       shot: (el.querySelector(".shot") || {}).src || "",
       selected: el.classList.contains("selected"),
       elements: el.querySelectorAll("*").length,
@@ -118,6 +119,7 @@ const READ_VIEW: &str = r##"() => {
     agents: document.getElementById("agents").textContent,
     activity: document.getElementById("activity").textContent,
     links: Array.from(document.querySelectorAll("#links line")).map((l) => l.dataset.link),
+    messageLinks: Array.from(document.querySelectorAll("#links line.messages")).map((l) => l.dataset.link),
     pwned: document.body.dataset.pwned || null,
     scripts: document.scripts.length,
     nodes,
@@ -407,6 +409,64 @@ fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
     engine.shutdown();
     assert!(serve.stop().success());
     let _ = std::fs::remove_dir_all(profile);
+}
+
+#[test]
+fn the_view_shows_an_agent_message_on_both_nodes_and_its_state() {
+    let Some((engine, _profile)) = chromium() else {
+        return;
+    };
+    let dirs = Dirs::new("view-task");
+    let serve = Serve::start(
+        &dirs,
+        &["--agent", "me", "--agent", "other", "--terminals", "pty"],
+    );
+    let link = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .args(["link", "other", "me", "--messages", "--project"])
+        .arg(&dirs.project)
+        .output()
+        .unwrap();
+    assert!(link.status.success());
+    let page = engine
+        .open_page(&view_url(&serve), Instant::now() + Duration::from_secs(30))
+        .unwrap();
+    let sent = serve.ok(
+        &dirs,
+        "other",
+        "agent_send",
+        json!({"nodeId": "me", "text": "review the diff please"}),
+    );
+    let both = |state: &'static str| {
+        move |v: &Value| {
+            let to = v["nodes"]["me"]["task"].as_str()?;
+            let from = v["nodes"]["other"]["task"].as_str()?;
+            let ok = to == format!("message from other · {state} · review the diff please")
+                && from == format!("message to me · {state} · review the diff please")
+                && v["messageLinks"] == json!(["other->me"]);
+            ok.then_some(())
+        }
+    };
+    see(
+        &engine,
+        &page,
+        "the pending message on both nodes",
+        Duration::from_secs(5),
+        both("submitted"),
+    );
+    serve.ok(
+        &dirs,
+        "me",
+        "agent_reply",
+        json!({"taskId": sent["taskId"], "text": "looks good"}),
+    );
+    see(
+        &engine,
+        &page,
+        "the answered message on both nodes",
+        Duration::from_secs(5),
+        both("completed"),
+    );
+    assert!(serve.stop().success());
 }
 
 #[test]

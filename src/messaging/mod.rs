@@ -15,14 +15,15 @@
 //!   Enter, framed as peer data ([`message_frame`]); the reply goes into the sender's
 //!   the same way ([`reply_frame`]). An agent that runs outside our terminals has an inbox
 //!   instead (`agent_task {}`). A message that cannot be delivered fails at once.
-//! - **Persistence** (`store`): one private file per task, loaded when its project is
-//!   first touched; a task found pending then was cut off by a restart and fails.
+//! - **Persistence** (`store`): one private file per task, all loaded at start; a task
+//!   found pending then was cut off by a restart (or a crash) and fails.
 //!
 //! Time is passed in (`now`, milliseconds since the epoch), so expiry is tested with any
 //! clock. The runtime calls [`Messaging::call`] from the project's worker; revocation and
 //! stopping come from other threads, hence one lock over every project's tasks. Nothing is
 //! delivered while the lock is held (a terminal write may take a `tmux` call).
 
+pub mod a2a;
 mod store;
 
 use std::collections::HashMap;
@@ -165,11 +166,20 @@ pub struct Messaging {
 }
 
 impl Messaging {
-    /// Tasks kept under `root/<projectId>/` (`None`: in memory only).
-    pub fn new(root: Option<PathBuf>) -> Messaging {
+    /// Tasks kept under `root/<projectId>/` (`None`: in memory only), every project's
+    /// loaded now: a task found pending was cut off by a restart and fails ([`RESTARTED`]).
+    pub fn new(root: Option<PathBuf>, now: u64) -> Messaging {
+        let mut projects = HashMap::new();
+        let listing = root.as_ref().and_then(|r| std::fs::read_dir(r).ok());
+        for entry in listing.into_iter().flatten().filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(dir) = root.as_ref().and_then(|r| store::project_dir(r, &name)) {
+                projects.insert(name.clone(), store::load(Some(dir), &name, now));
+            }
+        }
         Messaging {
             root,
-            projects: Mutex::default(),
+            projects: Mutex::new(projects),
         }
     }
 
@@ -212,6 +222,13 @@ impl Messaging {
                 .map(|s| &s.task)
                 .find(|t| t.task_id == task_id && (t.from == node_id || t.to == node_id))
                 .cloned()
+        })
+    }
+
+    /// The latest `n` tasks of `project_id`, newest first (what the canvas view shows).
+    pub fn recent(&self, project_id: &str, n: usize, now: u64) -> Vec<Task> {
+        self.with_project(project_id, now, |tasks| {
+            tasks.iter().rev().take(n).map(|s| s.task.clone()).collect()
         })
     }
 

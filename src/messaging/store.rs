@@ -100,7 +100,9 @@ impl Stored {
 /// The tasks of `dir`, oldest first, at most [`MAX_TASKS`] (the newest); those found
 /// pending fail with [`RESTARTED`].
 pub fn load(dir: Option<PathBuf>, project_id: &str, now: u64) -> Vec<Stored> {
-    let Some(entries) = dir.as_ref().and_then(|d| fs::read_dir(d).ok()) else {
+    // Only a real folder: a symlink planted in its place is never followed.
+    let real = |d: &PathBuf| fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_dir());
+    let Some(entries) = dir.filter(real).and_then(|d| fs::read_dir(d).ok()) else {
         return Vec::new();
     };
     let mut tasks: Vec<Stored> = Vec::new();

@@ -97,7 +97,7 @@ impl Rig {
 }
 
 fn memory() -> Messaging {
-    Messaging::new(None)
+    Messaging::new(None, T0)
 }
 
 fn temp_root(name: &str) -> PathBuf {
@@ -477,7 +477,7 @@ fn a_project_keeps_256_tasks_dropping_the_oldest_finished_and_refuses_257_pendin
 fn tasks_survive_a_restart_and_one_left_pending_fails_with_why() {
     let root = temp_root("restart");
     let rig = Rig::new();
-    let m = Messaging::new(Some(root.clone()));
+    let m = Messaging::new(Some(root.clone()), T0);
     let answered = rig.send(&m, "a", "b", "first").unwrap();
     let id = answered["taskId"].as_str().unwrap().to_string();
     rig.call(
@@ -505,7 +505,7 @@ fn tasks_survive_a_restart_and_one_left_pending_fails_with_why() {
     }
     drop(m); // a crash: nothing was failed on the way out
 
-    let again = Messaging::new(Some(root.clone()));
+    let again = Messaging::new(Some(root.clone()), T0);
     let kept = again.task("p1", "a", &id, T0 + 10).unwrap();
     assert_eq!(
         (kept.state, kept.reply.as_deref()),
@@ -543,7 +543,7 @@ fn junk_and_symlinked_task_files_are_skipped_and_left_alone() {
     let dir = root.join("p1");
     std::fs::create_dir_all(&dir).unwrap();
     let rig = Rig::new();
-    let m = Messaging::new(Some(root.clone()));
+    let m = Messaging::new(Some(root.clone()), T0);
     let good = rig.send(&m, "a", "b", "keep me").unwrap();
     drop(m);
     let good_file = files_in(&dir)[0].clone();
@@ -590,7 +590,7 @@ fn junk_and_symlinked_task_files_are_skipped_and_left_alone() {
     std::fs::create_dir(dir.join("folder.json")).unwrap();
     let before = files_in(&dir);
 
-    let m = Messaging::new(Some(root.clone()));
+    let m = Messaging::new(Some(root.clone()), T0);
     let all = rig.call(&m, "a", T0 + 1, "agent_task", json!({})).unwrap();
     let ids: Vec<&str> = all["tasks"]
         .as_array()
@@ -638,4 +638,34 @@ fn agent_cards_show_each_agents_links_as_the_caller_sees_them() {
     assert_eq!(card("d")["status"]["state"], json!("needs-setup"));
     assert_eq!(card("b")["title"], json!("b's terminal"));
     assert_eq!(card("b")["agent"], json!("claude"));
+}
+
+#[test]
+fn every_project_is_loaded_at_start_but_never_through_a_symlinked_folder() {
+    let root = temp_root("start");
+    let rig = Rig::new();
+    let m = Messaging::new(Some(root.clone()), T0);
+    let pending = rig.send(&m, "a", "b", "at start").unwrap();
+    drop(m);
+    let elsewhere = temp_root("elsewhere");
+    std::fs::rename(root.join("p1"), elsewhere.join("p1")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("p1"), root.join("p1")).unwrap();
+    let m = Messaging::new(Some(root.clone()), T0 + 1);
+    assert!(
+        m.task("p1", "a", pending["taskId"].as_str().unwrap(), T0 + 2)
+            .is_none(),
+        "a symlinked project folder is not read"
+    );
+    std::fs::remove_file(root.join("p1")).unwrap();
+    std::fs::rename(elsewhere.join("p1"), root.join("p1")).unwrap();
+    let file = files_in(&root.join("p1"))[0].clone();
+    let _loaded = Messaging::new(Some(root.clone()), T0 + 3);
+    let record: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    assert_eq!(
+        record["task"]["reason"],
+        json!(RESTARTED),
+        "failed at start, before any call"
+    );
+    std::fs::remove_dir_all(root).unwrap();
+    std::fs::remove_dir_all(elsewhere).unwrap();
 }

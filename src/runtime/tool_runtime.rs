@@ -20,7 +20,7 @@ use super::launch::{
 };
 use super::owners::BrowserOwners;
 use crate::base::unix_millis;
-use crate::messaging::Messaging;
+use crate::messaging::{Messaging, Task};
 use crate::protocol::{
     CanvasToolReply, IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest,
 };
@@ -104,7 +104,7 @@ impl AgentToolRuntime {
             host,
             server: OnceLock::new(),
             owners: Mutex::new(BrowserOwners::load(&directory.join("browser-owners.json"))),
-            messaging: Messaging::new(Some(directory.join("tasks"))),
+            messaging: Messaging::new(Some(directory.join("tasks")), unix_millis()),
             directory,
             bridge: CanvasBridge::default(),
             statuses: Mutex::default(),
@@ -191,6 +191,11 @@ impl AgentToolRuntime {
     /// active agent or still on that project's canvas.
     pub fn valid(&self, identity: &ToolIdentity) -> bool {
         self.core.valid(identity)
+    }
+
+    /// The latest `n` agent messages of a project, newest first.
+    pub fn tasks(&self, project_id: &str, n: usize) -> Vec<Task> {
+        self.core.messaging.recent(project_id, n, unix_millis())
     }
 
     /// An agent's current integration status.

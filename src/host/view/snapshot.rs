@@ -1,8 +1,9 @@
 //! What the canvas view shows, as one JSON value made on demand: the nodes with absolute
 //! positions and their `canvas_list` data (terminal `session`s included), each browser's
 //! live page (URL and title), the screens of the terminals in view, the selection, the
-//! links of `context_read`, the agents with their integration status, and the latest
-//! lines of the activity trail.
+//! links of `context_read` (and whether each allows messages), the agents with their
+//! integration status, the latest agent messages, and the latest lines of the activity
+//! trail.
 //!
 //! The canvas lock is held only to copy the nodes; terminal screens and statuses are read
 //! after it is released, so a viewer never holds up an agent's canvas call for longer
@@ -44,6 +45,10 @@ pub struct Screens {
     /// The latest activity lines.
     activity: Value,
 }
+
+/// Agent messages the view is given (the latest), and how much of each text.
+pub const TASKS_SHOWN: usize = 50;
+const TASK_TEXT_CHARS: usize = 80;
 
 /// Activity lines shown in the side panel (the latest).
 pub const ACTIVITY_LINES: usize = 30;
@@ -113,9 +118,17 @@ impl ViewSource {
             .into_iter()
             .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
             .collect();
+        // The latest agent messages (each shown on its sender's and recipient's node).
+        let tasks: Vec<Value> = (self.runtime.tasks(&self.project_id, TASKS_SHOWN).iter())
+            .map(|t| {
+                let text: String = t.text.chars().take(TASK_TEXT_CHARS).collect();
+                json!({"taskId": t.task_id, "from": t.from, "to": t.to, "state": t.state, "text": text})
+            })
+            .collect();
         Ok(json!({
             "projectId": self.project_id,
             "activity": screens.activity,
+            "tasks": tasks,
             "nodes": nodes,
             "selection": selection,
             "links": links,

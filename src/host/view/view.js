@@ -139,8 +139,9 @@
     root.append(head, meta, body);
     const parts = { title, badge, meta, body };
     if (node.type === "terminal") {
+      parts.task = make("div", "task");
       parts.screen = make("pre", "screen");
-      body.append(parts.screen);
+      body.append(parts.task, parts.screen);
     } else if (node.type === "browser") {
       parts.page = make("div", "page");
       parts.url = make("div", "url");
@@ -175,6 +176,9 @@
       parts.meta.textContent = terminalMeta(node, data, status);
       root.classList.toggle("ended", !!(node.session && node.session.ended));
       if (node.screen !== undefined) parts.screen.textContent = node.screen;
+      const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
+      parts.task.textContent = task ? taskLine(task, node.id) : "";
+      parts.task.className = "task" + (task ? " state-" + task.state : "");
     } else if (node.type === "browser") {
       const tab = activeTab(data);
       const page = tab && node.pages ? node.pages[tab.id] : null;
@@ -212,6 +216,13 @@
       words.push(session.backend);
     }
     return words.join(" · ");
+  }
+
+  // The latest message this agent sent or got, as seen from its node.
+  function taskLine(task, nodeId) {
+    const sent = task.from === nodeId;
+    const peer = sent ? task.to : task.from;
+    return (sent ? "message to " : "message from ") + peer + " · " + task.state + " · " + task.text;
   }
 
   function activeTab(data) {
@@ -270,6 +281,7 @@
       line.setAttribute("y2", to.y);
       line.setAttribute("marker-end", "url(#arrow)");
       line.dataset.link = link.a + "->" + link.b;
+      if (link.agentMessages) line.classList.add("messages");
       svg.append(line);
     }
   }

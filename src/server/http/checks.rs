@@ -4,6 +4,7 @@
 use tiny_http::{Method, Request};
 
 use super::{Call, Verdict, EAGER_BODY_BYTES};
+use crate::messaging::a2a::Dialect;
 use crate::protocol::limits::MAX_BODY_BYTES;
 use crate::server::{connects_on_session_info, AgentToolServer};
 
@@ -26,14 +27,20 @@ pub(super) fn check_headers(
         header(request, "Connection").is_some_and(|v| v.to_ascii_lowercase().contains("upgrade"));
     // `Sec-Fetch-Site` is sent only by browsers, and no browser page is a client of
     // ours: refused like `Origin`, as defence in depth for a browser that omits Origin.
-    if header(request, "Origin").is_some()
-        || header(request, "Sec-Fetch-Site").is_some()
-        || *request.method() != Method::Post
-        || request.url() != "/call"
-        || upgrade
-    {
+    let post = *request.method() == Method::Post;
+    let dialect = match *request.method() {
+        Method::Post | Method::Get => {
+            Dialect::of(post, request.url(), header(request, "A2A-Version"))
+        }
+        _ => None,
+    };
+    let Some(dialect) = dialect.filter(|_| {
+        header(request, "Origin").is_none()
+            && header(request, "Sec-Fetch-Site").is_none()
+            && !upgrade
+    }) else {
         return Verdict::Refuse(403, "Unsupported request");
-    }
+    };
     let [ip_host, name_host] = hosts;
     let host_ok = header(request, "Host")
         .is_some_and(|host| host == ip_host || host.eq_ignore_ascii_case(name_host));
@@ -62,7 +69,7 @@ pub(super) fn check_headers(
     if request.body_length().is_some_and(|n| n > MAX_BODY_BYTES) {
         return Verdict::Refuse(400, "Request too large");
     }
-    Verdict::Accept(session)
+    Verdict::Accept(session, dialect)
 }
 
 /// True when the request has exactly one `Transfer-Encoding` header and it is `chunked`.
@@ -79,7 +86,7 @@ pub(super) fn chunked_only(request: &Request) -> bool {
 /// True when answering `call` writes to disk: a session's first `session_info` that
 /// marks its MCP adapter connected.
 pub(super) fn writes_status(call: &Call) -> bool {
-    matches!(&call.verdict, Verdict::Accept(s) if connects_on_session_info(&s.status))
+    matches!(&call.verdict, Verdict::Accept(s, _) if connects_on_session_info(&s.status))
 }
 
 /// True when tiny_http has already read the whole body into memory (or there is none).

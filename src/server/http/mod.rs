@@ -9,8 +9,8 @@
 //! these on the accept thread (or on a project worker, or the reaper) would let one
 //! client stall every other. The accept thread first checks the headers, in the spec's
 //! order:
-//! 1. `Origin` or `Sec-Fetch-Site` present, method not POST, path not exactly `/call`, or a protocol
-//!    upgrade -> 403 `Unsupported request`;
+//! 1. `Origin` or `Sec-Fetch-Site` present, method and path not POST `/call` (nor A2A's:
+//!    `messaging::a2a::Dialect`), or a protocol upgrade -> 403 `Unsupported request`;
 //! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
 //!    both `Transfer-Encoding` and `Content-Length`, or a `Transfer-Encoding` other than
 //!    one `chunked` -> 400 (smuggling), connection closed;
@@ -94,6 +94,7 @@ use reaper::reap_loop;
 use super::{lock_or_recover, AgentToolServer, Invoked, ProcessEffects, WireAnswer};
 use crate::base::listening::Listening;
 use crate::base::sockets::{self, KnownConnections};
+use crate::messaging::a2a::Dialect;
 use crate::protocol::ToolSession;
 
 /// A whole request must arrive within this long.
@@ -209,7 +210,7 @@ impl Http {
 /// What the accept thread decided from the headers.
 enum Verdict {
     Refuse(u16, &'static str),
-    Accept(ToolSession),
+    Accept(ToolSession, Dialect),
 }
 
 /// What every thread that answers calls shares: the accept thread, handlers, project
@@ -342,12 +343,12 @@ impl Front {
         let (mut request, verdict) = (call.request, call.verdict);
         let (arrived, in_memory) = (call.arrived, call.in_memory);
         let peer_port = request.remote_addr().map(SocketAddr::port);
-        let session = match verdict {
+        let (session, dialect) = match verdict {
             Verdict::Refuse(status, message) => {
                 owner.activity.refused(None, status, message, peer_port);
                 return self.finish(owner, request, (status, error_body(message)), in_memory, on);
             }
-            Verdict::Accept(session) => session,
+            Verdict::Accept(session, dialect) => (session, dialect),
         };
         let body = if in_memory {
             read_memory_body(&mut request)
@@ -362,7 +363,9 @@ impl Front {
             body
         };
         let raw = match body.map(|body| serde_json::from_slice::<Value>(&body)) {
-            Ok(Ok(raw)) => raw,
+            Ok(Ok(raw)) => Some(raw),
+            // A2A answers this in JSON-RPC's way (`Dialect::read`).
+            Ok(Err(_)) if dialect != Dialect::Tool => None,
             Ok(Err(_)) => {
                 let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
                 owner
@@ -378,17 +381,24 @@ impl Front {
                 return self.finish(owner, request, (status, error_body(message)), false, on);
             }
         };
+        let (raw, reply) = match dialect.read(raw, self.local.port()) {
+            Ok(read) => read,
+            Err(answer) => return self.finish(owner, request, answer, true, on),
+        };
         let pending = match owner.invoke_wire(&session, &raw) {
-            Invoked::Now(answer) => return self.finish(owner, request, answer, true, on),
+            Invoked::Now(answer) => {
+                return self.finish(owner, request, reply.answer(answer), true, on)
+            }
             Invoked::Queue(pending) => pending,
         };
         let id = self.queued.add(request);
         let later = {
-            let (front, owner) = (self.clone(), owner.clone());
+            let (front, owner, reply) = (self.clone(), owner.clone(), reply.clone());
             move |answer: WireAnswer| {
                 // On the project worker, which must not block either; unless the reaper
                 // has already answered it as overdue.
                 if let Some(request) = front.queued.take(id) {
+                    let answer = reply.answer(answer);
                     if let Some(next) =
                         front.finish(&owner, request, answer, true, On::SharedThread)
                     {
@@ -401,7 +411,7 @@ impl Front {
             Ok(()) => None,
             Err(answer) => {
                 let request = self.queued.take(id)?;
-                self.finish(owner, request, answer, true, on)
+                self.finish(owner, request, reply.answer(answer), true, on)
             }
         }
     }
