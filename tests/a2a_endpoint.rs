@@ -23,8 +23,10 @@ fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &st
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(name, _)| *name == "Host") {
+        head.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -205,6 +207,16 @@ fn the_agent_card_and_json_rpc_follow_a2a_with_every_refusal() {
     );
     assert_eq!(http(port, "GET", "/a2a/agents/../call", &auth, "").0, 403);
     assert_eq!(http(port, "DELETE", &card_of(&rig.b), &auth, "").0, 403);
+    let rebinding = [auth[0], ("Host", "evil.example:80")];
+    assert_eq!(
+        http(port, "GET", &card_of(&rig.b), &rebinding, "").0,
+        403,
+        "Host"
+    );
+    let rpc_path = format!("/a2a/agents/{}", rig.b);
+    let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(130 * 1024));
+    let (status, too_large) = http(port, "POST", &rpc_path, &auth, &huge);
+    assert_eq!(status, 400, "the 128 KiB cap: {too_large}");
 
     // JSON-RPC errors, each with its code.
     let request = |method: &str, params: Value| json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});

@@ -358,3 +358,105 @@ fn other_operations_go_to_the_owner() {
         json!({"applied": "sticky_open", "args": {"text": "hello"}})
     );
 }
+
+/// Agent messaging's part in `execute`, on the fake host: the roster is this project's
+/// agent nodes with sessions of this project (an agent of another project is never a
+/// recipient, even with a link file naming it), and delivery goes by the terminal's state.
+#[test]
+fn agent_messages_stay_in_their_project_and_follow_the_recipients_terminal() {
+    use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus};
+    let rig = Rig::new("exec-messages", &["a", "b", "x"]);
+    let server = rig.runtime.server();
+    let status = || IntegrationStatus {
+        state: IntegrationState::Connected,
+        adapter: "claude-mcp".into(),
+        version: None,
+        reason: None,
+    };
+    for node in ["a", "b"] {
+        server.provision(&who(node), status(), false).unwrap();
+    }
+    // x is on this canvas, but its session belongs to another project.
+    let elsewhere = ToolIdentity {
+        node_id: "x".into(),
+        project_id: "other-project".into(),
+    };
+    server.provision(&elsewhere, status(), false).unwrap();
+    let links = rig.project_dir.join(".termsprawl/links");
+    fs::create_dir_all(&links).unwrap();
+    for b in ["b", "x"] {
+        let link = json!({"version": 1, "a": "a", "b": b, "agentMessages": true});
+        fs::write(links.join(format!("a--{b}.json")), link.to_string()).unwrap();
+    }
+    let send =
+        |to: &str, text: &str| run(&rig, "a", "agent_send", json!({"nodeId": to, "text": text}));
+    let refused = send("x", "hello").unwrap_err();
+    assert!(
+        refused.contains("is not connected"),
+        "another project's agent: {refused}"
+    );
+    let cards = run(&rig, "a", "agent_cards", json!({})).unwrap();
+    let x = cards["cards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["nodeId"] == "x")
+        .unwrap();
+    assert_eq!(x["status"]["state"], json!("needs-setup"), "{cards}");
+
+    // No terminal session at all: an inbox.
+    let waiting = send("b", "one").unwrap();
+    assert_eq!(waiting["state"], json!("submitted"));
+    assert!(
+        rig.terminals.written.lock().unwrap().is_empty(),
+        "nothing pasted"
+    );
+    let id = waiting["taskId"].as_str().unwrap();
+    run(
+        &rig,
+        "b",
+        "agent_reply",
+        json!({"taskId": id, "text": "ok"}),
+    )
+    .unwrap();
+    // A live session: pasted.
+    rig.terminals.start("b");
+    let pasted = send("b", "two").unwrap();
+    let written = rig.terminals.written.lock().unwrap().clone();
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].0, "b");
+    assert!(
+        written[0]
+            .1
+            .starts_with("\u{1b}[200~[termsprawl] Message from agent a"),
+        "{written:?}"
+    );
+    assert!(written[0].1.ends_with("\u{1b}[201~\r"));
+    let id = pasted["taskId"].as_str().unwrap();
+    run(
+        &rig,
+        "b",
+        "agent_reply",
+        json!({"taskId": id, "text": "ok"}),
+    )
+    .unwrap();
+    // A session that is warm but not attached: the task fails at once, saying why.
+    rig.terminals.live.lock().unwrap().remove("b");
+    let failed = send("b", "three").unwrap_err();
+    assert!(
+        failed.contains("could not be delivered to b: Terminal is not attached"),
+        "{failed}"
+    );
+    // Revoking b fails what is pending for it.
+    rig.terminals.start("b");
+    let pending = send("b", "four").unwrap();
+    rig.runtime.revoke("b");
+    let seen = run(
+        &rig,
+        "a",
+        "agent_task",
+        json!({"taskId": pending["taskId"]}),
+    )
+    .unwrap();
+    assert_eq!(seen["tasks"][0]["state"], json!("failed"));
+}
