@@ -402,17 +402,17 @@ impl Messaging {
                 .ok_or(UNAVAILABLE)?;
             let task = &mut stored.task;
             if !task.pending() {
-                return if task.state == state && task.reply.as_deref() == Some(text) {
-                    Ok((task.clone(), false))
-                } else {
-                    Err(format!(
-                        "Task {task_id} is already {}; a reply cannot be changed",
-                        if task.reply.is_some() {
-                            "answered"
-                        } else {
-                            "failed"
-                        }
-                    ))
+                return match (&task.reply, &task.reason) {
+                    _ if task.state == state && task.reply.as_deref() == Some(text) => {
+                        Ok((task.clone(), false))
+                    }
+                    (Some(_), _) => Err(format!(
+                        "Task {task_id} is already answered; a reply cannot be changed"
+                    )),
+                    (None, reason) => Err(format!(
+                        "Task {task_id} already failed ({}); a reply cannot be recorded any more",
+                        reason.as_deref().unwrap_or("no reason")
+                    )),
                 };
             }
             task.state = state;
@@ -523,8 +523,25 @@ pub fn reply_frame(task: &Task) -> String {
     )
 }
 
+/// `text` as a JSON string, with the invisible and direction-changing characters also
+/// escaped (`\u202e`…): the recipient's terminal shows them as written, so none can make
+/// the text look like our framing or reorder what follows it. (Control characters never
+/// get here: the validator refuses them, and JSON would escape them anyway.)
 fn json_string(text: &str) -> String {
-    Value::from(text).to_string()
+    let mut out = String::with_capacity(text.len() + 2);
+    for c in Value::from(text).to_string().chars() {
+        match c {
+            '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{061c}'
+            | '\u{feff}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
