@@ -120,6 +120,28 @@ pub struct Agent {
     pub status: Option<IntegrationStatus>,
 }
 
+/// The agent nodes among `nodes` (a `canvas_list` answer's: terminals with a
+/// `data.agentId`), each with the status `status_of` gives its node id.
+pub fn agents_of(
+    nodes: &[Value],
+    status_of: impl Fn(&str) -> Option<IntegrationStatus>,
+) -> Vec<Agent> {
+    let text = |node: &Value, key: &str| node.get("data")?.get(key)?.as_str().map(str::to_string);
+    nodes
+        .iter()
+        .filter(|n| n.get("type").and_then(Value::as_str) == Some("terminal"))
+        .filter_map(|n| {
+            let node_id = n.get("id")?.as_str()?;
+            Some(Agent {
+                node_id: node_id.to_string(),
+                title: text(n, "title").unwrap_or_else(|| node_id.to_string()),
+                agent: text(n, "agentId")?,
+                status: status_of(node_id),
+            })
+        })
+        .collect()
+}
+
 /// How a framed message reached (or did not reach) an agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Delivery {

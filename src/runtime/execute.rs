@@ -14,7 +14,7 @@ use super::host::{ProgramEnd, ProjectSnapshot};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
-use crate::messaging::{Agent, Call, Delivery};
+use crate::messaging::{agents_of, Call, Delivery};
 use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF};
 
 /// How long a new terminal may take to become ready.
@@ -85,24 +85,12 @@ impl Core {
         let server = self
             .server()
             .ok_or("Tool service is shutting down; try again")?;
-        let agents: Vec<Agent> = (nodes.iter())
-            .filter(|n| node_field(n, "type") == Some("terminal"))
-            .filter_map(|n| {
-                let node_id = node_field(n, "id")?;
-                let session = server.session(node_id);
-                Some(Agent {
-                    node_id: node_id.to_string(),
-                    title: data_field(n, "title")
-                        .and_then(Value::as_str)
-                        .unwrap_or(node_id)
-                        .into(),
-                    agent: data_field(n, "agentId")?.as_str()?.to_string(),
-                    status: session
-                        .filter(|s| s.project_id == identity.project_id)
-                        .map(|s| s.status),
-                })
-            })
-            .collect();
+        let agents = agents_of(nodes, |node| {
+            let session = server.session(node);
+            session
+                .filter(|s| s.project_id == identity.project_id)
+                .map(|s| s.status)
+        });
         let links = (project.cwd.as_ref())
             .map(|cwd| read_links(&cwd.join(".termsprawl").join("links")))
             .unwrap_or_default();
