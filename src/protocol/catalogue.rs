@@ -220,21 +220,15 @@ const OPEN_DESTRUCTIVE: ToolHints = ToolHints {
     ..OPEN_WRITE
 };
 
-const NODE_ID: ArgSpec = req(
-    "nodeId",
-    ArgKind::Text,
-    "Id of a node on this project's canvas, as canvas_list reports it.",
-);
-const BROWSER_NODE: ArgSpec = req(
-    "nodeId",
-    ArgKind::Text,
-    "Id of a browser node, as browser_list reports it.",
-);
-const TERMINAL_NODE: ArgSpec = req(
-    "nodeId",
-    ArgKind::Text,
-    "Id of a terminal node, as canvas_list reports it.",
-);
+/// The required `nodeId` argument, described for what it names.
+const fn node_id(description: &'static str) -> ArgSpec {
+    req("nodeId", ArgKind::Text, description)
+}
+
+const NODE_ID: ArgSpec =
+    node_id("Id of a node on this project's canvas, as canvas_list reports it.");
+const BROWSER_NODE: ArgSpec = node_id("Id of a browser node, as browser_list reports it.");
+const TERMINAL_NODE: ArgSpec = node_id("Id of a terminal node, as canvas_list reports it.");
 const SELECTOR: ArgSpec = req(
     "selector",
     ArgKind::Text,

@@ -64,12 +64,10 @@ impl ToolResult {
     /// Reads a wire result; `None` when `raw` is not one.
     pub fn from_json(raw: &Value) -> Option<ToolResult> {
         let object = raw.as_object()?;
-        match object.get("ok")?.as_bool()? {
-            true => Some(ToolResult::Ok(
-                object.get("value").cloned().unwrap_or(Value::Null),
-            )),
-            false => Some(ToolResult::Err(object.get("error")?.as_str()?.to_string())),
-        }
+        Some(match object.get("ok")?.as_bool()? {
+            true => ToolResult::Ok(object.get("value").cloned().unwrap_or(Value::Null)),
+            false => ToolResult::Err(object.get("error")?.as_str()?.to_string()),
+        })
     }
 }
 
