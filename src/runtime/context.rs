@@ -39,7 +39,7 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
     let peers = linked_peers(&state.join("links"), node_id);
     if peers.is_empty() {
         return answer(
-            String::new(),
+            "",
             Some("No agents are linked to you; ask the user to link one"),
         );
     }
@@ -61,18 +61,12 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
         blocks.push(format!("# {title} ({peer})\n\n{}", turns.join("\n\n")));
     }
     if blocks.is_empty() {
-        return answer(
-            String::new(),
-            Some("Linked agents have no readable transcript yet"),
-        );
+        return answer("", Some("Linked agents have no readable transcript yet"));
     }
-    answer(
-        last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS).to_string(),
-        None,
-    )
+    answer(last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS), None)
 }
 
-fn answer(text: String, reason: Option<&str>) -> Value {
+fn answer(text: &str, reason: Option<&str>) -> Value {
     json!({ "text": text, "reader": READER, "reason": reason })
 }
 
@@ -109,16 +103,12 @@ pub fn read_links(links_dir: &Path) -> Vec<(String, String, bool)> {
     names.sort();
     let mut links = Vec::new();
     for path in names {
-        let Some(link) = read_small_json(&path) else {
+        let link = read_small_json(&path);
+        let Some(link) = link.filter(|l| l.get("version") == Some(&json!(1))) else {
             continue;
         };
-        if link.get("version") != Some(&json!(1)) {
-            continue;
-        }
-        let (Some(a), Some(b)) = (
-            link.get("a").and_then(Value::as_str),
-            link.get("b").and_then(Value::as_str),
-        ) else {
+        let text = |key| link.get(key).and_then(Value::as_str);
+        let (Some(a), Some(b)) = (text("a"), text("b")) else {
             continue;
         };
         if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
