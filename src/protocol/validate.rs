@@ -1,12 +1,11 @@
 //! `validate_tool_request`: the spec's request validator, driven entirely by
 //! [`AGENT_TOOLS`], so a new catalogue entry is validated without new code here.
 //!
-//! Checks run in this order: the request is a JSON object, the operation, the args
-//! object, then no top-level keys besides `operation` and `args` (so a request with
-//! a bad operation and an extra key reports the operation), then missing required
-//! arguments, unknown arguments, then each value in catalogue order. The first
-//! failure is reported. Every limit checked here is also stated in the published
-//! schema (see `ArgKind::schema`).
+//! Checks run in this order: the request is a JSON object, the operation, the args object,
+//! then no top-level keys besides `operation` and `args` (so a request with a bad operation
+//! and an extra key reports the operation), then missing required arguments, unknown
+//! arguments, then each value in catalogue order. The first failure is reported. Every
+//! limit checked here is also stated in the published schema (see `ArgKind::schema`).
 
 use std::fmt;
 
