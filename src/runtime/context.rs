@@ -149,10 +149,9 @@ fn node_title<'a>(project: &'a Value, node_id: &str) -> Option<&'a str> {
         .filter(|t| !t.trim().is_empty())
 }
 
-/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript, each
-/// as `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON,
-/// other record types and non-text content blocks are skipped; an unreadable file gives
-/// no turns.
+/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript, each as
+/// `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON, other
+/// record types and non-text content blocks are skipped; an unreadable file gives no turns.
 pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
     let Some(text) = read_tail(path) else {
         return Vec::new();
@@ -210,10 +209,7 @@ fn turn_of_line(line: &str) -> Option<String> {
         _ => return None,
     };
     let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    Some(format!("{role}: {}", first_chars(text, MAX_TURN_CHARS)))
+    (!text.is_empty()).then(|| format!("{role}: {}", first_chars(text, MAX_TURN_CHARS)))
 }
 
 fn first_chars(text: &str, max: usize) -> &str {

@@ -43,7 +43,7 @@ fn ended_error(end: ProgramEnd) -> String {
 }
 
 /// A node's id, type and `data` field, as the canvas owner lists them.
-fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
+pub(super) fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
     node.get(key).and_then(Value::as_str)
 }
 
@@ -274,11 +274,8 @@ impl Core {
         request: &ToolRequest,
     ) -> Result<Value, String> {
         let url = normalize_browser_url(arg(request, "url"))?;
-        let created = self.canvas(
-            identity,
-            "browser_open",
-            Map::from_iter([("url".to_string(), json!(url))]),
-        )?;
+        let args = Map::from_iter([("url".to_string(), json!(url))]);
+        let created = self.canvas(identity, "browser_open", args)?;
         let node_id = node_field(&created, "nodeId")
             .ok_or("The canvas did not report the new browser's nodeId")?;
         let tab_id = node_field(&created, "tabId").ok_or(super::tool_runtime::GUEST_NOT_READY)?;
@@ -354,10 +351,7 @@ impl Core {
             .filter(|n| data_field(n, "remote") != Some(&Value::Bool(true)))
             .ok_or("Local terminal not found in this project")?;
         let operation = request.operation.as_str();
-        let writes = matches!(
-            operation,
-            "terminal_submit" | "terminal_input" | "terminal_interrupt" | "terminal_close"
-        );
+        let writes = !matches!(operation, "terminal_read" | "terminal_external");
         if writes && node_id == identity.node_id {
             return Err(OWN_TERMINAL.into());
         }

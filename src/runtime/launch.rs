@@ -61,12 +61,10 @@ pub fn load_preferences(path: &Path) -> Result<Preferences, String> {
     };
     let custom_executable = text("executable")?;
     let custom_instruction_flag = text("instructionFlag")?;
-    if let Some(flag) = &custom_instruction_flag {
-        if !is_instruction_flag(flag) {
-            return Err(malformed(
-                "custom.instructionFlag must look like --flag-name",
-            ));
-        }
+    if matches!(&custom_instruction_flag, Some(flag) if !is_instruction_flag(flag)) {
+        return Err(malformed(
+            "custom.instructionFlag must look like --flag-name",
+        ));
     }
     Ok(Preferences {
         custom_executable,

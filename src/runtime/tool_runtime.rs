@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::canvas::CanvasBridge;
+use super::execute::node_field;
 use super::host::{Host, ProgramEnd, ProjectSnapshot, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
@@ -293,19 +294,13 @@ impl Core {
         if self.stopping.load(Ordering::SeqCst) {
             return Err("The app is stopping; retry once it has restarted".into());
         }
-        self.bridge.request(
-            self.host.canvas.as_ref(),
-            &identity.project_id,
-            operation,
-            args,
-        )
+        let owner = self.host.canvas.as_ref();
+        self.bridge
+            .request(owner, &identity.project_id, operation, args)
     }
 
     pub(super) fn guest(&self, node: &Value) -> Result<String, String> {
-        let node_id = node
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or(GUEST_NOT_READY)?;
+        let node_id = node_field(node, "id").ok_or(GUEST_NOT_READY)?;
         let field = |key: &str| {
             node.get("data")
                 .and_then(|d| d.get(key))
@@ -376,8 +371,7 @@ impl Core {
 
     /// Probes `command`, cached per resolved path.
     pub(super) fn probe(&self, command: &str) -> Result<AgentProbe, String> {
-        let path_var = std::env::var_os("PATH");
-        let path = super::agents::resolve_executable(command, path_var.as_deref())
+        let path = super::agents::resolve_executable(command, std::env::var_os("PATH").as_deref())
             .ok_or_else(|| format!("{command} is not installed or not executable"))?;
         if let Some(found) = lock(&self.probes).get(&path) {
             return Ok(found.clone());
