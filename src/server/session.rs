@@ -15,10 +15,9 @@
 //! Timing can tell an attacker at most whether a guess shares its first 64 bits with some
 //! live token, and it does so only after about 2^64 / sessions guesses; short of that it
 //! learns nothing about any token byte. (The map's probing depends on std's SipHash of
-//! those 8 bytes under a per-process random key, which the attacker does not know.)
-//! The remaining 192 bits are never compared early.
-//! A fresh token whose first 64 bits collide with another session's is redrawn, so the
-//! index holds exactly one node per key.
+//! those 8 bytes under a per-process random key, which the attacker does not know.) The
+//! remaining 192 bits are never compared early. A fresh token whose first 64 bits collide
+//! with another session's is redrawn, so the index holds exactly one node per key.
 
 use std::collections::HashMap;
 
