@@ -19,7 +19,7 @@
 //! remaining 192 bits are never compared early. A fresh token whose first 64 bits collide
 //! with another session's is redrawn, so the index holds exactly one node per key.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::protocol::{IntegrationStatus, ToolIdentity, ToolSession};
 
@@ -110,14 +110,12 @@ impl SessionStore {
 
     /// Every project with a session.
     pub fn project_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
+        let ids: BTreeSet<&String> = self
             .by_node
             .values()
-            .map(|e| e.session.project_id.clone())
+            .map(|e| &e.session.project_id)
             .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        ids.into_iter().cloned().collect()
     }
 
     /// The identities and statuses of `project_id`'s sessions, by node id.
