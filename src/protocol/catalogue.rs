@@ -190,17 +190,16 @@ const fn maybe(name: &'static str, kind: FieldKind) -> FieldSpec {
     }
 }
 
-const READ: ToolHints = ToolHints {
-    read_only: true,
-    destructive: false,
-    idempotent: true,
-    open_world: false,
-};
 const WRITE: ToolHints = ToolHints {
     read_only: false,
     destructive: false,
     idempotent: false,
     open_world: false,
+};
+const READ: ToolHints = ToolHints {
+    read_only: true,
+    idempotent: true,
+    ..WRITE
 };
 const WRITE_IDEMPOTENT: ToolHints = ToolHints {
     idempotent: true,
@@ -220,21 +219,15 @@ const OPEN_DESTRUCTIVE: ToolHints = ToolHints {
     ..OPEN_WRITE
 };
 
-const NODE_ID: ArgSpec = req(
-    "nodeId",
-    ArgKind::Text,
-    "Id of a node on this project's canvas, as canvas_list reports it.",
-);
-const BROWSER_NODE: ArgSpec = req(
-    "nodeId",
-    ArgKind::Text,
-    "Id of a browser node, as browser_list reports it.",
-);
-const TERMINAL_NODE: ArgSpec = req(
-    "nodeId",
-    ArgKind::Text,
-    "Id of a terminal node, as canvas_list reports it.",
-);
+/// The required `nodeId` argument, described for what it names.
+const fn node_id(description: &'static str) -> ArgSpec {
+    req("nodeId", ArgKind::Text, description)
+}
+
+const NODE_ID: ArgSpec =
+    node_id("Id of a node on this project's canvas, as canvas_list reports it.");
+const BROWSER_NODE: ArgSpec = node_id("Id of a browser node, as browser_list reports it.");
+const TERMINAL_NODE: ArgSpec = node_id("Id of a terminal node, as canvas_list reports it.");
 const SELECTOR: ArgSpec = req(
     "selector",
     ArgKind::Text,
@@ -253,12 +246,12 @@ const SIZE: FieldKind = FieldKind::Object(&[
     field("width", FieldKind::Number),
     field("height", FieldKind::Number),
 ]);
+/// The states of an agent's `IntegrationStatus`, and of a task.
+const INTEGRATION_STATES: &[&str] = &["connected", "cli-fallback", "needs-setup"];
+const TASK_STATES: &[&str] = &["submitted", "completed", "failed"];
 /// An agent's `IntegrationStatus`.
 const STATUS: FieldKind = FieldKind::Object(&[
-    field(
-        "state",
-        FieldKind::OneOf(&["connected", "cli-fallback", "needs-setup"]),
-    ),
+    field("state", FieldKind::OneOf(INTEGRATION_STATES)),
     text("adapter"),
     maybe("version", FieldKind::Text),
     maybe("reason", FieldKind::Text),
@@ -287,10 +280,7 @@ const TASK: &[FieldSpec] = &[
     text("taskId"),
     text("from"),
     text("to"),
-    field(
-        "state",
-        FieldKind::OneOf(&["submitted", "completed", "failed"]),
-    ),
+    field("state", FieldKind::OneOf(TASK_STATES)),
     text("text"),
     field("reply", FieldKind::TextOrNull),
     field("reason", FieldKind::TextOrNull),

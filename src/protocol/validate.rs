@@ -1,18 +1,17 @@
 //! `validate_tool_request`: the spec's request validator, driven entirely by
 //! [`AGENT_TOOLS`], so a new catalogue entry is validated without new code here.
 //!
-//! Checks run in this order: the request is a JSON object, the operation, the args
-//! object, then no top-level keys besides `operation` and `args` (so a request with
-//! a bad operation and an extra key reports the operation), then missing required
-//! arguments, unknown arguments, then each value in catalogue order. The first
-//! failure is reported. Every limit checked here is
-//! also stated in the published schema (see `ArgKind::schema`).
+//! Checks run in this order: the request is a JSON object, the operation, the args object,
+//! then no top-level keys besides `operation` and `args` (so a request with a bad operation
+//! and an extra key reports the operation), then missing required arguments, unknown
+//! arguments, then each value in catalogue order. The first failure is reported. Every
+//! limit checked here is also stated in the published schema (see `ArgKind::schema`).
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::catalogue::{find_tool, ArgKind, ToolSpec};
+use super::catalogue::{find_tool, ArgKind};
 use super::limits::{
     MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS,
 };
@@ -76,14 +75,6 @@ pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError
         // (e.g. a projectId placed beside args) and must not pass silently.
         return Err(ValidationError::NotARequest);
     }
-    validate_args(tool, args)?;
-    Ok(ToolRequest {
-        operation: tool.name.to_string(),
-        args: args.clone(),
-    })
-}
-
-fn validate_args(tool: &ToolSpec, args: &Map<String, Value>) -> Result<(), ValidationError> {
     if let Some(missing) = tool
         .args
         .iter()
@@ -105,38 +96,26 @@ fn validate_args(tool: &ToolSpec, args: &Map<String, Value>) -> Result<(), Valid
             })?;
         }
     }
-    Ok(())
+    Ok(ToolRequest {
+        operation: tool.name.to_string(),
+        args: args.clone(),
+    })
 }
 
 fn check_value(kind: ArgKind, value: &Value) -> Result<(), String> {
     match kind {
         ArgKind::Text => check_text(value, MAX_STRING_CHARS),
-        ArgKind::Number => {
-            // serde_json never yields a non-finite f64, but a number beyond f64 range
-            // or a u64/i64 beyond the limit must still fail here, not later.
-            let limit = MAX_NUMBER_ABS as f64;
-            match value.as_f64() {
-                Some(n) if n.is_finite() && n.abs() <= limit => Ok(()),
-                _ => Err(format!(
-                    "must be a number between -{MAX_NUMBER_ABS} and {MAX_NUMBER_ABS}"
-                )),
-            }
-        }
-        ArgKind::Ids => {
-            let rule = || {
-                format!(
-                    "must be an array of 1 to {MAX_ARRAY_ITEMS} strings of at most {MAX_ITEM_CHARS} characters without NUL"
-                )
-            };
-            let items = value.as_array().ok_or_else(rule)?;
-            if items.is_empty() || items.len() > MAX_ARRAY_ITEMS {
-                return Err(rule());
-            }
-            items
-                .iter()
-                .try_for_each(|item| check_text(item, MAX_ITEM_CHARS))
-                .map_err(|_| rule())
-        }
+        // serde_json never yields a non-finite f64, but a number beyond f64 range
+        // or a u64/i64 beyond the limit must still fail here, not later.
+        ArgKind::Number => match value.as_f64() {
+            Some(n) if n.is_finite() && n.abs() <= MAX_NUMBER_ABS as f64 => Ok(()),
+            _ => Err(format!("must be a number between -{MAX_NUMBER_ABS} and {MAX_NUMBER_ABS}")),
+        },
+        ArgKind::Ids => match value.as_array() {
+            Some(items) if (1..=MAX_ARRAY_ITEMS).contains(&items.len())
+                && items.iter().all(|item| check_text(item, MAX_ITEM_CHARS).is_ok()) => Ok(()),
+            _ => Err(format!("must be an array of 1 to {MAX_ARRAY_ITEMS} strings of at most {MAX_ITEM_CHARS} characters without NUL")),
+        },
         ArgKind::OneOf(allowed) => match value.as_str() {
             Some(s) if allowed.contains(&s) => Ok(()),
             _ => Err(format!("must be one of {}", allowed.join(", "))),

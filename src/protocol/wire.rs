@@ -64,12 +64,10 @@ impl ToolResult {
     /// Reads a wire result; `None` when `raw` is not one.
     pub fn from_json(raw: &Value) -> Option<ToolResult> {
         let object = raw.as_object()?;
-        match object.get("ok")?.as_bool()? {
-            true => Some(ToolResult::Ok(
-                object.get("value").cloned().unwrap_or(Value::Null),
-            )),
-            false => Some(ToolResult::Err(object.get("error")?.as_str()?.to_string())),
-        }
+        Some(match object.get("ok")?.as_bool()? {
+            true => ToolResult::Ok(object.get("value").cloned().unwrap_or(Value::Null)),
+            false => ToolResult::Err(object.get("error")?.as_str()?.to_string()),
+        })
     }
 }
 
@@ -82,23 +80,17 @@ impl From<Result<Value, String>> for ToolResult {
     }
 }
 
-/// Serializing through a struct keeps the spec's field order (`ok` first) on the wire.
-#[derive(Serialize)]
-struct WireResult<'a> {
-    ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-}
-
 impl Serialize for ToolResult {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (ok, value, error) = match self {
-            ToolResult::Ok(value) => (true, Some(value), None),
-            ToolResult::Err(error) => (false, None, Some(error.as_str())),
-        };
-        WireResult { ok, value, error }.serialize(serializer)
+        use serde::ser::SerializeMap;
+        // The spec's field order on the wire: `ok` first.
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("ok", &matches!(self, ToolResult::Ok(_)))?;
+        match self {
+            ToolResult::Ok(value) => map.serialize_entry("value", value)?,
+            ToolResult::Err(error) => map.serialize_entry("error", error)?,
+        }
+        map.end()
     }
 }
 

@@ -203,7 +203,7 @@ impl LaunchAdapter {
 /// `custom.instructionFlag`, used for a CLI we have no rule for.
 pub fn select_launch_adapter(probe: &AgentProbe, instruction_flag: Option<&str>) -> LaunchAdapter {
     let help = probe.help.as_str();
-    let has = |flag: &str| help_has_flag(help, flag);
+    let has = |flag: &str| help_has_word(help, flag);
     let has_prompt_positional =
         help.contains("[PROMPT]") || help.contains("[prompt]") || help.contains("[message...]");
     match probe.name.as_str() {
@@ -227,17 +227,8 @@ pub fn select_launch_adapter(probe: &AgentProbe, instruction_flag: Option<&str>)
     }
 }
 
-/// Whether `flag` appears in `help` as a whole flag (not as the prefix of a longer one).
-fn help_has_flag(help: &str, flag: &str) -> bool {
-    help.match_indices(flag).any(|(at, _)| {
-        let before = help[..at].chars().next_back();
-        let after = help[at + flag.len()..].chars().next();
-        let boundary =
-            |c: Option<char>| !matches!(c, Some(c) if c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        boundary(before) && boundary(after)
-    })
-}
-
+/// Whether `word` (a flag such as `--config`, or a command) appears in `help` whole, not
+/// as part of a longer flag or word: `-` and `_` are word characters.
 fn help_has_word(help: &str, word: &str) -> bool {
     help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
         .any(|w| w == word)
@@ -289,9 +280,9 @@ mod tests {
 
     #[test]
     fn flags_match_whole() {
-        assert!(help_has_flag("  --config <k=v>  set", "--config"));
-        assert!(!help_has_flag("  --config-file <f>", "--config"));
-        assert!(!help_has_flag("  --mcp-config-x", "--mcp-config"));
+        assert!(help_has_word("  --config <k=v>  set", "--config"));
+        assert!(!help_has_word("  --config-file <f>", "--config"));
+        assert!(!help_has_word("  --mcp-config-x", "--mcp-config"));
         assert!(help_has_word("  mcp  Run MCP server", "mcp"));
         assert!(!help_has_word("  mcp-server  x", "mcp"));
     }

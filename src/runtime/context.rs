@@ -39,7 +39,7 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
     let peers = linked_peers(&state.join("links"), node_id);
     if peers.is_empty() {
         return answer(
-            String::new(),
+            "",
             Some("No agents are linked to you; ask the user to link one"),
         );
     }
@@ -61,18 +61,12 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
         blocks.push(format!("# {title} ({peer})\n\n{}", turns.join("\n\n")));
     }
     if blocks.is_empty() {
-        return answer(
-            String::new(),
-            Some("Linked agents have no readable transcript yet"),
-        );
+        return answer("", Some("Linked agents have no readable transcript yet"));
     }
-    answer(
-        last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS).to_string(),
-        None,
-    )
+    answer(last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS), None)
 }
 
-fn answer(text: String, reason: Option<&str>) -> Value {
+fn answer(text: &str, reason: Option<&str>) -> Value {
     json!({ "text": text, "reader": READER, "reason": reason })
 }
 
@@ -109,16 +103,12 @@ pub fn read_links(links_dir: &Path) -> Vec<(String, String, bool)> {
     names.sort();
     let mut links = Vec::new();
     for path in names {
-        let Some(link) = read_small_json(&path) else {
+        let link = read_small_json(&path);
+        let Some(link) = link.filter(|l| l.get("version") == Some(&json!(1))) else {
             continue;
         };
-        if link.get("version") != Some(&json!(1)) {
-            continue;
-        }
-        let (Some(a), Some(b)) = (
-            link.get("a").and_then(Value::as_str),
-            link.get("b").and_then(Value::as_str),
-        ) else {
+        let text = |key| link.get(key).and_then(Value::as_str);
+        let (Some(a), Some(b)) = (text("a"), text("b")) else {
             continue;
         };
         if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
@@ -159,10 +149,9 @@ fn node_title<'a>(project: &'a Value, node_id: &str) -> Option<&'a str> {
         .filter(|t| !t.trim().is_empty())
 }
 
-/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript, each
-/// as `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON,
-/// other record types and non-text content blocks are skipped; an unreadable file gives
-/// no turns.
+/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript, each as
+/// `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON, other
+/// record types and non-text content blocks are skipped; an unreadable file gives no turns.
 pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
     let Some(text) = read_tail(path) else {
         return Vec::new();
@@ -220,10 +209,7 @@ fn turn_of_line(line: &str) -> Option<String> {
         _ => return None,
     };
     let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    Some(format!("{role}: {}", first_chars(text, MAX_TURN_CHARS)))
+    (!text.is_empty()).then(|| format!("{role}: {}", first_chars(text, MAX_TURN_CHARS)))
 }
 
 fn first_chars(text: &str, max: usize) -> &str {

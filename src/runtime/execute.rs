@@ -1,8 +1,9 @@
-//! `execute`: the dispatch of accepted operations, in the spec's order. First the live
-//! state is checked (the project is open and local, the caller is still on its canvas),
-//! then each operation goes to the canvas owner, a browser guest, a terminal session or
-//! is answered here.
+//! The server's callbacks into the runtime, chiefly `execute`: the dispatch of accepted
+//! operations, in the spec's order. First the live state is checked (the project is open
+//! and local, the caller is still on its canvas), then each operation goes to the canvas
+//! owner, a browser guest, a terminal session or is answered here.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -15,7 +16,10 @@ use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
 use crate::messaging::{agents_of, Call, Delivery};
-use crate::protocol::{is_browser_operation, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF};
+use crate::protocol::{
+    is_browser_operation, IntegrationStatus, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF,
+};
+use crate::server::ServerCallbacks;
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,7 +43,7 @@ fn ended_error(end: ProgramEnd) -> String {
 }
 
 /// A node's id, type and `data` field, as the canvas owner lists them.
-fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
+pub(super) fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
     node.get(key).and_then(Value::as_str)
 }
 
@@ -70,6 +74,74 @@ fn is_agent_terminal(node: &Value) -> bool {
         || data_field(node, "command")
             .and_then(Value::as_str)
             .is_some_and(|c| !c.trim().is_empty())
+}
+
+impl ServerCallbacks for Core {
+    fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
+        let Some(project) = self.local_project(&identity.project_id) else {
+            return Err("Local project not found".into());
+        };
+        let list = self.canvas(identity, "canvas_list", Map::new())?;
+        let nodes = nodes_of(&list);
+        if find_node(nodes, &identity.node_id).is_none() {
+            return Err("Agent node is no longer on this canvas".into());
+        }
+        let operation = request.operation.as_str();
+        match operation {
+            "canvas_list" => Ok(list),
+            "context_read" => {
+                let cwd = project
+                    .cwd
+                    .as_ref()
+                    .ok_or("context_read needs a folder project")?;
+                Ok(read_context(cwd, &identity.node_id))
+            }
+            "artifact_open" => self.artifact_open(identity, &project, request),
+            "agent_cards" | "agent_send" | "agent_task" | "agent_reply" => {
+                self.message(identity, &project, nodes, request)
+            }
+            "agent_launch" => self.agent_launch(identity, request),
+            "terminal_open" => {
+                self.wait_for_terminal(self.canvas(identity, operation, request.args.clone())?)
+            }
+            "browser_list" => Ok(self.browser_list(nodes)),
+            "browser_open" => self.browser_open(identity, request),
+            op if is_browser_operation(op) => self.browser_operation(identity, nodes, request),
+            op if op.starts_with("terminal_") => self.terminal_operation(identity, nodes, request),
+            _ => self.canvas(identity, operation, request.args.clone()),
+        }
+    }
+
+    /// `canvas_list` from the owner's current list (`CanvasOwner::current_list`) while
+    /// it still shows the caller: what `execute` would answer. While stopping it is
+    /// queued, and refused there.
+    fn answer_at_once(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<Value> {
+        if request.operation != "canvas_list" || self.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        let list = self.host.canvas.current_list(&identity.project_id)?;
+        find_node(nodes_of(&list), &identity.node_id)?;
+        Some(list)
+    }
+
+    fn valid(&self, identity: &ToolIdentity) -> bool {
+        let node = &identity.node_id;
+        self.local_project(&identity.project_id)
+            .is_some_and(|p| lock(&self.active).contains(node) || p.node_ids.contains(node))
+    }
+
+    fn browser_enabled(&self) -> bool {
+        self.host.workspace.browser_control_enabled()
+    }
+
+    fn on_status(&self, node_id: &str, status: &IntegrationStatus) {
+        lock(&self.statuses).insert(node_id.to_string(), status.clone());
+        self.host.workspace.status_changed(node_id, status);
+    }
+
+    fn may_connect(&self, node_id: &str) -> bool {
+        self.host.terminals.ended(node_id).is_none()
+    }
 }
 
 impl Core {
@@ -115,59 +187,6 @@ impl Core {
             .call(&call, &request.operation, &request.args)
     }
 
-    /// `canvas_list` from the owner's current list (`CanvasOwner::current_list`) while
-    /// it still shows the caller: what `execute` would answer.
-    pub(super) fn current_list(&self, identity: &ToolIdentity) -> Option<Value> {
-        let list = self.host.canvas.current_list(&identity.project_id)?;
-        find_node(nodes_of(&list), &identity.node_id)?;
-        Some(list)
-    }
-
-    pub(super) fn execute(
-        &self,
-        identity: &ToolIdentity,
-        request: &ToolRequest,
-    ) -> Result<Value, String> {
-        let project = self
-            .host
-            .workspace
-            .project(&identity.project_id)
-            .filter(|p| !p.remote)
-            .ok_or("Local project not found")?;
-        let list = self.canvas(identity, "canvas_list", Map::new())?;
-        let nodes = nodes_of(&list);
-        if find_node(nodes, &identity.node_id).is_none() {
-            return Err("Agent node is no longer on this canvas".into());
-        }
-        let operation = request.operation.as_str();
-        if operation == "canvas_list" {
-            return Ok(list);
-        }
-        match operation {
-            "context_read" => {
-                let cwd = project
-                    .cwd
-                    .as_ref()
-                    .ok_or("context_read needs a folder project")?;
-                Ok(read_context(cwd, &identity.node_id))
-            }
-            "artifact_open" => self.artifact_open(identity, &project, request),
-            "agent_cards" | "agent_send" | "agent_task" | "agent_reply" => {
-                self.message(identity, &project, nodes, request)
-            }
-            "agent_launch" => self.agent_launch(identity, request),
-            "terminal_open" => {
-                let created = self.canvas(identity, operation, request.args.clone())?;
-                self.wait_for_terminal(&created)
-            }
-            "browser_list" => Ok(self.browser_list(nodes)),
-            "browser_open" => self.browser_open(identity, request),
-            op if is_browser_operation(op) => self.browser_operation(identity, nodes, request),
-            op if op.starts_with("terminal_") => self.terminal_operation(identity, nodes, request),
-            _ => self.canvas(identity, operation, request.args.clone()),
-        }
-    }
-
     fn artifact_open(
         &self,
         identity: &ToolIdentity,
@@ -200,15 +219,14 @@ impl Core {
         let mut args = request.args.clone();
         // The owner starts this command; its PTY request then goes through `prepare`.
         args.insert("command".into(), json!(command));
-        let created = self.canvas(identity, "agent_launch", args)?;
-        self.wait_for_terminal(&created)
+        self.wait_for_terminal(self.canvas(identity, "agent_launch", args)?)
     }
 
     /// Waits for the terminal a canvas operation created (`{nodeId, …}`) to be ready, or
     /// to have ended already (an agent that could not start: its node, last screen and
     /// status say why, so the launch itself did happen).
-    fn wait_for_terminal(&self, created: &Value) -> Result<Value, String> {
-        let node_id = node_field(created, "nodeId")
+    fn wait_for_terminal(&self, created: Value) -> Result<Value, String> {
+        let node_id = node_field(&created, "nodeId")
             .ok_or("The canvas did not report the new terminal's nodeId")?;
         let deadline = Instant::now() + TERMINAL_READY_TIMEOUT;
         let terminals = &self.host.terminals;
@@ -220,24 +238,22 @@ impl Core {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        Ok(created.clone())
+        Ok(created)
     }
 
     fn browser_list(&self, nodes: &[Value]) -> Value {
         let owners = lock(&self.owners);
-        let browsers: Vec<Value> = nodes
+        let browsers = nodes
             .iter()
-            .filter(|n| node_field(n, "type") == Some("browser"))
+            .filter(|n| node_field(n, "type") == Some("browser"));
+        // Each is an object (it has a type), so indexing inserts `owner` into it.
+        browsers
             .map(|n| {
                 let mut entry = n.clone();
-                let owner = node_field(n, "id").and_then(|id| owners.owner(id));
-                if let Some(object) = entry.as_object_mut() {
-                    object.insert("owner".into(), json!(owner));
-                }
+                entry["owner"] = json!(node_field(n, "id").and_then(|id| owners.owner(id)));
                 entry
             })
-            .collect();
-        Value::Array(browsers)
+            .collect()
     }
 
     fn browser_open(
@@ -246,11 +262,8 @@ impl Core {
         request: &ToolRequest,
     ) -> Result<Value, String> {
         let url = normalize_browser_url(arg(request, "url"))?;
-        let created = self.canvas(
-            identity,
-            "browser_open",
-            Map::from_iter([("url".to_string(), json!(url))]),
-        )?;
+        let args = Map::from_iter([("url".to_string(), json!(url))]);
+        let created = self.canvas(identity, "browser_open", args)?;
         let node_id = node_field(&created, "nodeId")
             .ok_or("The canvas did not report the new browser's nodeId")?;
         let tab_id = node_field(&created, "tabId").ok_or(super::tool_runtime::GUEST_NOT_READY)?;
@@ -278,15 +291,12 @@ impl Core {
             .ok_or("Browser node not found in this project")?;
         let me = identity.node_id.as_str();
         let owner = lock(&self.owners).owner(node_id).map(str::to_string);
-        match request.operation.as_str() {
-            "browser_claim" => {
-                if owner.as_deref().is_some_and(|o| o != me) {
-                    return Err("Ask the current owner to transfer browser control".into());
-                }
-                self.set_owner(node_id, me)?;
-                Ok(json!({ "nodeId": node_id, "owner": me }))
+        let new_owner = match request.operation.as_str() {
+            "browser_claim" if owner.as_deref().is_some_and(|o| o != me) => {
+                return Err("Ask the current owner to transfer browser control".into())
             }
-            _ if owner.as_deref() != Some(me) => Err(CLAIM_FIRST.into()),
+            "browser_claim" => me,
+            _ if owner.as_deref() != Some(me) => return Err(CLAIM_FIRST.into()),
             "browser_transfer" => {
                 let recipient = arg(request, "agentNodeId");
                 let connected = self.server().is_some_and(|s| {
@@ -297,25 +307,24 @@ impl Core {
                 if !connected {
                     return Err("Recipient agent is not connected to this project".into());
                 }
-                self.set_owner(node_id, recipient)?;
-                Ok(json!({ "nodeId": node_id, "owner": recipient }))
+                recipient
             }
             operation => {
                 let mut args = request.args.clone();
                 if operation == "browser_navigate" {
-                    args.insert(
-                        "url".into(),
-                        json!(normalize_browser_url(arg(request, "url"))?),
-                    );
+                    let url = normalize_browser_url(arg(request, "url"))?;
+                    args.insert("url".into(), json!(url));
                 }
                 let target = self.guest(node)?;
                 // The user may have turned browser control off while this call waited.
                 if !self.host.workspace.browser_control_enabled() {
                     return Err(BROWSER_CONTROL_OFF.into());
                 }
-                self.run_page_operation(target, operation, args)
+                return self.run_page_operation(target, operation, args);
             }
-        }
+        };
+        self.set_owner(node_id, new_owner)?;
+        Ok(json!({ "nodeId": node_id, "owner": new_owner }))
     }
 
     fn terminal_operation(
@@ -330,10 +339,7 @@ impl Core {
             .filter(|n| data_field(n, "remote") != Some(&Value::Bool(true)))
             .ok_or("Local terminal not found in this project")?;
         let operation = request.operation.as_str();
-        let writes = matches!(
-            operation,
-            "terminal_submit" | "terminal_input" | "terminal_interrupt" | "terminal_close"
-        );
+        let writes = !matches!(operation, "terminal_read" | "terminal_external");
         if writes && node_id == identity.node_id {
             return Err(OWN_TERMINAL.into());
         }

@@ -61,12 +61,10 @@ pub fn load_preferences(path: &Path) -> Result<Preferences, String> {
     };
     let custom_executable = text("executable")?;
     let custom_instruction_flag = text("instructionFlag")?;
-    if let Some(flag) = &custom_instruction_flag {
-        if !is_instruction_flag(flag) {
-            return Err(malformed(
-                "custom.instructionFlag must look like --flag-name",
-            ));
-        }
+    if matches!(&custom_instruction_flag, Some(flag) if !is_instruction_flag(flag)) {
+        return Err(malformed(
+            "custom.instructionFlag must look like --flag-name",
+        ));
     }
     Ok(Preferences {
         custom_executable,
@@ -91,21 +89,18 @@ pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf
         .ok_or_else(|| io::Error::other("the termsprawlctl path is not UTF-8"))?;
     let launcher = dir.join(LAUNCHER_NAME);
     let script = format!("#!/bin/sh\nexec {} \"$@\"\n", shell_quote(target));
-    // A restart with the same executable finds it in place: skip the rewrite.
-    if !holds_private_file(&launcher, script.as_bytes(), 0o700) {
-        regenerated_write(&launcher, script.as_bytes())?;
-        fs::set_permissions(&launcher, Permissions::from_mode(0o700))?;
-    }
+    write_unless_same(&launcher, script.as_bytes(), 0o700)?;
     Ok(launcher)
 }
 
-/// `regenerated_write`, skipped when `path` already holds `bytes` as a 0600 file (a
-/// restart finds the guides of an agent in place).
-fn write_unless_same(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if holds_private_file(path, bytes, 0o600) {
+/// `regenerated_write` and then permission bits `mode`, skipped when `path` already holds
+/// `bytes` with `mode` (a restart finds the launcher and an agent's guides in place).
+fn write_unless_same(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    if holds_private_file(path, bytes, mode) {
         return Ok(());
     }
-    regenerated_write(path, bytes)
+    regenerated_write(path, bytes)?;
+    fs::set_permissions(path, Permissions::from_mode(mode))
 }
 
 /// What [`prepare_tool_launch`] needs.
@@ -162,25 +157,23 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
     private_dir(&dir)?;
     let overview = guide("overview").unwrap_or_default();
     let system_prompt_file = dir.join("termsprawl-system.md");
-    write_unless_same(&system_prompt_file, overview.as_bytes())?;
+    write_unless_same(&system_prompt_file, overview.as_bytes(), 0o600)?;
     for (topic, body) in TOOL_GUIDES {
         let skill_dir = dir.join("skills").join(format!("termsprawl-{topic}"));
         private_dir(&skill_dir)?;
         let skill = format!(
             "---\nname: termsprawl-{topic}\ndescription: \"How to use the Termsprawl {topic} tools; read it before using them.\"\n---\n\n{body}\n"
         );
-        write_unless_same(&skill_dir.join("SKILL.md"), skill.as_bytes())?;
+        write_unless_same(&skill_dir.join("SKILL.md"), skill.as_bytes(), 0o600)?;
     }
 
+    let system_prompt = text(&system_prompt_file)?;
     let server_args = ["--session", session_file.as_str(), "mcp"];
     let adapter = select_launch_adapter(input.probe, input.instruction_flag);
     let mut env = BTreeMap::from([
         ("TERMSPRAWL_SESSION_FILE".to_string(), session_file.clone()),
         ("TERMSPRAWL_CTL".to_string(), launcher.clone()),
-        (
-            "TERMSPRAWL_SYSTEM_PROMPT_FILE".to_string(),
-            text(&system_prompt_file)?,
-        ),
+        ("TERMSPRAWL_SYSTEM_PROMPT_FILE".to_string(), system_prompt),
     ]);
     let extra: Vec<String> = match &adapter {
         LaunchAdapter::ClaudeMcp => {
@@ -231,16 +224,15 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
         ),
         _ => (IntegrationState::CliFallback, None),
     };
-    let status = IntegrationStatus {
-        state,
-        adapter: adapter.adapter_name(name),
-        version: input.probe.version.clone(),
-        reason,
-    };
     Ok(PreparedLaunch {
         command,
         env,
-        status,
+        status: IntegrationStatus {
+            state,
+            adapter: adapter.adapter_name(name),
+            version: input.probe.version.clone(),
+            reason,
+        },
         dir,
     })
 }

@@ -14,7 +14,8 @@ use serde_json::{Map, Value};
 
 use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::canvas::CanvasBridge;
-use super::host::{Host, ProgramEnd, PtyRequest};
+use super::execute::node_field;
+use super::host::{Host, ProgramEnd, ProjectSnapshot, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
 };
@@ -276,42 +277,17 @@ impl Drop for AgentToolRuntime {
     }
 }
 
-impl ServerCallbacks for Core {
-    fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
-        Core::execute(self, identity, request)
-    }
-
-    fn answer_at_once(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<Value> {
-        let listing = request.operation == "canvas_list" && !self.stopping.load(Ordering::SeqCst);
-        listing.then(|| self.current_list(identity))? // while stopping: queued, refused there
-    }
-
-    fn valid(&self, identity: &ToolIdentity) -> bool {
-        let Some(project) = self.host.workspace.project(&identity.project_id) else {
-            return false;
-        };
-        !project.remote
-            && (lock(&self.active).contains(&identity.node_id)
-                || project.node_ids.contains(&identity.node_id))
-    }
-
-    fn browser_enabled(&self) -> bool {
-        self.host.workspace.browser_control_enabled()
-    }
-
-    fn on_status(&self, node_id: &str, status: &IntegrationStatus) {
-        lock(&self.statuses).insert(node_id.to_string(), status.clone());
-        self.host.workspace.status_changed(node_id, status);
-    }
-
-    fn may_connect(&self, node_id: &str) -> bool {
-        self.host.terminals.ended(node_id).is_none()
-    }
-}
-
 impl Core {
     pub(super) fn server(&self) -> Option<Arc<AgentToolServer>> {
         self.server.get()?.upgrade()
+    }
+
+    /// The project `project_id` if the app has it open and it is local, not remote.
+    pub(super) fn local_project(&self, project_id: &str) -> Option<ProjectSnapshot> {
+        self.host
+            .workspace
+            .project(project_id)
+            .filter(|p| !p.remote)
     }
 
     pub(super) fn canvas(
@@ -323,19 +299,13 @@ impl Core {
         if self.stopping.load(Ordering::SeqCst) {
             return Err("The app is stopping; retry once it has restarted".into());
         }
-        self.bridge.request(
-            self.host.canvas.as_ref(),
-            &identity.project_id,
-            operation,
-            args,
-        )
+        let owner = self.host.canvas.as_ref();
+        self.bridge
+            .request(owner, &identity.project_id, operation, args)
     }
 
     pub(super) fn guest(&self, node: &Value) -> Result<String, String> {
-        let node_id = node
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or(GUEST_NOT_READY)?;
+        let node_id = node_field(node, "id").ok_or(GUEST_NOT_READY)?;
         let field = |key: &str| {
             node.get("data")
                 .and_then(|d| d.get(key))
@@ -406,8 +376,7 @@ impl Core {
 
     /// Probes `command`, cached per resolved path.
     pub(super) fn probe(&self, command: &str) -> Result<AgentProbe, String> {
-        let path_var = std::env::var_os("PATH");
-        let path = super::agents::resolve_executable(command, path_var.as_deref())
+        let path = super::agents::resolve_executable(command, std::env::var_os("PATH").as_deref())
             .ok_or_else(|| format!("{command} is not installed or not executable"))?;
         if let Some(found) = lock(&self.probes).get(&path) {
             return Ok(found.clone());
@@ -506,9 +475,8 @@ impl Core {
         let Some(command) = request.command.clone().filter(|c| !c.trim().is_empty()) else {
             return Ok(request);
         };
-        match self.host.workspace.project(&project_id) {
-            Some(project) if !project.remote => {}
-            _ => return Ok(request),
+        if self.local_project(&project_id).is_none() {
+            return Ok(request);
         }
         let Some((preset, executable, instruction_flag)) = self.agent_of_command(&command)? else {
             return Ok(request);
@@ -565,12 +533,10 @@ impl Core {
         }
         request.command = Some(prepared.command);
         request.env.extend(prepared.env);
-        request
-            .env
-            .insert("TERMSPRAWL_NODE_ID".into(), identity.node_id.clone());
-        request
-            .env
-            .insert("TERMSPRAWL_PROJECT_ID".into(), project_id);
+        request.env.extend([
+            ("TERMSPRAWL_NODE_ID".to_string(), identity.node_id),
+            ("TERMSPRAWL_PROJECT_ID".to_string(), project_id),
+        ]);
         Ok(request)
     }
 }

@@ -22,13 +22,12 @@ pub fn normalize_browser_url(raw: &str) -> Result<String, String> {
         None => format!("https://{text}"),
     };
     let (scheme, rest) = url.split_once(':').ok_or(URL_NOT_ALLOWED)?;
-    let scheme = scheme.to_ascii_lowercase();
-    let Some(after) = rest.strip_prefix("//") else {
-        return Err(URL_NOT_ALLOWED.to_string());
-    };
-    let authority = after.split(['/', '?', '#']).next().unwrap_or("");
-    let host_ok = !authority.is_empty() && !authority.starts_with(':');
-    if (scheme == "http" || scheme == "https") && host_ok && !authority.contains('@') {
+    let authority = rest
+        .strip_prefix("//")
+        .and_then(|after| after.split(['/', '?', '#']).next());
+    let host_ok =
+        authority.is_some_and(|a| !a.is_empty() && !a.starts_with(':') && !a.contains('@'));
+    if host_ok && matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") {
         Ok(url)
     } else {
         Err(URL_NOT_ALLOWED.to_string())

@@ -55,8 +55,7 @@ impl Parked {
 
     /// Looks at every watched connection: forgets those whose descriptors were closed
     /// (`names(fd, socket)` false for all), counts in `parked` those open past
-    /// [`SUSPECT_AFTER`], and `close`s the descriptors of those open past
-    /// [`CLOSE_AFTER`].
+    /// [`SUSPECT_AFTER`], and `close`s the descriptors of those open past [`CLOSE_AFTER`].
     pub fn look(
         &mut self,
         now: Instant,

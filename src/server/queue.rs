@@ -4,12 +4,12 @@
 //! A worker whose queue is empty waits up to [`LINGER`] for more before it exits, so a
 //! project served one request at a time keeps one thread instead of starting one per
 //! request. At most [`MAX_LINGERING`] workers wait at once; the others exit as soon as
-//! their queue is empty, so live workers never outnumber the projects that have work
-//! queued right now plus [`MAX_LINGERING`] (10,000 projects touched in turn leave no
-//! threads behind). Exiting is
-//! race-free: senders send while holding the `workers` lock, and a worker only decides to
-//! exit, and removes its sender, under that same lock after finding its queue empty. Nothing here knows what an operation does: the worker calls
-//! the `turn` closure the server gave it.
+//! their queue is empty, so live workers never outnumber the projects that have work queued
+//! right now plus [`MAX_LINGERING`] (10,000 projects touched in turn leave no threads
+//! behind). Exiting is race-free: senders send while holding the `workers` lock, and a
+//! worker only decides to exit, and removes its sender, under that same lock after finding
+//! its queue empty. Nothing here knows what an operation does: the worker runs the [`Work`]
+//! the server queued.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};

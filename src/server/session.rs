@@ -15,12 +15,11 @@
 //! Timing can tell an attacker at most whether a guess shares its first 64 bits with some
 //! live token, and it does so only after about 2^64 / sessions guesses; short of that it
 //! learns nothing about any token byte. (The map's probing depends on std's SipHash of
-//! those 8 bytes under a per-process random key, which the attacker does not know.)
-//! The remaining 192 bits are never compared early.
-//! A fresh token whose first 64 bits collide with another session's is redrawn, so the
-//! index holds exactly one node per key.
+//! those 8 bytes under a per-process random key, which the attacker does not know.) The
+//! remaining 192 bits are never compared early. A fresh token whose first 64 bits collide
+//! with another session's is redrawn, so the index holds exactly one node per key.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::protocol::{IntegrationStatus, ToolIdentity, ToolSession};
 
@@ -111,14 +110,12 @@ impl SessionStore {
 
     /// Every project with a session.
     pub fn project_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
+        let ids: BTreeSet<&String> = self
             .by_node
             .values()
-            .map(|e| e.session.project_id.clone())
+            .map(|e| &e.session.project_id)
             .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        ids.into_iter().cloned().collect()
     }
 
     /// The identities and statuses of `project_id`'s sessions, by node id.

@@ -8,26 +8,24 @@
 //! closes (with idle keep-alive connections holding threads, up to the 15 s quiet cut).
 //! The request of such a connection sits unread in its receive queue.
 //!
-//! The reaper finds them: a connection none of whose requests has reached us (no call
-//! in flight, none answered, not ended) with unread bytes (`SIOCINQ`) at one scan and
-//! again [`RECHECK_AFTER`] later. (A pool thread serving a connection reads its bytes
-//! as they arrive, unless it is starved of CPU for that long; a kick then costs an
-//! idle thread, nothing else.) For each, it makes one "kick"
-//! ([`sockets::kick`]): a connection to our own listener, closed at once. While the
-//! pool has no waiting thread, which is always so while a task waits in its queue for
-//! longer than a thread takes to wake, tiny_http starts a new thread for the kick; the
-//! kick ends at once (end-of-file) and that thread then takes the oldest queued
-//! connection. So each kick gives one queued connection a thread.
+//! The reaper finds them: a connection none of whose requests has reached us (no call in
+//! flight, none answered, not ended) with unread bytes (`SIOCINQ`) at one scan and again
+//! [`RECHECK_AFTER`] later. (A pool thread serving a connection reads its bytes as they
+//! arrive, unless it is starved of CPU for that long; a kick then costs an idle thread,
+//! nothing else.) For each, it makes one "kick" ([`sockets::kick`]): a connection to our
+//! own listener, closed at once. While the pool has no waiting thread, which is always so
+//! while a task waits in its queue for longer than a thread takes to wake, tiny_http starts
+//! a new thread for the kick; the kick ends at once (end-of-file) and that thread then
+//! takes the oldest queued connection. So each kick gives one queued connection a thread.
 //!
 //! A kick may go to a connection queued ahead that has sent nothing yet. So when
-//! connections wait unread, every connection the reaper saw before the newest of them
-//! that has not reached us either (it may be queued ahead) gets one kick too, once. A
-//! connection that stays unread is kicked again at doubling intervals (from
-//! [`REKICK_FIRST`]): a kick can be taken by a thread that was already about to run,
-//! and a connection whose tiny_http thread stopped reading it (tiny_http's HTTP/2.0
-//! answer parks that thread) is not helped by kicks at all, so their number must stay
-//! small (6 in the 15 s until such a connection is cut as quiet). Our own kicks
-//! are never kicked for.
+//! connections wait unread, every connection the reaper saw before the newest of them that
+//! has not reached us either (it may be queued ahead) gets one kick too, once. A connection
+//! that stays unread is kicked again at doubling intervals (from [`REKICK_FIRST`]): a kick
+//! can be taken by a thread that was already about to run, and a connection whose tiny_http
+//! thread stopped reading it (tiny_http's HTTP/2.0 answer parks that thread) is not helped
+//! by kicks at all, so their number must stay small (6 in the 15 s until such a connection
+//! is cut as quiet). Our own kicks are never kicked for.
 //!
 //! Why this is sound: a kick touches no client's connection, so no call is cut, lost or
 //! answered twice, and the accept thread is not involved. The reaper waits for nothing
