@@ -474,12 +474,22 @@ fn check_consent(call: &Call, to: &str) -> Result<(), String> {
             format!("No link lets you send to {to}; ask the user to run: termsprawl-tools link {from} {to} --messages")
         });
     }
-    match recipient.status.as_ref().map(|s| s.state) {
-        Some(IntegrationState::Connected | IntegrationState::CliFallback) => Ok(()),
-        _ => Err(format!(
-            "Recipient agent {to} is not connected; agent_cards shows its status"
-        )),
+    let active = |agent: Option<&Agent>| {
+        let state = agent.and_then(|a| a.status.as_ref()).map(|s| s.state);
+        matches!(
+            state,
+            Some(IntegrationState::Connected | IntegrationState::CliFallback)
+        )
+    };
+    if !active(call.agents.iter().find(|a| a.node_id == from)) {
+        return Err("You are not connected yet (an agent node with status connected or cli-fallback sends); call session_info first".to_string());
     }
+    if !active(Some(recipient)) {
+        return Err(format!(
+            "Recipient agent {to} is not connected; agent_cards shows its status"
+        ));
+    }
+    Ok(())
 }
 
 /// `agent_cards`: every agent node of the project, as `call.caller` sees it.

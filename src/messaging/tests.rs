@@ -138,6 +138,13 @@ fn consent_refusals_name_what_is_missing() {
         "{}",
         refusal("a", "d")
     );
+    let mut d_sends = Rig::new();
+    d_sends.links.push(link("d", "a", true));
+    let inactive_sender = d_sends.send(&m, "d", "a", "hi").unwrap_err();
+    assert!(
+        inactive_sender.starts_with("You are not connected yet"),
+        "{inactive_sender}"
+    );
     let mut one_way = Rig::new();
     one_way.links = vec![link("b", "a", true)];
     let reversed = one_way.send(&m, "a", "b", "hi").unwrap_err();
