@@ -150,10 +150,30 @@ fn the_agent_card_and_json_rpc_follow_a2a_with_every_refusal() {
     let auth = [("Authorization", bearer.as_str())];
     let card_of = |node: &str| format!("/a2a/agents/{node}/.well-known/agent-card.json");
 
-    // The card: only for a token of an agent that may send to it.
-    let (status, card) = http(port, "GET", &card_of(&rig.b), &auth, "");
+    // The card: only for a token of an agent that may send to it; 1.0's for a 1.x client.
+    let v1 = [auth[0], ("A2A-Version", "1.0")];
+    let (status, card) = http(port, "GET", &card_of(&rig.b), &v1, "");
     assert_eq!(status, 200, "{card}");
     let url = format!("http://127.0.0.1:{port}/a2a/agents/{}", rig.b);
+    for legacy in ["url", "preferredTransport", "protocolVersion", "security"] {
+        assert!(
+            card.get(legacy).is_none(),
+            "a 1.0 card has no {legacy}: {card}"
+        );
+    }
+    // 0.3's for a client that sends no A2A-Version.
+    let (status, old) = http(port, "GET", &card_of(&rig.b), &auth, "");
+    assert_eq!(status, 200, "{old}");
+    assert_eq!(
+        (&old["url"], &old["protocolVersion"]),
+        (&json!(url), &json!("0.3.0"))
+    );
+    assert_eq!(
+        old["securitySchemes"]["termsprawlSession"]["type"],
+        json!("http")
+    );
+    assert_eq!(old["security"], json!([{"termsprawlSession": []}]));
+    assert!(old.get("supportedInterfaces").is_none(), "{old}");
     assert_eq!(
         card["supportedInterfaces"],
         json!([{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
@@ -237,13 +257,42 @@ fn the_agent_card_and_json_rpc_follow_a2a_with_every_refusal() {
     let no_version = rig.rpc(None, request("SendMessage", json!({})));
     assert_eq!(
         error_code(&no_version),
-        -32601,
-        "no A2A-Version is 0.3, which has no SendMessage: {no_version}"
+        -32009,
+        "no A2A-Version is 0.3, and SendMessage is 1.0's: {no_version}"
     );
     assert!(no_version["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("message/send"));
+        .contains("send A2A-Version: 1.0"));
+    let empty = rig.rpc(Some(""), request("message/send", json!({})));
+    assert_eq!(
+        error_code(&empty),
+        -32602,
+        "an empty header is 0.3: {empty}"
+    );
+    let legacy_in_v1 = rig.rpc(Some("1"), request("tasks/get", json!({"id": "x"})));
+    assert_eq!(
+        error_code(&legacy_in_v1),
+        -32009,
+        "1 is 1.x; tasks/get is 0.3's"
+    );
+    let push = request("CreateTaskPushNotificationConfig", json!({}));
+    assert_eq!(error_code(&rig.rpc(Some("1.0"), push)), -32003);
+    let extended = request("GetExtendedAgentCard", json!({}));
+    assert_eq!(error_code(&rig.rpc(Some("1.0"), extended)), -32007);
+    let notification = json!({"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "x"}});
+    assert_eq!(
+        error_code(&rig.rpc(Some("1.0"), notification)),
+        -32600,
+        "no id"
+    );
+    let post_origin = [auth[0], ("Origin", "http://evil.example")];
+    let rpc_path = format!("/a2a/agents/{}", rig.b);
+    assert_eq!(
+        http(port, "POST", &rpc_path, &post_origin, "{}").0,
+        403,
+        "Origin on RPC"
+    );
     let (status, parse) = http(
         port,
         "POST",

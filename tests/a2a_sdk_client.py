@@ -16,7 +16,8 @@ import time
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import AgentCardResolutionError
-from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types.a2a_pb2 import AgentCard, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from google.protobuf import json_format
 
 
 def check(condition, message):
@@ -26,8 +27,13 @@ def check(condition, message):
 
 
 async def main(base, token, forbidden):
-    headers = {"Authorization": f"Bearer {token}"}
+    # A 1.x client sends A2A-Version: 1.0 (the SDK's factory adds it to a client it is
+    # given; the card is fetched before, so it is set here too).
+    headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        # The 1.0 card parses strictly (no field unknown to 1.0's AgentCard).
+        raw = (await http.get(f"{base}/.well-known/agent-card.json")).json()
+        json_format.ParseDict(raw, AgentCard())
         card = await A2ACardResolver(http, base).get_agent_card()
         interface = card.supported_interfaces[0]
         print(f"card: {card.name!r} {interface.protocol_binding} {interface.protocol_version} {interface.url}", flush=True)
@@ -45,7 +51,7 @@ async def main(base, token, forbidden):
 
         client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
         message = Message(
-            message_id="sdk-message-1",
+            message_id="sdk:message/1.0",  # any string: kept by its hex
             role=Role.ROLE_USER,
             parts=[Part(text="please reply: sent by the A2A SDK")],
         )
@@ -55,6 +61,7 @@ async def main(base, token, forbidden):
         print(f"sent: task {task.id} {TaskState.Name(task.status.state)}", flush=True)
         check(task.status.state == TaskState.TASK_STATE_SUBMITTED, "submitted")
         check(task.history[0].parts[0].text == "please reply: sent by the A2A SDK", "the message in history")
+        check(task.history[0].message_id == "sdk:message/1.0", f"its messageId: {task.history[0].message_id}")
 
         # The same messageId again: the same task (idempotent).
         again = [event async for event in client.send_message(SendMessageRequest(message=message))]

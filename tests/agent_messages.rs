@@ -9,6 +9,7 @@
 mod serve_harness;
 mod sys;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -320,5 +321,52 @@ fn an_agent_without_a_terminal_answers_from_its_inbox_and_stops_and_crashes_fail
     );
     // (other may still send to me: links are directed.)
     assert!(refused.contains("Links are directed"), "{refused}");
+
+    // A grant counts only in the file `link` writes: not under another name, not through
+    // a symlink, not in a file others may write.
+    let links = dirs.project.join(".termsprawl/links");
+    let grant = json!({"version": 1, "a": "me", "b": "other", "agentMessages": true}).to_string();
+    let planted = |name: &str, mode: u32| {
+        let path = links.join(name);
+        std::fs::write(&path, &grant).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    };
+    let try_send = || {
+        serve.err(
+            &dirs,
+            "me",
+            "agent_send",
+            json!({"nodeId": "other", "text": "planted?"}),
+        )
+    };
+    let misnamed = planted("notes.json", 0o600);
+    assert!(
+        try_send().contains("allows reading only"),
+        "a misnamed grant reads only"
+    );
+    std::fs::remove_file(misnamed).unwrap();
+    let loose = planted("me--other.json", 0o644);
+    assert!(
+        try_send().contains("allows reading only"),
+        "a loose grant reads only"
+    );
+    std::fs::remove_file(loose).unwrap();
+    let elsewhere = dirs.root.join("grant.json");
+    std::fs::write(&elsewhere, &grant).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, links.join("me--other.json")).unwrap();
+    assert!(
+        try_send().contains("allows reading only"),
+        "a symlinked grant reads only"
+    );
+    std::fs::remove_file(links.join("me--other.json")).unwrap();
+    person_runs(&dirs, &["link", "me", "other", "--messages"]);
+    serve.ok(
+        &dirs,
+        "me",
+        "agent_send",
+        json!({"nodeId": "other", "text": "made by link"}),
+    );
     assert!(serve.stop().success());
 }

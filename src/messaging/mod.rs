@@ -42,6 +42,10 @@ pub const PENDING_TIMEOUT_MS: u64 = 15 * 60 * 1000;
 pub const KEEP_FINISHED_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 /// A project keeps at most this many tasks; the oldest finished ones go first.
 pub const MAX_TASKS: usize = 256;
+/// `agent_task {}` lists at most this many tasks, each text cut to [`LIST_TEXT_CHARS`].
+pub const LIST_TASKS: usize = 50;
+/// See [`LIST_TASKS`].
+pub const LIST_TEXT_CHARS: usize = 1_000;
 
 /// Why a pending task fails when no reply came in time.
 pub const TIMED_OUT: &str = "Agent reply timed out";
@@ -196,7 +200,9 @@ impl Messaging {
         for entry in listing.into_iter().flatten().filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
             if let Some(dir) = root.as_ref().and_then(|r| store::project_dir(r, &name)) {
-                projects.insert(name.clone(), store::load(Some(dir), &name, now));
+                let mut tasks = store::load(Some(dir), &name, now);
+                expire(&mut tasks, now);
+                projects.insert(name.clone(), tasks);
             }
         }
         Messaging {
@@ -295,21 +301,7 @@ impl Messaging {
                 .and_then(|root| store::project_dir(root, project_id));
             store::load(dir, project_id, now)
         });
-        for stored in tasks.iter_mut() {
-            if stored.task.pending()
-                && now.saturating_sub(stored.task.created_ms) >= PENDING_TIMEOUT_MS
-            {
-                stored.task.fail(TIMED_OUT, now);
-                stored.save();
-            }
-        }
-        tasks.retain(|s| {
-            let keep = s.task.pending() || now.saturating_sub(s.task.updated_ms) < KEEP_FINISHED_MS;
-            if !keep {
-                s.remove();
-            }
-            keep
-        });
+        expire(tasks, now);
         f(tasks)
     }
 
@@ -321,11 +313,11 @@ impl Messaging {
         message_id: Option<&str>,
     ) -> Result<Value, String> {
         let from = call.caller;
-        check_consent(call, to)?;
-        let task = self.with_project(call.project_id, call.now, |tasks| {
+        let (task, new) = self.with_project(call.project_id, call.now, |tasks| {
             if let Some(id) = message_id {
                 let mut sent = tasks.iter().map(|s| &s.task);
                 if let Some(earlier) = sent.find(|t| t.from == from && t.message_id.as_deref() == Some(id)) {
+                    // A retry: the task as it stands, whatever changed since (links, status).
                     if earlier.to == to && earlier.text == text {
                         return Ok((earlier.clone(), false));
                     }
@@ -334,12 +326,15 @@ impl Messaging {
                     ));
                 }
             }
+            check_consent(call, to)?;
             if tasks.iter().any(|s| s.task.to == to && s.task.pending()) {
                 return Err(BUSY.to_string());
             }
             if tasks.len() >= MAX_TASKS {
-                let oldest = tasks.iter().enumerate().filter(|(_, s)| !s.task.pending()).min_by_key(|(_, s)| s.task.updated_ms).map(|(i, _)| i);
-                let Some(oldest) = oldest else {
+                // The caller's own finished tasks go first, then anyone's oldest.
+                let finished = tasks.iter().enumerate().filter(|(_, s)| !s.task.pending());
+                let oldest = finished.min_by_key(|(_, s)| (s.task.from != from, s.task.updated_ms));
+                let Some((oldest, _)) = oldest else {
                     return Err(format!("This project already has {MAX_TASKS} pending tasks, the most it keeps; wait for replies before sending more"));
                 };
                 tasks.remove(oldest).remove();
@@ -361,29 +356,35 @@ impl Messaging {
             tasks.push(stored);
             Ok((task, true))
         })?;
-        let (mut task, new) = task;
-        if !new {
-            return Ok(task.to_json());
-        }
-        if let Delivery::Failed(why) = (call.deliver)(to, &pasted(&message_frame(&task))) {
-            let reason = format!("The message could not be delivered to {to}: {why}");
-            self.update(call.project_id, &task.task_id, call.now, |t| {
-                t.fail(&reason, call.now)
-            });
-            task.fail(&reason, call.now);
-            return Err(format!("{reason} (task {} failed)", task.task_id));
+        if new {
+            if let Delivery::Failed(why) = (call.deliver)(to, &pasted(&message_frame(&task))) {
+                // The task fails, unless it was answered (or failed) meanwhile.
+                let reason = format!("The message could not be delivered to {to}: {why}");
+                let now = self.update(call.project_id, &task.task_id, call.now, |t| {
+                    if t.pending() {
+                        t.fail(&reason, call.now);
+                    }
+                });
+                return Ok(now.unwrap_or(task).to_json());
+            }
         }
         Ok(task.to_json())
     }
 
-    /// Applies `change` to a stored task and saves it.
-    fn update(&self, project_id: &str, task_id: &str, now: u64, change: impl FnOnce(&mut Task)) {
+    /// Applies `change` to a stored task and saves it; the task after the change.
+    fn update(
+        &self,
+        project_id: &str,
+        task_id: &str,
+        now: u64,
+        change: impl FnOnce(&mut Task),
+    ) -> Option<Task> {
         self.with_project(project_id, now, |tasks| {
-            if let Some(stored) = tasks.iter_mut().find(|s| s.task.task_id == task_id) {
-                change(&mut stored.task);
-                stored.save();
-            }
-        });
+            let stored = tasks.iter_mut().find(|s| s.task.task_id == task_id)?;
+            change(&mut stored.task);
+            stored.save();
+            Some(stored.task.clone())
+        })
     }
 
     fn tasks(&self, call: &Call, task_id: Option<&str>) -> Result<Value, String> {
@@ -408,6 +409,18 @@ impl Messaging {
                 std::cmp::Reverse(t.created_ms),
             )
         });
+        if task_id.is_none() {
+            // A list stays small: its latest tasks, their texts cut (agent_task {taskId}
+            // gives one whole).
+            found.truncate(LIST_TASKS);
+            for task in &mut found {
+                for text in std::iter::once(&mut task.text).chain(task.reply.as_mut()) {
+                    if let Some((cut, _)) = text.char_indices().nth(LIST_TEXT_CHARS) {
+                        text.truncate(cut);
+                    }
+                }
+            }
+        }
         Ok(json!({ "tasks": found.iter().map(Task::to_json).collect::<Vec<_>>() }))
     }
 
@@ -450,6 +463,25 @@ impl Messaging {
         }
         Ok(task.to_json())
     }
+}
+
+/// Fails the tasks of a project pending too long and removes those finished too long ago
+/// (their files too).
+fn expire(tasks: &mut Vec<store::Stored>, now: u64) {
+    for stored in tasks.iter_mut() {
+        if stored.task.pending() && now.saturating_sub(stored.task.created_ms) >= PENDING_TIMEOUT_MS
+        {
+            stored.task.fail(TIMED_OUT, now);
+            stored.save();
+        }
+    }
+    tasks.retain(|s| {
+        let keep = s.task.pending() || now.saturating_sub(s.task.updated_ms) < KEEP_FINISHED_MS;
+        if !keep {
+            s.remove();
+        }
+        keep
+    });
 }
 
 /// Why `call.caller` may not send to `to`, if it may not.
@@ -556,21 +588,30 @@ pub fn reply_frame(task: &Task) -> String {
 }
 
 /// `text` as a JSON string, with the invisible and direction-changing characters also
-/// escaped (`\u202e`…): the recipient's terminal shows them as written, so none can make
-/// the text look like our framing or reorder what follows it. (Control characters never
+/// escaped (`\u202e`…, [`invisible`]): the recipient's terminal shows them as written, so
+/// none can make the text look like our framing or reorder what follows it. (Control characters never
 /// get here: the validator refuses them, and JSON would escape them anyway.)
+/// Characters a terminal draws as nothing (or that reorder what follows): format
+/// characters, line and paragraph separators, variation selectors, tags, fillers,
+/// specials and private use.
+fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0xad | 0x34f | 0x61c | 0x115f | 0x1160 | 0x17b4 | 0x17b5 | 0x180b..=0x180f
+        | 0x200b..=0x200f | 0x2028..=0x202e | 0x2060..=0x206f | 0x3164 | 0xe000..=0xf8ff
+        | 0xfe00..=0xfe0f | 0xfeff | 0xffa0 | 0xfff0..=0xfffb | 0xe0000..=0xe0fff
+        | 0xf0000..)
+}
+
 fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     for c in Value::from(text).to_string().chars() {
-        match c {
-            '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{061c}'
-            | '\u{feff}' => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+        if invisible(c) {
+            // JSON's \u escape, as UTF-16 (a surrogate pair beyond the BMP).
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
         }
     }
     out

@@ -126,8 +126,9 @@ pub fn load(dir: Option<PathBuf>, project_id: &str, now: u64) -> Vec<Stored> {
         tasks.push(stored);
     }
     tasks.sort_by_key(|s| s.task.created_ms);
+    // Our own records past the cap (a cap lowered since): the oldest go, as when sending.
     let extra = tasks.len().saturating_sub(MAX_TASKS);
-    tasks.drain(..extra);
+    tasks.drain(..extra).for_each(|s| s.remove());
     tasks
 }
 

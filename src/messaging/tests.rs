@@ -319,13 +319,35 @@ fn a_recipient_takes_one_pending_message_at_a_time() {
 fn an_undeliverable_message_fails_at_once_and_an_agent_without_a_terminal_reads_its_inbox() {
     let (rig, m) = (Rig::new(), memory());
     *rig.delivery.borrow_mut() = Delivery::Failed("Terminal is not attached".to_string());
-    let error = rig.send(&m, "a", "b", "hello").unwrap_err();
-    assert!(
-        error.starts_with(
-            "The message could not be delivered to b: Terminal is not attached (task task-"
-        ),
-        "{error}"
+    let failed = rig
+        .call(
+            &m,
+            "a",
+            T0,
+            "agent_send",
+            json!({"nodeId": "b", "text": "hello", "messageId": "m1"}),
+        )
+        .unwrap();
+    assert_eq!(
+        failed["state"],
+        json!("failed"),
+        "the task, failed: {failed}"
     );
+    assert_eq!(
+        failed["reason"],
+        json!("The message could not be delivered to b: Terminal is not attached")
+    );
+    let again = rig
+        .call(
+            &m,
+            "a",
+            T0,
+            "agent_send",
+            json!({"nodeId": "b", "text": "hello", "messageId": "m1"}),
+        )
+        .unwrap();
+    assert_eq!(again, failed, "a retry gets the same answer");
+    assert_eq!(rig.pasted.borrow().len(), 1, "and is not delivered again");
     let tasks = rig.call(&m, "a", T0, "agent_task", json!({})).unwrap();
     assert_eq!(tasks["tasks"][0]["state"], json!("failed"));
     assert!(tasks["tasks"][0]["reason"]
@@ -473,7 +495,13 @@ fn a_project_keeps_256_tasks_dropping_the_oldest_finished_and_refuses_257_pendin
     let all = rig
         .call(&m, "n0", T0 + 303, "agent_task", json!({}))
         .unwrap();
-    assert_eq!(all["tasks"].as_array().unwrap().len(), MAX_TASKS);
+    assert_eq!(
+        all["tasks"].as_array().unwrap().len(),
+        LIST_TASKS,
+        "a list is cut"
+    );
+    let kept = m.recent("p1", usize::MAX, T0 + 303);
+    assert_eq!(kept.len(), MAX_TASKS);
     // All 256 pending: a clear refusal (n1 is busy, so free a recipient by adding one).
     rig.agents.push(agent("extra", IntegrationState::Connected));
     rig.links.push(link("n0", "extra", true));
@@ -573,7 +601,7 @@ fn junk_and_symlinked_task_files_are_skipped_and_left_alone() {
     let with = |key: &str, value: Value| {
         let mut r = record.clone();
         r["task"][key] = value;
-        r["task"]["taskId"] = json!(format!("task-{key}"));
+        r["task"]["taskId"] = json!(format!("task-{}", random_id())); // each its own
         serde_json::to_vec(&r).unwrap()
     };
     private("malformed.json", b"{not json");
@@ -595,14 +623,21 @@ fn junk_and_symlinked_task_files_are_skipped_and_left_alone() {
         r["task"]["taskId"] = json!("task-extra");
         serde_json::to_vec(&r).unwrap()
     });
-    private("huge.json", &vec![b' '; 150_001]);
+    // A well-formed record, padded past the size limit with JSON whitespace.
+    let mut huge = with("text", json!("huge"));
+    huge.extend(std::iter::repeat(b' ').take(150_001));
+    private("huge.json", &huge);
     let loose = private("loose.json", &with("text", json!("loose")));
     std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
     let outside = root.join("outside.json");
     std::fs::write(&outside, with("text", json!("via link"))).unwrap();
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::symlink(&outside, dir.join("link.json")).unwrap();
-    std::os::unix::fs::symlink(&good_file, dir.join("link-to-good.json")).unwrap();
+    // A symlink to a good record of another id outside the folder.
+    let good_elsewhere = root.join("good-elsewhere.json");
+    std::fs::write(&good_elsewhere, with("text", json!("good elsewhere"))).unwrap();
+    std::fs::set_permissions(&good_elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&good_elsewhere, dir.join("link-to-good.json")).unwrap();
     std::fs::create_dir(dir.join("folder.json")).unwrap();
     let before = files_in(&dir);
 
@@ -684,4 +719,198 @@ fn every_project_is_loaded_at_start_but_never_through_a_symlinked_folder() {
     );
     std::fs::remove_dir_all(root).unwrap();
     std::fs::remove_dir_all(elsewhere).unwrap();
+}
+
+#[test]
+fn a_list_is_cut_and_one_task_is_whole() {
+    let (rig, m) = (Rig::new(), memory());
+    let long = "é".repeat(LIST_TEXT_CHARS + 5);
+    let task = rig.send(&m, "a", "b", &long).unwrap();
+    let listed = rig.call(&m, "a", T0, "agent_task", json!({})).unwrap();
+    let cut = listed["tasks"][0]["text"].as_str().unwrap();
+    assert_eq!(cut.chars().count(), LIST_TEXT_CHARS);
+    let one = rig
+        .call(&m, "a", T0, "agent_task", json!({"taskId": task["taskId"]}))
+        .unwrap();
+    assert_eq!(one["tasks"][0]["text"], json!(long), "whole by its id");
+}
+
+#[test]
+fn a_reply_recorded_while_the_paste_fails_is_kept() {
+    let m = memory();
+    let rig = Rig::new();
+    let answered = RefCell::new(None);
+    // The recipient answers (from its inbox) while its terminal write is failing.
+    let deliver = |node: &str, text: &str| {
+        if node == "b" {
+            let id = text
+                .split("(task ")
+                .nth(1)
+                .unwrap()
+                .split(')')
+                .next()
+                .unwrap()
+                .to_string();
+            let reply = rig.call(
+                &m,
+                "b",
+                T0 + 1,
+                "agent_reply",
+                json!({"taskId": id, "text": "already done"}),
+            );
+            *answered.borrow_mut() = Some(reply.unwrap());
+        }
+        Delivery::Failed("the write timed out".to_string())
+    };
+    let call = Call {
+        project_id: "p1",
+        caller: "a",
+        agents: &rig.agents,
+        links: &rig.links,
+        deliver: &deliver,
+        now: T0,
+    };
+    let args: Map<String, Value> =
+        serde_json::from_value(json!({"nodeId": "b", "text": "x"})).unwrap();
+    let sent = m.call(&call, "agent_send", &args).unwrap();
+    assert_eq!(
+        sent["state"],
+        json!("completed"),
+        "the reply stands: {sent}"
+    );
+    assert_eq!(sent["reply"], json!("already done"));
+    assert!(answered.borrow().is_some());
+}
+
+#[test]
+fn a_full_project_drops_the_senders_own_finished_tasks_first() {
+    let m = memory();
+    let mut rig = Rig::new();
+    rig.agents = (0..=MAX_TASKS)
+        .map(|i| agent(&format!("n{i}"), IntegrationState::Connected))
+        .collect();
+    rig.links = (1..=MAX_TASKS)
+        .map(|i| link("n0", &format!("n{i}"), true))
+        .collect();
+    rig.links.push(link("n2", "n1", true));
+    // n2's task to n1 is the oldest finished one; n0's own finished task is newer.
+    let theirs = rig
+        .call(
+            &m,
+            "n2",
+            T0,
+            "agent_send",
+            json!({"nodeId": "n1", "text": "x"}),
+        )
+        .unwrap();
+    rig.call(
+        &m,
+        "n1",
+        T0 + 1,
+        "agent_reply",
+        json!({"taskId": theirs["taskId"], "text": "ok"}),
+    )
+    .unwrap();
+    let mine = rig
+        .call(
+            &m,
+            "n0",
+            T0 + 2,
+            "agent_send",
+            json!({"nodeId": "n1", "text": "x"}),
+        )
+        .unwrap();
+    rig.call(
+        &m,
+        "n1",
+        T0 + 3,
+        "agent_reply",
+        json!({"taskId": mine["taskId"], "text": "ok"}),
+    )
+    .unwrap();
+    for i in 2..MAX_TASKS {
+        rig.call(
+            &m,
+            "n0",
+            T0 + 10,
+            "agent_send",
+            json!({"nodeId": format!("n{i}"), "text": "x"}),
+        )
+        .unwrap();
+    }
+    assert_eq!(m.recent("p1", usize::MAX, T0 + 11).len(), MAX_TASKS);
+    rig.call(
+        &m,
+        "n0",
+        T0 + 12,
+        "agent_send",
+        json!({"nodeId": "n1", "text": "y"}),
+    )
+    .unwrap();
+    assert!(
+        m.task("p1", "n0", mine["taskId"].as_str().unwrap(), T0 + 13)
+            .is_none(),
+        "mine went"
+    );
+    assert!(
+        m.task("p1", "n2", theirs["taskId"].as_str().unwrap(), T0 + 13)
+            .is_some(),
+        "theirs stays"
+    );
+}
+
+#[test]
+fn a_retry_after_an_unlink_gets_its_task_and_a_new_send_is_refused() {
+    let (mut rig, m) = (Rig::new(), memory());
+    let send = |rig: &Rig, id: &str| {
+        rig.call(
+            &m,
+            "a",
+            T0,
+            "agent_send",
+            json!({"nodeId": "b", "text": "work", "messageId": id}),
+        )
+    };
+    let first = send(&rig, "m-1").unwrap();
+    rig.links.retain(|(a, b, _)| !(a == "a" && b == "b"));
+    assert_eq!(send(&rig, "m-1").unwrap(), first, "the recorded task");
+    assert!(send(&rig, "m-2")
+        .unwrap_err()
+        .contains("termsprawl-tools link a b --messages"));
+}
+
+#[test]
+fn more_invisible_characters_are_escaped_and_visible_ones_are_not() {
+    let (rig, m) = (Rig::new(), memory());
+    let text = "tag\u{e0041} shy\u{ad} vs\u{fe0f} wj\u{2060} é€😀 中文";
+    rig.send(&m, "a", "b", text).unwrap();
+    let (_, pasted) = rig.pasted.borrow()[0].clone();
+    assert!(
+        pasted.contains(r#""tag\udb40\udc41 shy\u00ad vs\ufe0f wj\u2060 é€😀 中文""#),
+        "{pasted}"
+    );
+}
+
+#[test]
+fn tasks_finished_more_than_7_days_ago_are_removed_at_start() {
+    let root = temp_root("expire");
+    let rig = Rig::new();
+    let m = Messaging::new(Some(root.clone()), T0);
+    let task = rig.send(&m, "a", "b", "old").unwrap();
+    rig.call(
+        &m,
+        "b",
+        T0 + 1,
+        "agent_reply",
+        json!({"taskId": task["taskId"], "text": "ok"}),
+    )
+    .unwrap();
+    drop(m);
+    assert_eq!(files_in(&root.join("p1")).len(), 1);
+    let _later = Messaging::new(Some(root.clone()), T0 + 1 + KEEP_FINISHED_MS);
+    assert!(
+        files_in(&root.join("p1")).is_empty(),
+        "its file went at start"
+    );
+    std::fs::remove_dir_all(root).unwrap();
 }

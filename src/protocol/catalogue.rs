@@ -623,7 +623,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "agent_task",
         title: "Read tasks",
-        description: "Returns {tasks}: the task named by taskId, or without it all of yours, incoming pending ones first (your inbox).",
+        description: "Returns {tasks}: the task named by taskId, or without it your latest 50 (texts cut to 1000 characters), incoming pending ones first (your inbox).",
         args: &[ArgSpec {
             required: false,
             ..TASK_ID

@@ -68,6 +68,13 @@ fn arg<'a>(request: &'a ToolRequest, key: &str) -> &'a str {
     request.args.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// Whether `text` holds the framing of a message between agents (`crate::messaging`).
+fn forges_a_message(text: &str) -> bool {
+    ["[termsprawl]", "\x1b[200~", "\x1b[201~"]
+        .iter()
+        .any(|mark| text.contains(mark))
+}
+
 /// An agent's terminal runs an agent command; a plain shell has neither.
 fn is_agent_terminal(node: &Value) -> bool {
     data_field(node, "agentId").is_some()
@@ -169,9 +176,14 @@ impl Core {
         let terminals = &self.host.terminals;
         let deliver = |node: &str, text: &str| match terminals.ended(node) {
             Some(end) => Delivery::Failed(format!("its program has ended ({})", end.describe())),
-            None if terminals.has_live_session(node) => terminals
-                .write(node, text)
-                .map_or_else(Delivery::Failed, |()| Delivery::Pasted),
+            None if terminals.has_live_session(node) => match terminals.write(node, text) {
+                Ok(()) => Delivery::Pasted,
+                Err(why) => {
+                    // Part of it may be in: end the paste, or the person's typing joins it.
+                    let _ = terminals.write(node, "\x1b[201~");
+                    Delivery::Failed(why)
+                }
+            },
             None if terminals.is_warm(node) => Delivery::Failed(NOT_ATTACHED.to_string()),
             None => Delivery::Inbox,
         };
@@ -378,6 +390,11 @@ impl Core {
                         return Err("Submit commands only into a plain shell terminal, not into an agent's terminal".into())
                     }
                     "terminal_submit" => format!("{}\r", arg(request, "command")),
+                    // Only agent_send pastes a message into an agent's terminal: nothing
+                    // typed may look like one.
+                    "terminal_input" if is_agent_terminal(node) && forges_a_message(arg(request, "text")) => {
+                        return Err("Text that looks like a message between agents ([termsprawl], a bracketed paste) is not typed into an agent's terminal; send it with agent_send".into())
+                    }
                     "terminal_input" => arg(request, "text").to_string(),
                     "terminal_interrupt" => "\u{3}".to_string(),
                     _ => return self.canvas(identity, operation, request.args.clone()),

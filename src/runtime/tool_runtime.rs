@@ -152,8 +152,8 @@ impl AgentToolRuntime {
     pub fn close(&self) {
         self.core.stopping.store(true, Ordering::SeqCst);
         self.core.bridge.fail_all();
-        self.core.messaging.stop(unix_millis());
         self.server.close();
+        self.core.messaging.stop(unix_millis());
     }
 
     /// Hands the canvas owner's reply to the request waiting for it; returns whether it was
@@ -423,10 +423,10 @@ impl Core {
             return;
         }
         lock(&self.active).remove(node_id);
-        self.messaging.agent_gone(node_id, unix_millis());
         if let Some(server) = self.server() {
             server.revoke(node_id);
         }
+        self.messaging.agent_gone(node_id, unix_millis());
         let previous = lock(&self.statuses).remove(node_id);
         let status = IntegrationStatus {
             state: IntegrationState::NeedsSetup,
