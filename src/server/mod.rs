@@ -802,47 +802,40 @@ impl AgentToolServer {
         let lock_file = self.directory.join("server.lock");
         let held = lock::acquire(&lock_file, &self.instance_id)?;
         let projects = lock_or_recover(&self.sessions).project_ids();
-        if let Err(e) = self.activity.start(projects) {
-            lock::release(&lock_file, &self.instance_id);
-            return Err(ServerError::io("start the activity trail", e));
+        let started = match self.activity.start(projects) {
+            Ok(()) => self
+                .listen()
+                .map_err(|e| ServerError::io("start listening", e)),
+            Err(e) => Err(ServerError::io("start the activity trail", e)),
+        };
+        let (http, endpoint) =
+            started.inspect_err(|_| lock::release(&lock_file, &self.instance_id))?;
+        *lifecycle = Lifecycle::Running {
+            http,
+            endpoint: endpoint.clone(),
+            held,
+        };
+        Ok(endpoint)
+    }
+
+    /// Starts the HTTP front and writes `endpoint.json` (the front stopped if it cannot).
+    fn listen(&self) -> io::Result<(http::Http, Endpoint)> {
+        let effects = *lock_or_recover(&self.effects);
+        let http = http::Http::start(self.me.clone(), effects, self.parked_threads.clone())?;
+        let port = http.port();
+        let endpoint = Endpoint {
+            url: format!("http://127.0.0.1:{port}/call"),
+            port,
+            instance_id: self.instance_id.clone(),
+        };
+        // Not fsynced: it describes this process, and each start writes it again.
+        let file = self.directory.join("endpoint.json");
+        let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
+        if let Err(e) = regenerated_write(&file, format!("{value:#}\n").as_bytes()) {
+            http.stop();
+            return Err(e);
         }
-        let started = http::Http::start(
-            self.me.clone(),
-            *lock_or_recover(&self.effects),
-            self.parked_threads.clone(),
-        )
-        .and_then(|http| {
-            let port = http.port();
-            let endpoint = Endpoint {
-                url: format!("http://127.0.0.1:{port}/call"),
-                port,
-                instance_id: self.instance_id.clone(),
-            };
-            // Not fsynced: it describes this process, and each start writes it again.
-            let file = self.directory.join("endpoint.json");
-            let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
-            match regenerated_write(&file, format!("{value:#}\n").as_bytes()) {
-                Ok(()) => Ok((http, endpoint)),
-                Err(e) => {
-                    http.stop();
-                    Err(e)
-                }
-            }
-        });
-        match started {
-            Ok((http, endpoint)) => {
-                *lifecycle = Lifecycle::Running {
-                    http,
-                    endpoint: endpoint.clone(),
-                    held,
-                };
-                Ok(endpoint)
-            }
-            Err(e) => {
-                lock::release(&lock_file, &self.instance_id);
-                Err(ServerError::io("start listening", e))
-            }
-        }
+        Ok((http, endpoint))
     }
 
     /// Where the server listens, while it runs.
