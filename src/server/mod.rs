@@ -95,19 +95,14 @@ impl Pending<'_> {
         self,
         later: impl FnOnce(WireAnswer) + Send + 'static,
     ) -> Result<(), WireAnswer> {
-        let Pending {
-            server,
-            session,
-            request,
-            started,
-        } = self;
+        let (server, session, started) = (self.server, self.session, self.started);
         let Some(owner) = server.me.upgrade() else {
             return Err(wire(&ToolResult::Err(
                 "Tool service is shutting down; try again".into(),
             )));
         };
-        let operation = request.operation.clone();
-        let (caller, queued_at) = (session.clone(), server.clock.now());
+        let operation = self.request.operation.clone();
+        let (request, caller, queued_at) = (self.request, session.clone(), server.clock.now());
         let work = Box::new(move || {
             // A panicking operation still gets an answer.
             let turn = || owner.take_turn(&caller, &request, queued_at);
