@@ -642,11 +642,6 @@ impl AgentToolServer {
         }
     }
 
-    /// How long the HTTP front lets a queued call go unanswered ([`ANSWER_WAIT`]).
-    pub(crate) fn answer_wait(&self) -> Duration {
-        self.clock.answer_wait()
-    }
-
     /// Steps 1 and 2: the validated request, or why it is refused.
     fn admit(&self, session: &ToolSession, raw: &Value) -> Result<ToolRequest, ToolResult> {
         // 1. Validate.

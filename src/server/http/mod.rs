@@ -38,8 +38,8 @@
 //! never answered has nothing written). Otherwise, and for handlers always, a handler
 //! writes it (bounded by `SO_SNDTIMEO`, see `sockets`). So a client that does not read
 //! can hold a handler, never the accept thread or a worker. A queued call whose
-//! operation has not finished within [`AgentToolServer::answer_wait`] is answered by
-//! the reaper ("outcome unknown"); the operation's later result is then dropped.
+//! operation has not finished within `Clock::answer_wait` is answered by the reaper
+//! ("outcome unknown"); the operation's later result is then dropped.
 //!
 //! Before answering a request whose body is still partly unread on the socket, the
 //! handler makes sure tiny_http's drop of it cannot block or allocate without bound
@@ -232,7 +232,7 @@ struct Front {
 
 /// The requests of calls whose operation went to a project queue, by a number of their
 /// own: answered by whoever takes one first, the project worker with the operation's
-/// result or the reaper once [`AgentToolServer::answer_wait`] has passed.
+/// result or the reaper once `Clock::answer_wait` has passed.
 #[derive(Default)]
 struct QueuedCalls {
     last_id: AtomicU64,

@@ -35,7 +35,7 @@ use crate::sys::process::release_free_heap;
 
 /// The reaper (module docs): ends connections quiet for [`REQUEST_DEADLINE`], and the
 /// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`]; answers queued calls left unanswered
-/// for `AgentToolServer::answer_wait`; remembers every open connection's descriptor;
+/// for `Clock::answer_wait`; remembers every open connection's descriptor;
 /// gets a thread for connections tiny_http runs on none ([`give_threads`]).
 pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     let (in_order, local) = (&front.in_order, front.local);
@@ -171,7 +171,7 @@ pub(super) fn answer_overdue(front: &Arc<Front>) {
     let Some(owner) = front.owner.upgrade() else {
         return;
     };
-    for request in front.queued.take_overdue(owner.answer_wait()) {
+    for request in front.queued.take_overdue(owner.clock.answer_wait()) {
         let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
         if let Some(next) = front.finish(&owner, request, answer, true, On::SharedThread) {
             front.drive(&owner, next, On::SharedThread);
