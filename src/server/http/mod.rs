@@ -36,20 +36,18 @@
 //! (`Front::can_write_now`): the answer is at most [`WRITE_NOW_BYTES`] and the
 //! connection has nothing unacknowledged in its send queue (`SIOCOUTQ`; a connection
 //! never answered has nothing written). Otherwise, and for handlers always, a handler
-//! writes it (bounded by `SO_SNDTIMEO`, see `sockets`). So a client that does not read
-//! can hold a handler, never the accept thread or a worker. A queued call whose
-//! operation has not finished within `Clock::answer_wait` is answered by the reaper
-//! ("outcome unknown"); the operation's later result is then dropped.
+//! writes it. So a client that does not read its answers holds one handler (and no one
+//! else: never the accept thread or a worker) until it reads or closes; a single write
+//! that makes no progress for 15 s (`SO_SNDTIMEO`, see `sockets`) fails, and the
+//! handler then ends that connection and drops the calls waiting behind it. (A client
+//! that reads a little now and then keeps resetting that timer: bounding a whole answer
+//! would need a watchdog thread, which we do not have.) A queued call whose operation
+//! has not finished within `Clock::answer_wait` is answered by the reaper ("outcome
+//! unknown"); the operation's later result is then dropped.
 //!
 //! Before answering a request whose body is still partly unread on the socket, the
 //! handler makes sure tiny_http's drop of it cannot block or allocate without bound
 //! (`body` says how).
-//!
-//! A client that does not read its answers holds one handler (and no one else) until
-//! it reads or closes; a single write that makes no progress for 15 s (`SO_SNDTIMEO`)
-//! fails, and the handler then ends that connection and drops the calls waiting
-//! behind it. (A client that reads a little now and then keeps resetting that timer:
-//! bounding a whole answer would need a watchdog thread, which we do not have.)
 //!
 //! ## Files
 //! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
