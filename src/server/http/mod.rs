@@ -123,7 +123,6 @@ const EAGER_BODY_BYTES: usize = 1024;
 /// 16 KiB to start with (tcp_wmem's default); an answer of at most 8 KiB plus its
 /// headers, written into an empty queue, stays well below that.
 const WRITE_NOW_BYTES: usize = 8 * 1024;
-
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
 
@@ -505,8 +504,7 @@ impl Front {
     }
 }
 
-/// A tiny_http server on `listener`, and the descriptor its accept thread owns.
-/// The only caller of tiny_http's `recv` (through [`Listening::next`]).
+/// The accept thread: the only caller of tiny_http's `recv` (through [`Listening::next`]).
 fn accept_loop(listening: &Listening, stopping: &AtomicBool, front: &Arc<Front>) {
     while let Some(request) = listening.next(stopping) {
         if !front.take_guarded(request, None) {
