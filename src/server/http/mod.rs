@@ -288,7 +288,7 @@ impl Front {
             arrived,
         };
         match self.in_order.admit(call, self.local) {
-            Admitted::Run(call) => self.drive(&owner, call, On::SharedThread),
+            Admitted::Run(call) => self.drive(&owner, Some(call), On::SharedThread),
             Admitted::Parked => {}
             Admitted::Drop(calls) => {
                 let front = Arc::clone(self);
@@ -312,18 +312,17 @@ impl Front {
         })
     }
 
-    /// Handles `call` and then each next call of its connection that this thread answers,
-    /// in a loop (not by recursion: a client pipelining without end must not grow the
-    /// stack). On a thread that must not block, a call that may goes to a handler with
-    /// the rest: a body still on the socket, or a session whose next `session_info`
-    /// writes its new status to disk.
-    fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
-        let mut next = Some(call);
+    /// Handles `next`, if any, and then each next call of its connection that this thread
+    /// answers, in a loop (not by recursion: a client pipelining without end must not
+    /// grow the stack). On a thread that must not block, a call that may goes to a
+    /// handler with the rest: a body still on the socket, or a session whose next
+    /// `session_info` writes its new status to disk.
+    fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, mut next: Option<Call>, on: On) {
         while let Some(call) = next {
             if on == On::SharedThread && (writes_status(&call) || !call.in_memory) {
                 let (front, owner) = (self.clone(), owner.clone());
                 let peer = call.request.remote_addr().copied();
-                let job = Box::new(move || front.drive(&owner, call, On::Handler));
+                let job = Box::new(move || front.drive(&owner, Some(call), On::Handler));
                 if !self.handlers.run(job) {
                     self.lost(peer);
                 }
@@ -396,11 +395,8 @@ impl Front {
                 // has already answered it as overdue.
                 if let Some(request) = front.queued.take(id) {
                     let answer = reply.answer(answer);
-                    if let Some(next) =
-                        front.finish(&owner, request, answer, true, On::SharedThread)
-                    {
-                        front.drive(&owner, next, On::SharedThread);
-                    }
+                    let next = front.finish(&owner, request, answer, true, On::SharedThread);
+                    front.drive(&owner, next, On::SharedThread);
                 }
             }
         };
@@ -449,9 +445,8 @@ impl Front {
         }
         let (front, owner) = (self.clone(), owner.clone());
         let job = Box::new(move || {
-            if let Some(next) = front.respond(request, status, answer) {
-                front.drive(&owner, next, On::Handler);
-            }
+            let next = front.respond(request, status, answer);
+            front.drive(&owner, next, On::Handler);
         });
         if !self.handlers.run(job) {
             self.lost(peer);

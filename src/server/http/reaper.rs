@@ -173,8 +173,7 @@ pub(super) fn answer_overdue(front: &Arc<Front>) {
     };
     for request in front.queued.take_overdue(owner.clock.answer_wait()) {
         let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
-        if let Some(next) = front.finish(&owner, request, answer, true, On::SharedThread) {
-            front.drive(&owner, next, On::SharedThread);
-        }
+        let next = front.finish(&owner, request, answer, true, On::SharedThread);
+        front.drive(&owner, next, On::SharedThread);
     }
 }
