@@ -469,17 +469,14 @@ impl Front {
     /// answered has nothing written; else its descriptor must be known (the reaper
     /// remembers every open one) and its send queue empty (`SIOCOUTQ`).
     fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
-        let Some(peer) = peer else { return false };
-        if len > WRITE_NOW_BYTES {
-            return false;
-        }
-        if !self.in_order.was_answered(&peer) {
-            return true;
-        }
-        self.in_order
-            .known
-            .remembered(self.local, peer)
-            .is_some_and(|connection| connection.send_queue_empty())
+        let known = &self.in_order.known;
+        len <= WRITE_NOW_BYTES
+            && peer.is_some_and(|peer| {
+                !self.in_order.was_answered(&peer)
+                    || known
+                        .remembered(self.local, peer)
+                        .is_some_and(|connection| connection.send_queue_empty())
+            })
     }
 
     /// Writes the answer; then the connection's next call, if one waits. A failed write
