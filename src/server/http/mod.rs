@@ -83,6 +83,7 @@ mod reaper;
 
 use body::{
     drop_unless_huge, error_body, json_header, leak, raw_response, read_body, read_memory_body,
+    Refusal, NOT_JSON,
 };
 use checks::{body_in_memory, check_headers, writes_status};
 use handlers::Handlers;
@@ -339,10 +340,14 @@ impl Front {
         let (mut request, verdict) = (call.request, call.verdict);
         let (arrived, in_memory) = (call.arrived, call.in_memory);
         let peer_port = request.remote_addr().map(SocketAddr::port);
+        // Records the refusal in the trail and answers it (`body_read`: as for `finish`).
+        let refuse = |request, session, (status, message): Refusal, body_read| {
+            owner.activity.refused(session, status, message, peer_port);
+            self.finish(owner, request, (status, error_body(message)), body_read, on)
+        };
         let (session, dialect) = match verdict {
             Verdict::Refuse(status, message) => {
-                owner.activity.refused(None, status, message, peer_port);
-                return self.finish(owner, request, (status, error_body(message)), in_memory, on);
+                return refuse(request, None, (status, message), in_memory)
             }
             Verdict::Accept(session, dialect) => (session, dialect),
         };
@@ -362,20 +367,8 @@ impl Front {
             Ok(Ok(raw)) => Some(raw),
             // A2A answers this in JSON-RPC's way (`Dialect::read`).
             Ok(Err(_)) if dialect != Dialect::Tool => None,
-            Ok(Err(_)) => {
-                let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
-                owner
-                    .activity
-                    .refused(Some(&session), 400, message, peer_port);
-                return self.finish(owner, request, (400, error_body(message)), true, on);
-            }
-            Err(e) => {
-                let (status, message) = e.answer();
-                owner
-                    .activity
-                    .refused(Some(&session), status, message, peer_port);
-                return self.finish(owner, request, (status, error_body(message)), false, on);
-            }
+            Ok(Err(_)) => return refuse(request, Some(&session), NOT_JSON, true),
+            Err(refusal) => return refuse(request, Some(&session), refusal, false),
         };
         let (raw, reply) = match dialect.read(raw, self.local.port()) {
             Ok(read) => read,
