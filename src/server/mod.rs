@@ -460,10 +460,7 @@ impl AgentToolServer {
         if !session::valid_node_id(node_id) {
             return Err(ServerError::InvalidNodeId);
         }
-        Ok(self
-            .directory
-            .join("sessions")
-            .join(format!("{node_id}.json")))
+        Ok(self.directory.join(format!("sessions/{node_id}.json")))
     }
 
     /// Gives `identity` a session with `status`, writes its file and reports the status.
@@ -662,11 +659,7 @@ impl AgentToolServer {
         // `invoke_wire`).
         match request.operation.as_str() {
             "guide_read" => {
-                let topic = request
-                    .args
-                    .get("topic")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let topic = request.args["topic"].as_str().unwrap_or("");
                 return Some(match guide(topic) {
                     Some(text) => ToolResult::Ok(json!({ "topic": topic, "guide": text })),
                     None => ToolResult::Err("Invalid topic".into()),
