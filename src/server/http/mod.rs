@@ -157,7 +157,7 @@ impl Http {
             in_order: InOrder::new(KnownConnections::new(effects.search_descriptors)),
             trim_heap: effects.trim_heap,
             parked_threads,
-            handlers: Handlers::default(),
+            handlers: Handlers::new(HANDLER_IDLE),
             local,
             hosts: [
                 format!("127.0.0.1:{}", local.port()),
