@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tiny_http::{Header, Request};
+use tiny_http::Request;
 
 use super::{Front, DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
 use crate::base::sockets::Connection;
@@ -105,11 +105,6 @@ pub(super) fn error_body(message: &str) -> Vec<u8> {
     json!({ "ok": false, "error": message })
         .to_string()
         .into_bytes()
-}
-
-pub(super) fn json_header() -> Header {
-    Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
-        .expect("a constant, valid header")
 }
 
 /// A complete HTTP/1.1 response that closes the connection.

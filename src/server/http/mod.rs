@@ -73,7 +73,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tiny_http::{Request, Response};
+use tiny_http::{Header, Request, Response};
 
 mod body;
 mod checks;
@@ -82,8 +82,8 @@ mod in_order;
 mod reaper;
 
 use body::{
-    drop_unless_huge, error_body, json_header, leak, raw_response, read_body, read_memory_body,
-    Refusal, NOT_JSON,
+    drop_unless_huge, error_body, leak, raw_response, read_body, read_memory_body, Refusal,
+    NOT_JSON,
 };
 use checks::{body_in_memory, check_headers, writes_status};
 use handlers::Handlers;
@@ -476,9 +476,10 @@ impl Front {
     /// ends the connection and drops the calls waiting behind it.
     fn respond(&self, request: Request, status: u16, answer: Vec<u8>) -> Option<Call> {
         let peer = request.remote_addr().copied();
+        let json = Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]);
         let response = Response::from_data(answer)
             .with_status_code(status)
-            .with_header(json_header());
+            .with_header(json.expect("a constant, valid header"));
         if request.respond(response).is_err() {
             // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
             // mid-answer, so end it (its waiting calls then fail fast).
