@@ -288,9 +288,8 @@ enum Lifecycle {
 /// The authenticated localhost tool server of one data directory.
 ///
 /// Shared as `Arc<AgentToolServer>`; its threads hold a strong reference only while they
-/// serve a call. Call
-/// [`close`](Self::close) before dropping a started server: `close` is what removes
-/// `endpoint.json` and `server.lock` and ends the connections.
+/// serve a call. Call [`close`](Self::close) before dropping a started server: `close` is
+/// what removes `endpoint.json` and `server.lock` and ends the connections.
 pub struct AgentToolServer {
     me: Weak<AgentToolServer>,
     directory: PathBuf,
@@ -311,7 +310,6 @@ pub struct AgentToolServer {
     /// The last `session_info` answer on the wire for each node, with what it was made
     /// from (see [`AgentToolServer::session_info_wire`]).
     session_info_answers: Mutex<HashMap<String, (SessionInfoSource, Vec<u8>)>>,
-    /// The activity trail each call is recorded in.
     activity: activity::Recorder,
     /// What the server may do to its process; read by `start`.
     effects: Mutex<ProcessEffects>,
@@ -509,8 +507,7 @@ impl AgentToolServer {
         Ok(session)
     }
 
-    /// `node_id`'s persisted session, if its file may be reused: it names that node and
-    /// holds a well-formed token.
+    /// `node_id`'s persisted session, if its file may be reused.
     fn saved(&self, node_id: &str) -> Option<ToolSession> {
         let file = self.session_file(node_id).ok()?;
         // Only a file this user wrote privately: never a planted one (see the function).
@@ -655,8 +652,7 @@ impl AgentToolServer {
     /// Steps 3 to 5: the answer of a request answered without its project's queue
     /// (discovery, status, and browser operations while browser control is off).
     fn answer_now(&self, session: &ToolSession, request: &ToolRequest) -> Option<ToolResult> {
-        // 3 and 4. Discovery and status, answered directly (`session_info`: see
-        // `invoke_wire`).
+        // 3 and 4. Discovery and status (`session_info`: see `invoke_wire`).
         match request.operation.as_str() {
             "guide_read" => {
                 let topic = request.args["topic"].as_str().unwrap_or("");

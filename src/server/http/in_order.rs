@@ -40,7 +40,6 @@ pub(super) struct InOrder {
 }
 
 impl InOrder {
-    /// Nothing in flight yet; descriptors reached through `known`.
     pub(super) fn new(known: KnownConnections) -> InOrder {
         InOrder {
             waiting: Mutex::default(),

@@ -139,9 +139,8 @@ pub struct Http {
 }
 
 impl Http {
-    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the
-    /// process only what `effects` allows.
-    /// `parked_threads` counts the tiny_http threads parked for good (`server::parked`).
+    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the process
+    /// only what `effects` allows; `parked_threads` counts threads parked for good.
     pub fn start(
         owner: Weak<AgentToolServer>,
         effects: ProcessEffects,
@@ -220,7 +219,6 @@ struct Front {
     local: SocketAddr,
     /// The `Host` values accepted (see `check_headers`), made once.
     hosts: [String; 2],
-    /// Calls whose operation went to a project queue.
     queued: QueuedCalls,
     /// Whether the reaper trims the heap after a burst (`ProcessEffects::trim_heap`).
     trim_heap: bool,

@@ -33,10 +33,8 @@ use crate::server::unserved::{self, NotReached, Unserved};
 use crate::server::{lock_or_recover, ANSWER_TIMEOUT_ERROR};
 use crate::sys::process::release_free_heap;
 
-/// The reaper (module docs): ends connections quiet for [`REQUEST_DEADLINE`], and the
-/// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`]; answers queued calls left unanswered
-/// for `Clock::answer_wait`; remembers every open connection's descriptor;
-/// gets a thread for connections tiny_http runs on none ([`give_threads`]).
+/// The reaper (module docs), which each round also answers the queued calls left
+/// unanswered for `Clock::answer_wait` ([`answer_overdue`]).
 pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     let (in_order, local) = (&front.in_order, front.local);
     // When the reaper first saw each connection (an estimate of when it connected).
