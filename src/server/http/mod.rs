@@ -45,24 +45,22 @@
 //! has not finished within `Clock::answer_wait` is answered by the reaper ("outcome
 //! unknown"); the operation's later result is then dropped.
 //!
-//! Before answering a request whose body is still partly unread on the socket, the
-//! handler makes sure tiny_http's drop of it cannot block or allocate without bound
-//! (`body` says how).
-//!
 //! ## Files
 //! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
-//! `checks` (the head's checks), `body` (reading bodies under the deadline, and the
-//! requests that cannot be dropped), `in_order` (one call in flight per connection),
-//! `reaper` (connections without a call in flight: tiny_http reads their heads with no
-//! timeout, a thread each), `handlers` (the handler threads).
+//! `checks` (the head's checks), `body` (reading bodies under the deadline, and making
+//! sure tiny_http's drop of a request whose body is still partly unread on the socket
+//! cannot block or allocate without bound), `in_order` (one call in flight per
+//! connection), `reaper` (connections without a call in flight: tiny_http reads their
+//! heads with no timeout, a thread each), `handlers` (the handler threads).
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
 //! connection has at most one call in flight at a time (`InOrder`; tiny_http parses
 //! pipelined requests ahead of their answers), and whichever thread answers it takes
 //! the connection's next one, so calls are answered in order and live handlers never
-//! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
-//! connection, so a client that pipelines without reading cannot grow memory.
+//! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and
+//! one more ends the connection, so a client that pipelines without reading cannot
+//! grow memory.
 
 use std::collections::HashMap;
 use std::io;
@@ -106,8 +104,7 @@ pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 /// At most this many connections without a call in flight are kept open.
 pub const QUIET_CONNECTIONS_MAX: usize = 256;
-/// At most this many calls wait behind a connection's call in flight; one more ends
-/// that connection (a client pipelining without reading cannot grow memory unbounded).
+/// At most this many calls wait behind a connection's call in flight (module docs).
 pub const WAITING_CALLS_MAX: usize = 8;
 /// With the descriptor search off, what the server remembers of a connection (that it
 /// was ended, when it was last answered) is forgotten after this long, since it cannot
