@@ -57,34 +57,31 @@ impl InOrder {
         let Some(peer) = call.request.remote_addr().copied() else {
             return Admitted::Run(call);
         };
-        if lock_or_recover(&self.ended).contains_key(&peer) {
-            // Ended both ways first, so tiny_http writes nothing for the dropped call
-            // (the remembered descriptor: no scan of every descriptor on this thread).
-            if let Some(connection) = self.known.find(local, peer) {
-                connection.end();
-            }
-            return Admitted::Drop(vec![call]);
-        }
-        let mut waiting = lock_or_recover(&self.waiting);
-        match waiting.get_mut(&peer) {
-            Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
-                let dropped = waiting.remove(&peer).unwrap_or_default();
-                drop(waiting);
-                lock_or_recover(&self.ended).insert(peer, Instant::now());
-                if let Some(connection) = self.known.find(local, peer) {
-                    connection.end();
+        let mut dropped = VecDeque::new();
+        if !lock_or_recover(&self.ended).contains_key(&peer) {
+            let mut waiting = lock_or_recover(&self.waiting);
+            match waiting.get_mut(&peer) {
+                Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
+                    dropped = waiting.remove(&peer).unwrap_or_default();
+                    drop(waiting);
+                    lock_or_recover(&self.ended).insert(peer, Instant::now());
                 }
-                Admitted::Drop(dropped.into_iter().chain([call]).collect())
-            }
-            Some(queue) => {
-                queue.push_back(call);
-                Admitted::Parked
-            }
-            None => {
-                waiting.insert(peer, VecDeque::new());
-                Admitted::Run(call)
+                Some(queue) => {
+                    queue.push_back(call);
+                    return Admitted::Parked;
+                }
+                None => {
+                    waiting.insert(peer, VecDeque::new());
+                    return Admitted::Run(call);
+                }
             }
         }
+        // Ended both ways first, so tiny_http writes nothing for the dropped calls (the
+        // remembered descriptor: no scan of every descriptor on this thread).
+        if let Some(connection) = self.known.find(local, peer) {
+            connection.end();
+        }
+        Admitted::Drop(dropped.into_iter().chain([call]).collect())
     }
 
     /// Ends the connection from `peer` once its call in flight is answered: every later
