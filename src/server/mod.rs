@@ -835,14 +835,10 @@ impl AgentToolServer {
             return;
         };
         let endpoint_file = self.directory.join("endpoint.json");
-        let ours = read_json(&endpoint_file)
-            .ok()
-            .flatten()
-            .is_some_and(|endpoint| {
-                endpoint.get("instanceId").and_then(Value::as_str) == Some(&self.instance_id)
-            });
-        if ours {
-            let _ = std::fs::remove_file(&endpoint_file);
+        if let Ok(Some(endpoint)) = read_json(&endpoint_file) {
+            if endpoint.get("instanceId").and_then(Value::as_str) == Some(&self.instance_id) {
+                let _ = std::fs::remove_file(&endpoint_file);
+            }
         }
         http.stop();
         // After the front: its last answers (503 while shutting down) are recorded too.
