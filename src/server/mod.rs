@@ -135,10 +135,9 @@ pub(crate) fn connects_on_session_info(status: &IntegrationStatus) -> bool {
 }
 
 fn wire(result: &ToolResult) -> WireAnswer {
-    let status = if matches!(result, ToolResult::Ok(_)) {
-        200
-    } else {
-        400
+    let status = match result {
+        ToolResult::Ok(_) => 200,
+        ToolResult::Err(_) => 400,
     };
     (status, serde_json::to_vec(result).unwrap_or_default())
 }
