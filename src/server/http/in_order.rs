@@ -84,12 +84,6 @@ impl InOrder {
         Admitted::Drop(dropped.into_iter().chain([call]).collect())
     }
 
-    /// Ends the connection from `peer` once its call in flight is answered: every later
-    /// call tiny_http delivers for it is dropped unrun.
-    pub(super) fn end_after_this(&self, peer: SocketAddr) {
-        lock_or_recover(&self.ended).insert(peer, Instant::now());
-    }
-
     /// Drops the calls waiting behind a connection that was ended (their bodies are in
     /// memory, and tiny_http's answer to each fails at once on the closed socket).
     pub(super) fn discard(&self, peer: Option<SocketAddr>) {

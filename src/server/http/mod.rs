@@ -422,7 +422,7 @@ impl Front {
             // it had already read past the head (a smuggled request) it may still parse
             // as requests: the connection counts as ended, so none of them ever runs.
             if let Some(peer) = peer {
-                self.in_order.end_after_this(peer);
+                lock_or_recover(&self.in_order.ended).insert(peer, Instant::now());
             }
             if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
                 connection.stop_reading();
