@@ -34,21 +34,18 @@ impl Handlers {
     pub(super) fn run(&self, mut job: Job) -> bool {
         loop {
             let next = lock_or_recover(&self.idle).pop();
-            match next {
-                Some((_, handler)) => match handler.send(job) {
-                    Ok(()) => return true,
-                    // Only if that handler died; try the next one.
-                    Err(returned) => job = returned.0,
-                },
-                None => break,
+            let Some((_, handler)) = next else { break };
+            match handler.send(job) {
+                Ok(()) => return true,
+                // Only if that handler died; try the next one.
+                Err(returned) => job = returned.0,
             }
         }
         let (idle, idle_for) = (self.idle.clone(), self.idle_for);
-        let spawned = thread::Builder::new()
+        // If it cannot start, the job is dropped with its request: tiny_http answers 500.
+        thread::Builder::new()
             .name("agent-tools-http".into())
-            .spawn(move || handler_loop(job, &idle, idle_for));
-        // If it could not start, the job is dropped with its request: tiny_http answers 500.
-        spawned
+            .spawn(move || handler_loop(job, &idle, idle_for))
             .inspect_err(|e| eprintln!("agent-tools: could not start a handler thread: {e}"))
             .is_ok()
     }
@@ -59,9 +56,8 @@ impl Handlers {
     }
 }
 
-pub(super) fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
+pub(super) fn handler_loop(mut job: Job, idle: &IdleList, idle_for: Duration) {
     let me = thread::current().id();
-    let mut job = first;
     loop {
         job();
         let (sender, jobs) = channel();
