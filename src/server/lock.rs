@@ -37,15 +37,13 @@ fn flock_dir(dir: &Path) -> io::Result<Option<Held>> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(dir)?;
-    let locked = crate::sys::fd::try_lock_exclusive(&file)?;
-    Ok(locked.then_some(Held { _dir: file }))
+    Ok(crate::sys::fd::try_lock_exclusive(&file)?.then_some(Held { _dir: file }))
 }
 
 /// Takes the lock at `path` (in the data directory it flocks) for this process and
 /// `instance_id`.
 pub fn acquire(path: &Path, instance_id: &str) -> Result<Held, ServerError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let held = match flock_dir(dir) {
+    let held = match flock_dir(path.parent().unwrap_or(Path::new("."))) {
         Ok(Some(held)) => held,
         Ok(None) => {
             let pid = read_json(path).ok().flatten().as_ref().and_then(lock_pid);
@@ -59,7 +57,6 @@ pub fn acquire(path: &Path, instance_id: &str) -> Result<Held, ServerError> {
     };
     if let Some(lock) = read_json(path).map_err(|e| bad(e.to_string()))? {
         let pid = lock_pid(&lock).ok_or_else(|| bad("it names no positive pid".into()))?;
-        // A live process, unless `kill(pid, 0)` says there is none.
         if crate::sys::process::pid_exists(pid) {
             return Err(ServerError::DataDirInUse { pid: Some(pid) });
         }
