@@ -452,10 +452,8 @@ impl Front {
         self.in_order.discard(peer);
     }
 
-    /// True when writing `len` bytes to `peer`'s connection cannot block: the answer is
-    /// small and nothing written earlier is still unacknowledged. A connection never
-    /// answered has nothing written; else its descriptor must be known (the reaper
-    /// remembers every open one) and its send queue empty (`SIOCOUTQ`).
+    /// True when writing `len` bytes to `peer`'s connection cannot block (module docs); for
+    /// a connection answered before, the reaper must have remembered its descriptor.
     fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
         let known = &self.in_order.known;
         len <= WRITE_NOW_BYTES
