@@ -51,7 +51,7 @@ pub(super) fn leak(request: Request, front: &Front, answer: Option<&[u8]>) {
     std::mem::forget(request);
     front.parked_threads.fetch_add(1, Ordering::Relaxed);
     if let Some(peer) = peer {
-        front.in_order.known.close_leaked(front.local, peer, answer);
+        front.known.close_leaked(front.local, peer, answer);
     }
 }
 

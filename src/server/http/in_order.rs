@@ -6,7 +6,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::{Call, WAITING_CALLS_MAX};
-use crate::base::sockets::KnownConnections;
 use crate::server::lock_or_recover;
 
 /// What [`InOrder::admit`] decided for a call. (Returned once per call and matched at
@@ -27,6 +26,7 @@ pub(super) enum Admitted {
 /// for the one before), so without this one connection could occupy any number of
 /// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
 /// already spent on them.
+#[derive(Default)]
 pub(super) struct InOrder {
     pub(super) waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
     /// When each connection's last call was answered (for the reaper).
@@ -35,25 +35,14 @@ pub(super) struct InOrder {
     /// read), and when: calls tiny_http still delivers for them are dropped, never run
     /// (the reaper forgets them once they are gone).
     pub(super) ended: Mutex<HashMap<SocketAddr, Instant>>,
-    /// Descriptors of our connections (the reaper remembers every open one).
-    pub(super) known: KnownConnections,
 }
 
 impl InOrder {
-    pub(super) fn new(known: KnownConnections) -> InOrder {
-        InOrder {
-            waiting: Mutex::default(),
-            answered: Mutex::default(),
-            ended: Mutex::default(),
-            known,
-        }
-    }
-
     /// Returns `call` to run now, or parks it behind its connection's call in flight;
-    /// past [`WAITING_CALLS_MAX`] it ends the connection and gives back its waiting calls,
-    /// this one and any later one, to be dropped unrun (the call in flight finishes; its
-    /// answer fails).
-    pub(super) fn admit(&self, call: Call, local: SocketAddr) -> Admitted {
+    /// past [`WAITING_CALLS_MAX`] it counts the connection ended and gives back its waiting
+    /// calls, this one and any later one, to be dropped unrun and their connection ended
+    /// (the call in flight finishes; its answer fails).
+    pub(super) fn admit(&self, call: Call) -> Admitted {
         let Some(peer) = call.request.remote_addr().copied() else {
             return Admitted::Run(call);
         };
@@ -75,11 +64,6 @@ impl InOrder {
                     return Admitted::Run(call);
                 }
             }
-        }
-        // Ended both ways first, so tiny_http writes nothing for the dropped calls (the
-        // remembered descriptor: no scan of every descriptor on this thread).
-        if let Some(connection) = self.known.find(local, peer) {
-            connection.end();
         }
         Admitted::Drop(dropped.into_iter().chain([call]).collect())
     }

@@ -150,7 +150,8 @@ impl Http {
         let stopping = Arc::new(AtomicBool::new(false));
         let front = Arc::new(Front {
             owner,
-            in_order: InOrder::new(KnownConnections::new(effects.search_descriptors)),
+            in_order: InOrder::default(),
+            known: KnownConnections::new(effects.search_descriptors),
             trim_heap: effects.trim_heap,
             parked_threads,
             handlers: Handlers::new(HANDLER_IDLE),
@@ -194,7 +195,7 @@ impl Http {
         self.listening.stop();
         let _ = self.accept.join();
         let _ = self.reaper.join();
-        self.front.in_order.known.end_all(self.front.local);
+        self.front.known.end_all(self.front.local);
         self.front.handlers.release_idle();
         // Dropping the last reference lets tiny_http's own accept thread end.
         drop(self.listening);
@@ -212,6 +213,8 @@ enum Verdict {
 struct Front {
     owner: Weak<AgentToolServer>,
     in_order: InOrder,
+    /// Descriptors of our connections (the reaper remembers every open one).
+    known: KnownConnections,
     handlers: Handlers,
     local: SocketAddr,
     /// The `Host` values accepted (see `check_headers`), made once.
@@ -277,16 +280,22 @@ impl Front {
             Some(message) => Verdict::Refuse(503, message),
             None => check_headers(&owner, &request, &self.hosts),
         };
+        let peer = request.remote_addr().copied();
         let call = Call {
             in_memory: body_in_memory(&request),
             request,
             verdict,
             arrived,
         };
-        match self.in_order.admit(call, self.local) {
+        match self.in_order.admit(call) {
             Admitted::Run(call) => self.drive(&owner, Some(call), On::SharedThread),
             Admitted::Parked => {}
             Admitted::Drop(calls) => {
+                // Ended both ways first, so tiny_http writes nothing for the dropped calls
+                // (the remembered descriptor: no scan of every descriptor on this thread).
+                if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
+                    connection.end();
+                }
                 let front = Arc::clone(self);
                 self.handlers.run(Box::new(move || {
                     for call in calls {
@@ -351,7 +360,7 @@ impl Front {
         } else {
             let connection = request
                 .remote_addr()
-                .and_then(|peer| self.in_order.known.find(self.local, *peer));
+                .and_then(|peer| self.known.find(self.local, *peer));
             let body = read_body(&mut request, connection, arrived + REQUEST_DEADLINE);
             if let Some(connection) = connection {
                 let _ = connection.set_read_timeout(None);
@@ -424,7 +433,7 @@ impl Front {
             if let Some(peer) = peer {
                 lock_or_recover(&self.in_order.ended).insert(peer, Instant::now());
             }
-            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+            if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
                 connection.stop_reading();
             }
         }
@@ -446,7 +455,7 @@ impl Front {
     /// written): ends its connection and drops the calls behind it, so the connection is
     /// not left in flight.
     fn lost(&self, peer: Option<SocketAddr>) {
-        if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+        if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
             connection.end();
         }
         self.in_order.discard(peer);
@@ -455,7 +464,7 @@ impl Front {
     /// True when writing `len` bytes to `peer`'s connection cannot block (module docs); for
     /// a connection answered before, the reaper must have remembered its descriptor.
     fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
-        let known = &self.in_order.known;
+        let known = &self.known;
         len <= WRITE_NOW_BYTES
             && peer.is_some_and(|peer| {
                 !self.in_order.was_answered(&peer)

@@ -48,7 +48,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         thread::sleep(REAP_EVERY);
         answer_overdue(front);
         let now = Instant::now();
-        if !in_order.known.searching() {
+        if !front.known.searching() {
             // Blind to connections: forget by age; "idle" is no call for TRIM_AFTER.
             let recent =
                 |_: &SocketAddr, at: &mut Instant| now.duration_since(*at) < FORGET_ENDED_AFTER;
@@ -62,7 +62,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
             continue;
         }
         // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
-        let Some(open) = in_order.known.open_connections(local) else {
+        let Some(open) = front.known.open_connections(local) else {
             continue;
         };
         let busy = !open.is_empty();
@@ -74,7 +74,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(current);
         lock_or_recover(&in_order.ended).retain(current);
-        in_order.known.remember(&open);
+        front.known.remember(&open);
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
             let first_seen = *seen.entry(*peer).or_insert(now);
