@@ -71,7 +71,6 @@ pub(crate) type WireAnswer = (u16, Vec<u8>);
 
 /// What [`AgentToolServer::invoke_wire`] made of a call.
 pub(crate) enum Invoked<'a> {
-    /// Answered at once.
     Now(WireAnswer),
     /// To run behind its project: see [`Pending::queue`].
     Queue(Pending<'a>),

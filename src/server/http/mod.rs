@@ -344,7 +344,6 @@ impl Front {
         let (mut request, verdict) = (call.request, call.verdict);
         let (arrived, in_memory) = (call.arrived, call.in_memory);
         let peer_port = request.remote_addr().map(SocketAddr::port);
-        // Records the refusal in the trail and answers it (`body_read`: as for `finish`).
         let refuse = |request, session, (status, message): Refusal, body_read| {
             owner.activity.refused(session, status, message, peer_port);
             self.finish(owner, request, (status, error_body(message)), body_read, on)
