@@ -37,53 +37,43 @@ fn flock_dir(dir: &Path) -> io::Result<Option<Held>> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(dir)?;
-    let locked = crate::sys::fd::try_lock_exclusive(&file)?;
-    Ok(locked.then_some(Held { _dir: file }))
+    Ok(crate::sys::fd::try_lock_exclusive(&file)?.then_some(Held { _dir: file }))
 }
 
 /// Takes the lock at `path` (in the data directory it flocks) for this process and
 /// `instance_id`.
 pub fn acquire(path: &Path, instance_id: &str) -> Result<Held, ServerError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let held = match flock_dir(dir) {
-        Ok(Some(held)) => held,
-        Ok(None) => {
+    let held = flock_dir(path.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| ServerError::io("lock the data directory", e))?
+        .ok_or_else(|| {
             let pid = read_json(path).ok().flatten().as_ref().and_then(lock_pid);
-            return Err(ServerError::DataDirInUse { pid });
-        }
-        Err(e) => return Err(ServerError::io("lock the data directory", e)),
-    };
+            ServerError::DataDirInUse { pid }
+        })?;
     let bad = |detail: String| ServerError::BadLock {
         path: path.to_path_buf(),
         detail,
     };
     if let Some(lock) = read_json(path).map_err(|e| bad(e.to_string()))? {
         let pid = lock_pid(&lock).ok_or_else(|| bad("it names no positive pid".into()))?;
-        // A live process, unless `kill(pid, 0)` says there is none.
         if crate::sys::process::pid_exists(pid) {
             return Err(ServerError::DataDirInUse { pid: Some(pid) });
         }
-        match fs::remove_file(path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(ServerError::io("remove the stale server.lock", e))
-            }
-            _ => {}
-        }
+        fs::remove_file(path).or_else(|e| match e.kind() {
+            io::ErrorKind::NotFound => Ok(()),
+            _ => Err(ServerError::io("remove the stale server.lock", e)),
+        })?;
     }
-    let mut file = match OpenOptions::new()
+    let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-    {
-        Ok(file) => file,
-        // Another server created it between our read and our create.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(ServerError::DataDirInUse { pid: None })
-        }
-        Err(e) => return Err(ServerError::io("create server.lock", e)),
-    };
+        .map_err(|e| match e.kind() {
+            // Another server created it between our read and our create.
+            io::ErrorKind::AlreadyExists => ServerError::DataDirInUse { pid: None },
+            _ => ServerError::io("create server.lock", e),
+        })?;
     let body = json!({ "pid": std::process::id(), "instanceId": instance_id }).to_string();
     file.write_all(body.as_bytes())
         .and_then(|()| file.sync_all())

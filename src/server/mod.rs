@@ -71,7 +71,6 @@ pub(crate) type WireAnswer = (u16, Vec<u8>);
 
 /// What [`AgentToolServer::invoke_wire`] made of a call.
 pub(crate) enum Invoked<'a> {
-    /// Answered at once.
     Now(WireAnswer),
     /// To run behind its project: see [`Pending::queue`].
     Queue(Pending<'a>),
@@ -95,19 +94,14 @@ impl Pending<'_> {
         self,
         later: impl FnOnce(WireAnswer) + Send + 'static,
     ) -> Result<(), WireAnswer> {
-        let Pending {
-            server,
-            session,
-            request,
-            started,
-        } = self;
+        let (server, session, started) = (self.server, self.session, self.started);
         let Some(owner) = server.me.upgrade() else {
             return Err(wire(&ToolResult::Err(
                 "Tool service is shutting down; try again".into(),
             )));
         };
-        let operation = request.operation.clone();
-        let (caller, queued_at) = (session.clone(), server.clock.now());
+        let operation = self.request.operation.clone();
+        let (request, caller, queued_at) = (self.request, session.clone(), server.clock.now());
         let work = Box::new(move || {
             // A panicking operation still gets an answer.
             let turn = || owner.take_turn(&caller, &request, queued_at);
@@ -140,10 +134,9 @@ pub(crate) fn connects_on_session_info(status: &IntegrationStatus) -> bool {
 }
 
 fn wire(result: &ToolResult) -> WireAnswer {
-    let status = if matches!(result, ToolResult::Ok(_)) {
-        200
-    } else {
-        400
+    let status = match result {
+        ToolResult::Ok(_) => 200,
+        ToolResult::Err(_) => 400,
     };
     (status, serde_json::to_vec(result).unwrap_or_default())
 }
@@ -293,9 +286,8 @@ enum Lifecycle {
 /// The authenticated localhost tool server of one data directory.
 ///
 /// Shared as `Arc<AgentToolServer>`; its threads hold a strong reference only while they
-/// serve a call. Call
-/// [`close`](Self::close) before dropping a started server: `close` is what removes
-/// `endpoint.json` and `server.lock` and ends the connections.
+/// serve a call. Call [`close`](Self::close) before dropping a started server: `close` is
+/// what removes `endpoint.json` and `server.lock` and ends the connections.
 pub struct AgentToolServer {
     me: Weak<AgentToolServer>,
     directory: PathBuf,
@@ -316,7 +308,6 @@ pub struct AgentToolServer {
     /// The last `session_info` answer on the wire for each node, with what it was made
     /// from (see [`AgentToolServer::session_info_wire`]).
     session_info_answers: Mutex<HashMap<String, (SessionInfoSource, Vec<u8>)>>,
-    /// The activity trail each call is recorded in.
     activity: activity::Recorder,
     /// What the server may do to its process; read by `start`.
     effects: Mutex<ProcessEffects>,
@@ -465,10 +456,7 @@ impl AgentToolServer {
         if !session::valid_node_id(node_id) {
             return Err(ServerError::InvalidNodeId);
         }
-        Ok(self
-            .directory
-            .join("sessions")
-            .join(format!("{node_id}.json")))
+        Ok(self.directory.join(format!("sessions/{node_id}.json")))
     }
 
     /// Gives `identity` a session with `status`, writes its file and reports the status.
@@ -517,8 +505,7 @@ impl AgentToolServer {
         Ok(session)
     }
 
-    /// `node_id`'s persisted session, if its file may be reused: it names that node and
-    /// holds a well-formed token.
+    /// `node_id`'s persisted session, if its file may be reused.
     fn saved(&self, node_id: &str) -> Option<ToolSession> {
         let file = self.session_file(node_id).ok()?;
         // Only a file this user wrote privately: never a planted one (see the function).
@@ -647,11 +634,6 @@ impl AgentToolServer {
         }
     }
 
-    /// How long the HTTP front lets a queued call go unanswered ([`ANSWER_WAIT`]).
-    pub(crate) fn answer_wait(&self) -> Duration {
-        self.clock.answer_wait()
-    }
-
     /// Steps 1 and 2: the validated request, or why it is refused.
     fn admit(&self, session: &ToolSession, raw: &Value) -> Result<ToolRequest, ToolResult> {
         // 1. Validate.
@@ -668,15 +650,10 @@ impl AgentToolServer {
     /// Steps 3 to 5: the answer of a request answered without its project's queue
     /// (discovery, status, and browser operations while browser control is off).
     fn answer_now(&self, session: &ToolSession, request: &ToolRequest) -> Option<ToolResult> {
-        // 3 and 4. Discovery and status, answered directly (`session_info`: see
-        // `invoke_wire`).
+        // 3 and 4. Discovery and status (`session_info`: see `invoke_wire`).
         match request.operation.as_str() {
             "guide_read" => {
-                let topic = request
-                    .args
-                    .get("topic")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let topic = request.args["topic"].as_str().unwrap_or("");
                 return Some(match guide(topic) {
                     Some(text) => ToolResult::Ok(json!({ "topic": topic, "guide": text })),
                     None => ToolResult::Err("Invalid topic".into()),
@@ -802,47 +779,40 @@ impl AgentToolServer {
         let lock_file = self.directory.join("server.lock");
         let held = lock::acquire(&lock_file, &self.instance_id)?;
         let projects = lock_or_recover(&self.sessions).project_ids();
-        if let Err(e) = self.activity.start(projects) {
-            lock::release(&lock_file, &self.instance_id);
-            return Err(ServerError::io("start the activity trail", e));
+        let started = match self.activity.start(projects) {
+            Ok(()) => self
+                .listen()
+                .map_err(|e| ServerError::io("start listening", e)),
+            Err(e) => Err(ServerError::io("start the activity trail", e)),
+        };
+        let (http, endpoint) =
+            started.inspect_err(|_| lock::release(&lock_file, &self.instance_id))?;
+        *lifecycle = Lifecycle::Running {
+            http,
+            endpoint: endpoint.clone(),
+            held,
+        };
+        Ok(endpoint)
+    }
+
+    /// Starts the HTTP front and writes `endpoint.json` (the front stopped if it cannot).
+    fn listen(&self) -> io::Result<(http::Http, Endpoint)> {
+        let effects = *lock_or_recover(&self.effects);
+        let http = http::Http::start(self.me.clone(), effects, self.parked_threads.clone())?;
+        let port = http.port();
+        let endpoint = Endpoint {
+            url: format!("http://127.0.0.1:{port}/call"),
+            port,
+            instance_id: self.instance_id.clone(),
+        };
+        // Not fsynced: it describes this process, and each start writes it again.
+        let file = self.directory.join("endpoint.json");
+        let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
+        if let Err(e) = regenerated_write(&file, format!("{value:#}\n").as_bytes()) {
+            http.stop();
+            return Err(e);
         }
-        let started = http::Http::start(
-            self.me.clone(),
-            *lock_or_recover(&self.effects),
-            self.parked_threads.clone(),
-        )
-        .and_then(|http| {
-            let port = http.port();
-            let endpoint = Endpoint {
-                url: format!("http://127.0.0.1:{port}/call"),
-                port,
-                instance_id: self.instance_id.clone(),
-            };
-            // Not fsynced: it describes this process, and each start writes it again.
-            let file = self.directory.join("endpoint.json");
-            let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
-            match regenerated_write(&file, format!("{value:#}\n").as_bytes()) {
-                Ok(()) => Ok((http, endpoint)),
-                Err(e) => {
-                    http.stop();
-                    Err(e)
-                }
-            }
-        });
-        match started {
-            Ok((http, endpoint)) => {
-                *lifecycle = Lifecycle::Running {
-                    http,
-                    endpoint: endpoint.clone(),
-                    held,
-                };
-                Ok(endpoint)
-            }
-            Err(e) => {
-                lock::release(&lock_file, &self.instance_id);
-                Err(ServerError::io("start listening", e))
-            }
-        }
+        Ok((http, endpoint))
     }
 
     /// Where the server listens, while it runs.
@@ -863,14 +833,10 @@ impl AgentToolServer {
             return;
         };
         let endpoint_file = self.directory.join("endpoint.json");
-        let ours = read_json(&endpoint_file)
-            .ok()
-            .flatten()
-            .is_some_and(|endpoint| {
-                endpoint.get("instanceId").and_then(Value::as_str) == Some(&self.instance_id)
-            });
-        if ours {
-            let _ = std::fs::remove_file(&endpoint_file);
+        if let Ok(Some(endpoint)) = read_json(&endpoint_file) {
+            if endpoint.get("instanceId").and_then(Value::as_str) == Some(&self.instance_id) {
+                let _ = std::fs::remove_file(&endpoint_file);
+            }
         }
         http.stop();
         // After the front: its last answers (503 while shutting down) are recorded too.

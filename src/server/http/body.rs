@@ -18,17 +18,21 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tiny_http::{Header, Request};
+use tiny_http::{Request, StatusCode};
 
 use super::{Front, DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
 use crate::base::sockets::Connection;
 use crate::protocol::limits::MAX_BODY_BYTES;
 
-pub(super) enum BodyError {
-    TooLarge,
-    TimedOut,
-    Broken,
-}
+/// Why a request is refused: its answer's status and message.
+pub(super) type Refusal = (u16, &'static str);
+const TOO_LARGE: Refusal = (400, "Request too large");
+const TIMED_OUT: Refusal = (408, "Request did not arrive within 15 s; send it again");
+const BROKEN: Refusal = (400, "Request body could not be read");
+pub(super) const NOT_JSON: Refusal = (
+    400,
+    "Request body is not JSON; send {\"operation\":…,\"args\":{…}}",
+);
 
 /// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
 /// (module docs): that one is leaked instead, as `Front::finish` does.
@@ -47,28 +51,18 @@ pub(super) fn leak(request: Request, front: &Front, answer: Option<&[u8]>) {
     std::mem::forget(request);
     front.parked_threads.fetch_add(1, Ordering::Relaxed);
     if let Some(peer) = peer {
-        front.in_order.known.close_leaked(front.local, peer, answer);
-    }
-}
-
-impl BodyError {
-    pub(super) fn answer(&self) -> (u16, &'static str) {
-        match self {
-            BodyError::TooLarge => (400, "Request too large"),
-            BodyError::TimedOut => (408, "Request did not arrive within 15 s; send it again"),
-            BodyError::Broken => (400, "Request body could not be read"),
-        }
+        front.known.close_leaked(front.local, peer, answer);
     }
 }
 
 /// The body tiny_http already holds in memory (at most [`EAGER_BODY_BYTES`]): no
 /// deadline and no read buffer needed.
-pub(super) fn read_memory_body(request: &mut Request) -> Result<Vec<u8>, BodyError> {
+pub(super) fn read_memory_body(request: &mut Request) -> Result<Vec<u8>, Refusal> {
     let mut body = Vec::with_capacity(request.body_length().unwrap_or(0).min(EAGER_BODY_BYTES));
     match request.as_reader().read_to_end(&mut body) {
-        Ok(_) if body.len() > MAX_BODY_BYTES => Err(BodyError::TooLarge),
+        Ok(_) if body.len() > MAX_BODY_BYTES => Err(TOO_LARGE),
         Ok(_) => Ok(body),
-        Err(_) => Err(BodyError::Broken),
+        Err(_) => Err(BROKEN),
     }
 }
 
@@ -77,7 +71,7 @@ pub(super) fn read_body(
     request: &mut Request,
     connection: Option<Connection>,
     deadline: Instant,
-) -> Result<Vec<u8>, BodyError> {
+) -> Result<Vec<u8>, Refusal> {
     let mut body = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     // Each read blocks at most `READ_SLICE` (set once), then the final slice is set to
@@ -86,23 +80,23 @@ pub(super) fn read_body(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(BodyError::TimedOut);
+            return Err(TIMED_OUT);
         }
         let slice = left.min(READ_SLICE);
         let stale = slice_set.map_or(true, |set| set == READ_SLICE && slice < READ_SLICE);
         if let (true, Some(connection)) = (stale, connection) {
             connection
                 .set_read_timeout(Some(slice))
-                .map_err(|_| BodyError::Broken)?;
+                .map_err(|_| BROKEN)?;
             slice_set = Some(slice);
         }
         match request.as_reader().read(&mut chunk) {
             Ok(0) => return Ok(body),
-            Ok(n) if body.len() + n > MAX_BODY_BYTES => return Err(BodyError::TooLarge),
+            Ok(n) if body.len() + n > MAX_BODY_BYTES => return Err(TOO_LARGE),
             Ok(n) => body.extend_from_slice(&chunk[..n]),
             // A read slice ended (or a signal came): check the deadline and go on.
             Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {}
-            Err(_) => return Err(BodyError::Broken),
+            Err(_) => return Err(BROKEN),
         }
     }
 }
@@ -113,20 +107,9 @@ pub(super) fn error_body(message: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-pub(super) fn json_header() -> Header {
-    Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
-        .expect("a constant, valid header")
-}
-
 /// A complete HTTP/1.1 response that closes the connection.
 pub(super) fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
-    let reason = match status {
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        408 => "Request Timeout",
-        _ => "Service Unavailable",
-    };
+    let reason = StatusCode(status).default_reason_phrase();
     let mut out = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()

@@ -1,63 +1,53 @@
 //! Handler threads: an idle one is reused, else a new one is started; each exits after
-//! [`HANDLER_IDLE`] without work.
+//! [`HANDLER_IDLE`](super::HANDLER_IDLE) without work.
 
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
-use super::HANDLER_IDLE;
 use crate::server::lock_or_recover;
 
 pub(super) type Job = Box<dyn FnOnce() + Send>;
 /// The idle handlers: each one's thread id and the sender of its next job.
 pub(super) type IdleList = Mutex<Vec<(ThreadId, Sender<Job>)>>;
 
-/// Handler threads: an idle one is reused, else a new one is started.
-#[derive(Clone)]
 pub(super) struct Handlers {
     /// How long an idle handler waits for a job before it exits.
     idle_for: Duration,
-    /// Each idle handler, with the sender of its next job. `run` pops one to send it a
-    /// job; an idle handler that times out leaves only after taking itself out of this
-    /// list, so a job is never sent to a handler that is leaving.
+    /// `run` pops a handler to send it a job; one that times out leaves only after taking
+    /// itself out of this list, so a job is never sent to a handler that is leaving.
     idle: Arc<IdleList>,
 }
 
-impl Default for Handlers {
-    fn default() -> Self {
+impl Handlers {
+    /// No handler yet; each will exit after `idle_for` without work.
+    pub(super) fn new(idle_for: Duration) -> Handlers {
         Handlers {
-            idle_for: HANDLER_IDLE,
+            idle_for,
             idle: Arc::default(),
         }
     }
-}
 
-impl Handlers {
     /// Runs `job` on an idle handler or a new one; false when no thread could be started
     /// (the job, with any request it holds, is then dropped here).
     pub(super) fn run(&self, mut job: Job) -> bool {
         loop {
             let next = lock_or_recover(&self.idle).pop();
-            match next {
-                Some((_, handler)) => match handler.send(job) {
-                    Ok(()) => return true,
-                    // Only if that handler died; try the next one.
-                    Err(returned) => job = returned.0,
-                },
-                None => break,
+            let Some((_, handler)) = next else { break };
+            match handler.send(job) {
+                Ok(()) => return true,
+                // Only if that handler died; try the next one.
+                Err(returned) => job = returned.0,
             }
         }
         let (idle, idle_for) = (self.idle.clone(), self.idle_for);
-        let spawned = thread::Builder::new()
+        // If it cannot start, the job is dropped with its request: tiny_http answers 500.
+        thread::Builder::new()
             .name("agent-tools-http".into())
-            .spawn(move || handler_loop(job, &idle, idle_for));
-        if let Err(e) = spawned {
-            // The job is dropped with its request: tiny_http answers 500.
-            eprintln!("agent-tools: could not start a handler thread: {e}");
-            return false;
-        }
-        true
+            .spawn(move || handler_loop(job, &idle, idle_for))
+            .inspect_err(|e| eprintln!("agent-tools: could not start a handler thread: {e}"))
+            .is_ok()
     }
 
     /// Lets every idle handler exit now.
@@ -66,9 +56,8 @@ impl Handlers {
     }
 }
 
-pub(super) fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
+pub(super) fn handler_loop(mut job: Job, idle: &IdleList, idle_for: Duration) {
     let me = thread::current().id();
-    let mut job = first;
     loop {
         job();
         let (sender, jobs) = channel();
@@ -85,10 +74,8 @@ pub(super) fn handler_loop(first: Job, idle: &IdleList, idle_for: Duration) {
                 drop(listed);
                 // `run` popped us just now and is sending a job (or `release_idle`
                 // dropped our sender): wait for it.
-                match jobs.recv() {
-                    Ok(next) => next,
-                    Err(_) => return,
-                }
+                let Ok(next) = jobs.recv() else { return };
+                next
             }
         };
     }
@@ -101,16 +88,9 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Instant;
 
-    fn handlers(idle_for: Duration) -> Handlers {
-        Handlers {
-            idle_for,
-            idle: Arc::default(),
-        }
-    }
-
     #[test]
     fn an_idle_handler_is_reused() {
-        let pool = handlers(Duration::from_secs(5));
+        let pool = Handlers::new(Duration::from_secs(5));
         let (done, ran) = mpsc::channel();
         let mut threads = HashSet::new();
         for _ in 0..200 {
@@ -132,7 +112,7 @@ mod tests {
     #[test]
     fn no_job_is_lost_to_a_handler_that_is_leaving() {
         // Jobs arrive around the moment idle handlers time out, again and again.
-        let pool = handlers(Duration::from_micros(300));
+        let pool = Handlers::new(Duration::from_micros(300));
         let (done, ran) = mpsc::channel();
         for i in 0..2000u32 {
             let done = done.clone();

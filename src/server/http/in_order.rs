@@ -6,7 +6,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::{Call, WAITING_CALLS_MAX};
-use crate::base::sockets::KnownConnections;
 use crate::server::lock_or_recover;
 
 /// What [`InOrder::admit`] decided for a call. (Returned once per call and matched at
@@ -27,6 +26,7 @@ pub(super) enum Admitted {
 /// for the one before), so without this one connection could occupy any number of
 /// handler threads. Calls waiting here hold no socket I/O, only memory tiny_http had
 /// already spent on them.
+#[derive(Default)]
 pub(super) struct InOrder {
     pub(super) waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
     /// When each connection's last call was answered (for the reaper).
@@ -35,63 +35,37 @@ pub(super) struct InOrder {
     /// read), and when: calls tiny_http still delivers for them are dropped, never run
     /// (the reaper forgets them once they are gone).
     pub(super) ended: Mutex<HashMap<SocketAddr, Instant>>,
-    /// Descriptors of our connections (the reaper remembers every open one).
-    pub(super) known: KnownConnections,
 }
 
 impl InOrder {
-    /// Nothing in flight yet; descriptors reached through `known`.
-    pub(super) fn new(known: KnownConnections) -> InOrder {
-        InOrder {
-            waiting: Mutex::default(),
-            answered: Mutex::default(),
-            ended: Mutex::default(),
-            known,
-        }
-    }
-
     /// Returns `call` to run now, or parks it behind its connection's call in flight;
-    /// past [`WAITING_CALLS_MAX`] it ends the connection and gives back its waiting calls,
-    /// this one and any later one, to be dropped unrun (the call in flight finishes; its
-    /// answer fails).
-    pub(super) fn admit(&self, call: Call, local: SocketAddr) -> Admitted {
+    /// past [`WAITING_CALLS_MAX`] it counts the connection ended and gives back its waiting
+    /// calls, this one and any later one, to be dropped unrun and their connection ended
+    /// (the call in flight finishes; its answer fails).
+    pub(super) fn admit(&self, call: Call) -> Admitted {
         let Some(peer) = call.request.remote_addr().copied() else {
             return Admitted::Run(call);
         };
-        if lock_or_recover(&self.ended).contains_key(&peer) {
-            // Ended both ways first, so tiny_http writes nothing for the dropped call
-            // (the remembered descriptor: no scan of every descriptor on this thread).
-            if let Some(connection) = self.known.find(local, peer) {
-                connection.end();
-            }
-            return Admitted::Drop(vec![call]);
-        }
-        let mut waiting = lock_or_recover(&self.waiting);
-        match waiting.get_mut(&peer) {
-            Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
-                let dropped = waiting.remove(&peer).unwrap_or_default();
-                drop(waiting);
-                lock_or_recover(&self.ended).insert(peer, Instant::now());
-                if let Some(connection) = self.known.find(local, peer) {
-                    connection.end();
+        let mut dropped = VecDeque::new();
+        if !lock_or_recover(&self.ended).contains_key(&peer) {
+            let mut waiting = lock_or_recover(&self.waiting);
+            match waiting.get_mut(&peer) {
+                Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
+                    dropped = waiting.remove(&peer).unwrap_or_default();
+                    drop(waiting);
+                    lock_or_recover(&self.ended).insert(peer, Instant::now());
                 }
-                Admitted::Drop(dropped.into_iter().chain([call]).collect())
-            }
-            Some(queue) => {
-                queue.push_back(call);
-                Admitted::Parked
-            }
-            None => {
-                waiting.insert(peer, VecDeque::new());
-                Admitted::Run(call)
+                Some(queue) => {
+                    queue.push_back(call);
+                    return Admitted::Parked;
+                }
+                None => {
+                    waiting.insert(peer, VecDeque::new());
+                    return Admitted::Run(call);
+                }
             }
         }
-    }
-
-    /// Ends the connection from `peer` once its call in flight is answered: every later
-    /// call tiny_http delivers for it is dropped unrun.
-    pub(super) fn end_after_this(&self, peer: SocketAddr) {
-        lock_or_recover(&self.ended).insert(peer, Instant::now());
+        Admitted::Drop(dropped.into_iter().chain([call]).collect())
     }
 
     /// Drops the calls waiting behind a connection that was ended (their bodies are in

@@ -36,35 +36,31 @@
 //! (`Front::can_write_now`): the answer is at most [`WRITE_NOW_BYTES`] and the
 //! connection has nothing unacknowledged in its send queue (`SIOCOUTQ`; a connection
 //! never answered has nothing written). Otherwise, and for handlers always, a handler
-//! writes it (bounded by `SO_SNDTIMEO`, see `sockets`). So a client that does not read
-//! can hold a handler, never the accept thread or a worker. A queued call whose
-//! operation has not finished within [`AgentToolServer::answer_wait`] is answered by
-//! the reaper ("outcome unknown"); the operation's later result is then dropped.
-//!
-//! Before answering a request whose body is still partly unread on the socket, the
-//! handler makes sure tiny_http's drop of it cannot block or allocate without bound
-//! (`body` says how).
-//!
-//! A client that does not read its answers holds one handler (and no one else) until
-//! it reads or closes; a single write that makes no progress for 15 s (`SO_SNDTIMEO`)
-//! fails, and the handler then ends that connection and drops the calls waiting
-//! behind it. (A client that reads a little now and then keeps resetting that timer:
-//! bounding a whole answer would need a watchdog thread, which we do not have.)
+//! writes it. So a client that does not read its answers holds one handler (and no one
+//! else: never the accept thread or a worker) until it reads or closes; a single write
+//! that makes no progress for 15 s (`SO_SNDTIMEO`, see `sockets`) fails, and the
+//! handler then ends that connection and drops the calls waiting behind it. (A client
+//! that reads a little now and then keeps resetting that timer: bounding a whole answer
+//! would need a watchdog thread, which we do not have.) A queued call whose operation
+//! has not finished within `Clock::answer_wait` is answered by the reaper ("outcome
+//! unknown"); the operation's later result is then dropped.
 //!
 //! ## Files
 //! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
-//! `checks` (the head's checks), `body` (reading bodies under the deadline, and the
-//! requests that cannot be dropped), `in_order` (one call in flight per connection),
-//! `reaper` (connections without a call in flight: tiny_http reads their heads with no
-//! timeout, a thread each), `handlers` (the handler threads).
+//! `checks` (the head's checks), `body` (reading bodies under the deadline, and making
+//! sure tiny_http's drop of a request whose body is still partly unread on the socket
+//! cannot block or allocate without bound), `in_order` (one call in flight per
+//! connection), `reaper` (connections without a call in flight: tiny_http reads their
+//! heads with no timeout, a thread each), `handlers` (the handler threads).
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
 //! connection has at most one call in flight at a time (`InOrder`; tiny_http parses
 //! pipelined requests ahead of their answers), and whichever thread answers it takes
 //! the connection's next one, so calls are answered in order and live handlers never
-//! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and one more ends the
-//! connection, so a client that pipelines without reading cannot grow memory.
+//! outnumber open connections; at most [`WAITING_CALLS_MAX`] more wait behind it, and
+//! one more ends the connection, so a client that pipelines without reading cannot
+//! grow memory.
 
 use std::collections::HashMap;
 use std::io;
@@ -75,7 +71,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tiny_http::{Request, Response};
+use tiny_http::{Header, Request, Response};
 
 mod body;
 mod checks;
@@ -84,7 +80,8 @@ mod in_order;
 mod reaper;
 
 use body::{
-    drop_unless_huge, error_body, json_header, leak, raw_response, read_body, read_memory_body,
+    drop_unless_huge, error_body, leak, raw_response, read_body, read_memory_body, Refusal,
+    NOT_JSON,
 };
 use checks::{body_in_memory, check_headers, writes_status};
 use handlers::Handlers;
@@ -107,8 +104,7 @@ pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 /// At most this many connections without a call in flight are kept open.
 pub const QUIET_CONNECTIONS_MAX: usize = 256;
-/// At most this many calls wait behind a connection's call in flight; one more ends
-/// that connection (a client pipelining without reading cannot grow memory unbounded).
+/// At most this many calls wait behind a connection's call in flight (module docs).
 pub const WAITING_CALLS_MAX: usize = 8;
 /// With the descriptor search off, what the server remembers of a connection (that it
 /// was ended, when it was last answered) is forgotten after this long, since it cannot
@@ -125,7 +121,6 @@ const EAGER_BODY_BYTES: usize = 1024;
 /// 16 KiB to start with (tcp_wmem's default); an answer of at most 8 KiB plus its
 /// headers, written into an empty queue, stays well below that.
 const WRITE_NOW_BYTES: usize = 8 * 1024;
-
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
 
@@ -141,9 +136,8 @@ pub struct Http {
 }
 
 impl Http {
-    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the
-    /// process only what `effects` allows.
-    /// `parked_threads` counts the tiny_http threads parked for good (`server::parked`).
+    /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the process
+    /// only what `effects` allows; `parked_threads` counts threads parked for good.
     pub fn start(
         owner: Weak<AgentToolServer>,
         effects: ProcessEffects,
@@ -156,10 +150,11 @@ impl Http {
         let stopping = Arc::new(AtomicBool::new(false));
         let front = Arc::new(Front {
             owner,
-            in_order: InOrder::new(KnownConnections::new(effects.search_descriptors)),
+            in_order: InOrder::default(),
+            known: KnownConnections::new(effects.search_descriptors),
             trim_heap: effects.trim_heap,
             parked_threads,
-            handlers: Handlers::default(),
+            handlers: Handlers::new(HANDLER_IDLE),
             local,
             hosts: [
                 format!("127.0.0.1:{}", local.port()),
@@ -200,7 +195,7 @@ impl Http {
         self.listening.stop();
         let _ = self.accept.join();
         let _ = self.reaper.join();
-        self.front.in_order.known.end_all(self.front.local);
+        self.front.known.end_all(self.front.local);
         self.front.handlers.release_idle();
         // Dropping the last reference lets tiny_http's own accept thread end.
         drop(self.listening);
@@ -218,11 +213,12 @@ enum Verdict {
 struct Front {
     owner: Weak<AgentToolServer>,
     in_order: InOrder,
+    /// Descriptors of our connections (the reaper remembers every open one).
+    known: KnownConnections,
     handlers: Handlers,
     local: SocketAddr,
     /// The `Host` values accepted (see `check_headers`), made once.
     hosts: [String; 2],
-    /// Calls whose operation went to a project queue.
     queued: QueuedCalls,
     /// Whether the reaper trims the heap after a burst (`ProcessEffects::trim_heap`).
     trim_heap: bool,
@@ -232,7 +228,7 @@ struct Front {
 
 /// The requests of calls whose operation went to a project queue, by a number of their
 /// own: answered by whoever takes one first, the project worker with the operation's
-/// result or the reaper once [`AgentToolServer::answer_wait`] has passed.
+/// result or the reaper once `Clock::answer_wait` has passed.
 #[derive(Default)]
 struct QueuedCalls {
     last_id: AtomicU64,
@@ -284,16 +280,22 @@ impl Front {
             Some(message) => Verdict::Refuse(503, message),
             None => check_headers(&owner, &request, &self.hosts),
         };
+        let peer = request.remote_addr().copied();
         let call = Call {
             in_memory: body_in_memory(&request),
             request,
             verdict,
             arrived,
         };
-        match self.in_order.admit(call, self.local) {
-            Admitted::Run(call) => self.drive(&owner, call, On::SharedThread),
+        match self.in_order.admit(call) {
+            Admitted::Run(call) => self.drive(&owner, Some(call), On::SharedThread),
             Admitted::Parked => {}
             Admitted::Drop(calls) => {
+                // Ended both ways first, so tiny_http writes nothing for the dropped calls
+                // (the remembered descriptor: no scan of every descriptor on this thread).
+                if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
+                    connection.end();
+                }
                 let front = Arc::clone(self);
                 self.handlers.run(Box::new(move || {
                     for call in calls {
@@ -315,18 +317,17 @@ impl Front {
         })
     }
 
-    /// Handles `call` and then each next call of its connection that this thread answers,
-    /// in a loop (not by recursion: a client pipelining without end must not grow the
-    /// stack). On a thread that must not block, a call that may goes to a handler with
-    /// the rest: a body still on the socket, or a session whose next `session_info`
-    /// writes its new status to disk.
-    fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) {
-        let mut next = Some(call);
+    /// Handles `next`, if any, and then each next call of its connection that this thread
+    /// answers, in a loop (not by recursion: a client pipelining without end must not
+    /// grow the stack). On a thread that must not block, a call that may goes to a
+    /// handler with the rest: a body still on the socket, or a session whose next
+    /// `session_info` writes its new status to disk.
+    fn drive(self: &Arc<Self>, owner: &Arc<AgentToolServer>, mut next: Option<Call>, on: On) {
         while let Some(call) = next {
             if on == On::SharedThread && (writes_status(&call) || !call.in_memory) {
                 let (front, owner) = (self.clone(), owner.clone());
                 let peer = call.request.remote_addr().copied();
-                let job = Box::new(move || front.drive(&owner, call, On::Handler));
+                let job = Box::new(move || front.drive(&owner, Some(call), On::Handler));
                 if !self.handlers.run(job) {
                     self.lost(peer);
                 }
@@ -343,10 +344,13 @@ impl Front {
         let (mut request, verdict) = (call.request, call.verdict);
         let (arrived, in_memory) = (call.arrived, call.in_memory);
         let peer_port = request.remote_addr().map(SocketAddr::port);
+        let refuse = |request, session, (status, message): Refusal, body_read| {
+            owner.activity.refused(session, status, message, peer_port);
+            self.finish(owner, request, (status, error_body(message)), body_read, on)
+        };
         let (session, dialect) = match verdict {
             Verdict::Refuse(status, message) => {
-                owner.activity.refused(None, status, message, peer_port);
-                return self.finish(owner, request, (status, error_body(message)), in_memory, on);
+                return refuse(request, None, (status, message), in_memory)
             }
             Verdict::Accept(session, dialect) => (session, dialect),
         };
@@ -355,7 +359,7 @@ impl Front {
         } else {
             let connection = request
                 .remote_addr()
-                .and_then(|peer| self.in_order.known.find(self.local, *peer));
+                .and_then(|peer| self.known.find(self.local, *peer));
             let body = read_body(&mut request, connection, arrived + REQUEST_DEADLINE);
             if let Some(connection) = connection {
                 let _ = connection.set_read_timeout(None);
@@ -366,20 +370,8 @@ impl Front {
             Ok(Ok(raw)) => Some(raw),
             // A2A answers this in JSON-RPC's way (`Dialect::read`).
             Ok(Err(_)) if dialect != Dialect::Tool => None,
-            Ok(Err(_)) => {
-                let message = "Request body is not JSON; send {\"operation\":…,\"args\":{…}}";
-                owner
-                    .activity
-                    .refused(Some(&session), 400, message, peer_port);
-                return self.finish(owner, request, (400, error_body(message)), true, on);
-            }
-            Err(e) => {
-                let (status, message) = e.answer();
-                owner
-                    .activity
-                    .refused(Some(&session), status, message, peer_port);
-                return self.finish(owner, request, (status, error_body(message)), false, on);
-            }
+            Ok(Err(_)) => return refuse(request, Some(&session), NOT_JSON, true),
+            Err(refusal) => return refuse(request, Some(&session), refusal, false),
         };
         let (raw, reply) = match dialect.read(raw, self.local.port()) {
             Ok(read) => read,
@@ -399,11 +391,8 @@ impl Front {
                 // has already answered it as overdue.
                 if let Some(request) = front.queued.take(id) {
                     let answer = reply.answer(answer);
-                    if let Some(next) =
-                        front.finish(&owner, request, answer, true, On::SharedThread)
-                    {
-                        front.drive(&owner, next, On::SharedThread);
-                    }
+                    let next = front.finish(&owner, request, answer, true, On::SharedThread);
+                    front.drive(&owner, next, On::SharedThread);
                 }
             }
         };
@@ -441,9 +430,9 @@ impl Front {
             // it had already read past the head (a smuggled request) it may still parse
             // as requests: the connection counts as ended, so none of them ever runs.
             if let Some(peer) = peer {
-                self.in_order.end_after_this(peer);
+                lock_or_recover(&self.in_order.ended).insert(peer, Instant::now());
             }
-            if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+            if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
                 connection.stop_reading();
             }
         }
@@ -452,9 +441,8 @@ impl Front {
         }
         let (front, owner) = (self.clone(), owner.clone());
         let job = Box::new(move || {
-            if let Some(next) = front.respond(request, status, answer) {
-                front.drive(&owner, next, On::Handler);
-            }
+            let next = front.respond(request, status, answer);
+            front.drive(&owner, next, On::Handler);
         });
         if !self.handlers.run(job) {
             self.lost(peer);
@@ -466,37 +454,33 @@ impl Front {
     /// written): ends its connection and drops the calls behind it, so the connection is
     /// not left in flight.
     fn lost(&self, peer: Option<SocketAddr>) {
-        if let Some(connection) = peer.and_then(|p| self.in_order.known.find(self.local, p)) {
+        if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
             connection.end();
         }
         self.in_order.discard(peer);
     }
 
-    /// True when writing `len` bytes to `peer`'s connection cannot block: the answer is
-    /// small and nothing written earlier is still unacknowledged. A connection never
-    /// answered has nothing written; else its descriptor must be known (the reaper
-    /// remembers every open one) and its send queue empty (`SIOCOUTQ`).
+    /// True when writing `len` bytes to `peer`'s connection cannot block (module docs); for
+    /// a connection answered before, the reaper must have remembered its descriptor.
     fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
-        let Some(peer) = peer else { return false };
-        if len > WRITE_NOW_BYTES {
-            return false;
-        }
-        if !self.in_order.was_answered(&peer) {
-            return true;
-        }
-        self.in_order
-            .known
-            .remembered(self.local, peer)
-            .is_some_and(|connection| connection.send_queue_empty())
+        let known = &self.known;
+        len <= WRITE_NOW_BYTES
+            && peer.is_some_and(|peer| {
+                !self.in_order.was_answered(&peer)
+                    || known
+                        .remembered(self.local, peer)
+                        .is_some_and(|connection| connection.send_queue_empty())
+            })
     }
 
     /// Writes the answer; then the connection's next call, if one waits. A failed write
     /// ends the connection and drops the calls waiting behind it.
     fn respond(&self, request: Request, status: u16, answer: Vec<u8>) -> Option<Call> {
         let peer = request.remote_addr().copied();
+        let json = Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]);
         let response = Response::from_data(answer)
             .with_status_code(status)
-            .with_header(json_header());
+            .with_header(json.expect("a constant, valid header"));
         if request.respond(response).is_err() {
             // Most likely `SO_SNDTIMEO`: the client does not read. Its stream is now cut
             // mid-answer, so end it (its waiting calls then fail fast).
@@ -507,8 +491,7 @@ impl Front {
     }
 }
 
-/// A tiny_http server on `listener`, and the descriptor its accept thread owns.
-/// The only caller of tiny_http's `recv` (through [`Listening::next`]).
+/// The accept thread: the only caller of tiny_http's `recv` (through [`Listening::next`]).
 fn accept_loop(listening: &Listening, stopping: &AtomicBool, front: &Arc<Front>) {
     while let Some(request) = listening.next(stopping) {
         if !front.take_guarded(request, None) {

@@ -33,10 +33,8 @@ use crate::server::unserved::{self, NotReached, Unserved};
 use crate::server::{lock_or_recover, ANSWER_TIMEOUT_ERROR};
 use crate::sys::process::release_free_heap;
 
-/// The reaper (module docs): ends connections quiet for [`REQUEST_DEADLINE`], and the
-/// longest-quiet beyond [`QUIET_CONNECTIONS_MAX`]; answers queued calls left unanswered
-/// for `AgentToolServer::answer_wait`; remembers every open connection's descriptor;
-/// gets a thread for connections tiny_http runs on none ([`give_threads`]).
+/// The reaper (module docs), which each round also answers the queued calls left
+/// unanswered for `Clock::answer_wait` ([`answer_overdue`]).
 pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     let (in_order, local) = (&front.in_order, front.local);
     // When the reaper first saw each connection (an estimate of when it connected).
@@ -50,7 +48,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         thread::sleep(REAP_EVERY);
         answer_overdue(front);
         let now = Instant::now();
-        if !in_order.known.searching() {
+        if !front.known.searching() {
             // Blind to connections: forget by age; "idle" is no call for TRIM_AFTER.
             let recent =
                 |_: &SocketAddr, at: &mut Instant| now.duration_since(*at) < FORGET_ENDED_AFTER;
@@ -64,7 +62,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
             continue;
         }
         // A failed scan (no descriptor left to read /proc with) knows nothing: skip it.
-        let Some(open) = in_order.known.open_connections(local) else {
+        let Some(open) = front.known.open_connections(local) else {
             continue;
         };
         let busy = !open.is_empty();
@@ -76,7 +74,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         seen.retain(|peer, _| open.contains_key(peer));
         lock_or_recover(&in_order.answered).retain(current);
         lock_or_recover(&in_order.ended).retain(current);
-        in_order.known.remember(&open);
+        front.known.remember(&open);
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
         for (peer, connection) in &open {
             let first_seen = *seen.entry(*peer).or_insert(now);
@@ -171,10 +169,9 @@ pub(super) fn answer_overdue(front: &Arc<Front>) {
     let Some(owner) = front.owner.upgrade() else {
         return;
     };
-    for request in front.queued.take_overdue(owner.answer_wait()) {
+    for request in front.queued.take_overdue(owner.clock.answer_wait()) {
         let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
-        if let Some(next) = front.finish(&owner, request, answer, true, On::SharedThread) {
-            front.drive(&owner, next, On::SharedThread);
-        }
+        let next = front.finish(&owner, request, answer, true, On::SharedThread);
+        front.drive(&owner, next, On::SharedThread);
     }
 }
