@@ -388,6 +388,20 @@ fn the_agent_card_and_json_rpc_follow_a2a_with_every_refusal() {
             .contains("No link lets you send"),
         "{refused}"
     );
+    // Every A2A request is in the activity trail: the calls it became, and the refusals
+    // made before one (here the unknown method), without a token.
+    let trail = rig
+        .dirs
+        .agent_tools()
+        .join(format!("activity/{}.jsonl", rig.serve.project_id()));
+    let lines = poll("the trail's lines", Duration::from_secs(5), || {
+        let text = std::fs::read_to_string(&trail).ok()?;
+        text.contains("Method not found: FlyToTheMoon")
+            .then_some(text)
+    });
+    assert!(lines.contains("\"operation\":\"agent_send\""), "{lines}");
+    assert!(lines.contains("\"operation\":\"agent_cards\""), "{lines}");
+    assert!(!lines.contains(&rig.token));
     assert!(rig.serve.stop().success());
 }
 

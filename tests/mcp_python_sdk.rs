@@ -188,7 +188,10 @@ fn schema_fixtures(dirs: &Dirs) -> String {
     .unwrap();
     for (a, b) in [("me", "other"), ("other", "me")] {
         let link = json!({"version": 1, "a": a, "b": b, "agentMessages": true});
-        std::fs::write(state.join(format!("links/{a}--{b}.json")), link.to_string()).unwrap();
+        let file = state.join(format!("links/{a}--{b}.json"));
+        std::fs::write(&file, link.to_string()).unwrap();
+        // Private, as `termsprawl-tools link` writes it (else it grants reading only).
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let transcript = dirs.root.join("peer.jsonl");
     let turn = json!({"type": "user", "message": {"content": "check the schemas"}});

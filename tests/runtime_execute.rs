@@ -408,7 +408,10 @@ fn agent_messages_stay_in_their_project_and_follow_the_recipients_terminal() {
     fs::create_dir_all(&links).unwrap();
     for b in ["b", "x"] {
         let link = json!({"version": 1, "a": "a", "b": b, "agentMessages": true});
-        fs::write(links.join(format!("a--{b}.json")), link.to_string()).unwrap();
+        let file = links.join(format!("a--{b}.json"));
+        fs::write(&file, link.to_string()).unwrap();
+        // Private, as `termsprawl-tools link` writes it (else it grants reading only).
+        fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     }
     let send =
         |to: &str, text: &str| run(&rig, "a", "agent_send", json!({"nodeId": to, "text": text}));

@@ -125,9 +125,10 @@ impl Dialect {
     }
 
     /// The tool request this request means and how to shape its answer, from its body
-    /// (`None`: not JSON); or the answer at once (a malformed or unsupported request).
+    /// (`None`: not JSON); or the answer at once (a malformed or unsupported request),
+    /// with why (for the activity trail).
     /// `port`: ours, for the card's URLs.
-    pub fn read(&self, body: Option<Value>, port: u16) -> Result<(Value, Reply), Wire> {
+    pub fn read(&self, body: Option<Value>, port: u16) -> Result<(Value, Reply), (Wire, String)> {
         match self {
             Dialect::Tool => Ok((body.unwrap_or(Value::Null), Reply::Tool)),
             Dialect::Card { node_id, version } => Ok((
@@ -139,7 +140,7 @@ impl Dialect {
                 },
             )),
             Dialect::Rpc { node_id, version } => read_rpc(node_id, version.as_deref(), body)
-                .map_err(|(id, code, message)| rpc_error(&id, code, &message)),
+                .map_err(|(id, code, message)| (rpc_error(&id, code, &message), message)),
         }
     }
 }

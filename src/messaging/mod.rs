@@ -27,12 +27,13 @@ pub mod a2a;
 mod store;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::base::files::read_private_json;
 use crate::base::{lock_or_recover, random_id};
 use crate::protocol::{IntegrationState, IntegrationStatus};
 
@@ -144,6 +145,23 @@ pub fn agents_of(
             })
         })
         .collect()
+}
+
+/// Whether the link file at `path` (`link`, from `a` to `b`) lets `a` send to `b`: it
+/// says `agentMessages`, and it is the file `termsprawl-tools link` writes (named for the
+/// pair, private to this user, not a symlink), not one put there under another name.
+pub fn grants_messages(path: &Path, a: &str, b: &str, link: &Value) -> bool {
+    link.get("agentMessages") == Some(&json!(true))
+        && path.file_name() == Some(format!("{a}--{b}.json").as_ref())
+        && read_private_json(path).is_ok_and(|read| read.as_ref() == Some(link))
+}
+
+/// Whether `text` holds the framing of a message between agents (a bracketed paste, our
+/// marker): only `agent_send` may paste one into an agent's terminal.
+pub fn looks_like_a_message(text: &str) -> bool {
+    ["[termsprawl]", "\x1b[200~", "\x1b[201~"]
+        .iter()
+        .any(|mark| text.contains(mark))
 }
 
 /// How a framed message reached (or did not reach) an agent.
@@ -357,7 +375,7 @@ impl Messaging {
             Ok((task, true))
         })?;
         if new {
-            if let Delivery::Failed(why) = (call.deliver)(to, &pasted(&message_frame(&task))) {
+            if let Delivery::Failed(why) = deliver(call, to, &message_frame(&task)) {
                 // The task fails, unless it was answered (or failed) meanwhile.
                 let reason = format!("The message could not be delivered to {to}: {why}");
                 let now = self.update(call.project_id, &task.task_id, call.now, |t| {
@@ -459,7 +477,7 @@ impl Messaging {
         if new {
             // The sender may have no terminal (it reads agent_task) or may have closed it:
             // the reply is recorded either way.
-            let _ = (call.deliver)(&task.from, &pasted(&reply_frame(&task)));
+            let _ = deliver(call, &task.from, &reply_frame(&task));
         }
         Ok(task.to_json())
     }
@@ -555,9 +573,14 @@ fn cards(call: &Call) -> Value {
     json!({ "cards": cards })
 }
 
-/// `text` as one bracketed paste, then Enter.
-fn pasted(text: &str) -> String {
-    format!("\x1b[200~{text}\x1b[201~\r")
+/// Pastes `frame` into `node`'s terminal as one bracketed paste, then Enter. If that
+/// fails, part of it may be in: the paste is ended, or the person's typing would join it.
+fn deliver(call: &Call, node: &str, frame: &str) -> Delivery {
+    let delivery = (call.deliver)(node, &format!("\x1b[200~{frame}\x1b[201~\r"));
+    if let Delivery::Failed(_) = delivery {
+        let _ = (call.deliver)(node, "\x1b[201~");
+    }
+    delivery
 }
 
 /// How a message appears in the recipient's terminal: one line saying it is peer data,

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::base::files::read_private_json;
+use crate::messaging::grants_messages;
 use crate::protocol::is_valid_node_id;
 
 /// The only transcript reader there is.
@@ -115,11 +115,7 @@ pub fn read_links(links_dir: &Path) -> Vec<(String, String, bool)> {
         if a == b || !is_valid_node_id(a) || !is_valid_node_id(b) {
             continue;
         }
-        // A grant to message counts only in the file `link` writes: named for the pair,
-        // private to this user, never through a symlink.
-        let messages = link.get("agentMessages") == Some(&json!(true))
-            && path.file_name() == Some(format!("{a}--{b}.json").as_ref())
-            && read_private_json(&path).is_ok_and(|read| read.as_ref() == Some(&link));
+        let messages = grants_messages(&path, a, b, &link);
         links.push((a.to_string(), b.to_string(), messages));
     }
     links

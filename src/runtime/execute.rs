@@ -15,7 +15,7 @@ use super::host::{ProgramEnd, ProjectSnapshot};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
-use crate::messaging::{agents_of, Call, Delivery};
+use crate::messaging::{agents_of, looks_like_a_message, Call, Delivery};
 use crate::protocol::{
     is_browser_operation, IntegrationStatus, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF,
 };
@@ -66,13 +66,6 @@ fn find_node<'a>(nodes: &'a [Value], id: &str) -> Option<&'a Value> {
 
 fn arg<'a>(request: &'a ToolRequest, key: &str) -> &'a str {
     request.args.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-/// Whether `text` holds the framing of a message between agents (`crate::messaging`).
-fn forges_a_message(text: &str) -> bool {
-    ["[termsprawl]", "\x1b[200~", "\x1b[201~"]
-        .iter()
-        .any(|mark| text.contains(mark))
 }
 
 /// An agent's terminal runs an agent command; a plain shell has neither.
@@ -161,14 +154,9 @@ impl Core {
         nodes: &[Value],
         request: &ToolRequest,
     ) -> Result<Value, String> {
-        let server = self
-            .server()
-            .ok_or("Tool service is shutting down; try again")?;
         let agents = agents_of(nodes, |node| {
-            let session = server.session(node);
-            session
-                .filter(|s| s.project_id == identity.project_id)
-                .map(|s| s.status)
+            let session = self.server()?.session(node)?;
+            (session.project_id == identity.project_id).then_some(session.status)
         });
         let links = (project.cwd.as_ref())
             .map(|cwd| read_links(&cwd.join(".termsprawl").join("links")))
@@ -176,14 +164,9 @@ impl Core {
         let terminals = &self.host.terminals;
         let deliver = |node: &str, text: &str| match terminals.ended(node) {
             Some(end) => Delivery::Failed(format!("its program has ended ({})", end.describe())),
-            None if terminals.has_live_session(node) => match terminals.write(node, text) {
-                Ok(()) => Delivery::Pasted,
-                Err(why) => {
-                    // Part of it may be in: end the paste, or the person's typing joins it.
-                    let _ = terminals.write(node, "\x1b[201~");
-                    Delivery::Failed(why)
-                }
-            },
+            None if terminals.has_live_session(node) => terminals
+                .write(node, text)
+                .map_or_else(Delivery::Failed, |()| Delivery::Pasted),
             None if terminals.is_warm(node) => Delivery::Failed(NOT_ATTACHED.to_string()),
             None => Delivery::Inbox,
         };
@@ -392,7 +375,7 @@ impl Core {
                     "terminal_submit" => format!("{}\r", arg(request, "command")),
                     // Only agent_send pastes a message into an agent's terminal: nothing
                     // typed may look like one.
-                    "terminal_input" if is_agent_terminal(node) && forges_a_message(arg(request, "text")) => {
+                    "terminal_input" if is_agent_terminal(node) && looks_like_a_message(arg(request, "text")) => {
                         return Err("Text that looks like a message between agents ([termsprawl], a bracketed paste) is not typed into an agent's terminal; send it with agent_send".into())
                     }
                     "terminal_input" => arg(request, "text").to_string(),

@@ -375,7 +375,12 @@ impl Front {
         };
         let (raw, reply) = match dialect.read(raw, self.local.port()) {
             Ok(read) => read,
-            Err(answer) => return self.finish(owner, request, answer, true, on),
+            Err((answer, why)) => {
+                owner
+                    .activity
+                    .refused(Some(&session), answer.0, &why, peer_port);
+                return self.finish(owner, request, answer, true, on);
+            }
         };
         let pending = match owner.invoke_wire(&session, &raw) {
             Invoked::Now(answer) => {
