@@ -11,7 +11,7 @@ mod sys;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -49,18 +49,7 @@ fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &st
 }
 
 fn python_with_a2a() -> Option<String> {
-    let probe = Command::new("python3")
-        .args([
-            "-c",
-            "import importlib.metadata as m, a2a.client; print(m.version('a2a-sdk'))",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    probe
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&probe.stdout).trim().to_string())
+    python_package("a2a.client", "a2a-sdk")
 }
 
 struct Rig {

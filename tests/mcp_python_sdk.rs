@@ -24,18 +24,7 @@ use serve_harness::{tmux_installed, Dirs, Serve};
 use support::{Behaviour, DataDir, TestHost, TOKEN};
 
 fn python_with_mcp() -> Option<String> {
-    let probe = Command::new("python3")
-        .args([
-            "-c",
-            "import importlib.metadata as m, mcp.client; print(m.version('mcp'))",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    probe
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&probe.stdout).trim().to_string())
+    serve_harness::python_package("mcp.client", "mcp")
 }
 
 /// Runs the SDK script against `session` and returns the versions it exercised and how

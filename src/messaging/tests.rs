@@ -96,6 +96,20 @@ impl Rig {
     }
 }
 
+impl Rig {
+    /// Agents n0 … n256, n0 linked to send to each of the others.
+    fn crowded() -> Rig {
+        let mut rig = Rig::new();
+        rig.agents = (0..=MAX_TASKS)
+            .map(|i| agent(&format!("n{i}"), IntegrationState::Connected))
+            .collect();
+        rig.links = (1..=MAX_TASKS)
+            .map(|i| link("n0", &format!("n{i}"), true))
+            .collect();
+        rig
+    }
+}
+
 fn memory() -> Messaging {
     Messaging::new(None, T0)
 }
@@ -450,13 +464,7 @@ fn a_gone_agent_and_a_stopping_app_fail_pending_tasks() {
 #[test]
 fn a_project_keeps_256_tasks_dropping_the_oldest_finished_and_refuses_257_pending() {
     let m = memory();
-    let mut rig = Rig::new();
-    rig.agents = (0..=MAX_TASKS)
-        .map(|i| agent(&format!("n{i}"), IntegrationState::Connected))
-        .collect();
-    rig.links = (1..=MAX_TASKS)
-        .map(|i| link("n0", &format!("n{i}"), true))
-        .collect();
+    let mut rig = Rig::crowded();
     let mut first = None;
     for i in 1..MAX_TASKS {
         let task = rig
@@ -795,13 +803,7 @@ fn a_reply_recorded_while_the_paste_fails_is_kept() {
 #[test]
 fn a_full_project_drops_the_senders_own_finished_tasks_first() {
     let m = memory();
-    let mut rig = Rig::new();
-    rig.agents = (0..=MAX_TASKS)
-        .map(|i| agent(&format!("n{i}"), IntegrationState::Connected))
-        .collect();
-    rig.links = (1..=MAX_TASKS)
-        .map(|i| link("n0", &format!("n{i}"), true))
-        .collect();
+    let mut rig = Rig::crowded();
     rig.links.push(link("n2", "n1", true));
     // n2's task to n1 is the oldest finished one; n0's own finished task is newer.
     let theirs = rig

@@ -439,3 +439,18 @@ pub fn script(path: &Path, body: &str) {
     std::fs::write(path, body).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// The version of Python distribution `dist` when `python3` can import `module` (with
+/// its dependencies); `None` when it cannot (the test then says so and skips).
+pub fn python_package(module: &str, dist: &str) -> Option<String> {
+    let probe = Command::new("python3")
+        .args([
+            "-c",
+            &format!("import importlib.metadata as m, {module}; print(m.version('{dist}'))"),
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let version = String::from_utf8_lossy(&probe.stdout).trim().to_string();
+    probe.status.success().then_some(version)
+}
