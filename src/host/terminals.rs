@@ -64,6 +64,8 @@ const STATUS_WAIT: Duration = Duration::from_secs(2);
 const REAP_AFTER: Duration = Duration::from_millis(200);
 /// How often the watcher looks again while a dead pane's status is not reported yet.
 const STATUS_POLL: Duration = Duration::from_millis(50);
+/// How long a tmux pane is seen dead before its last screen is taken.
+const OUTPUT_SETTLE: Duration = Duration::from_millis(150);
 
 /// The canvas view's look at the tmux sessions and screens is reused at most this long
 /// while nothing can have changed (see [`HostTerminals::states_and_screens`]).
@@ -456,6 +458,12 @@ impl HostTerminals {
                     let since = *unreported
                         .entry(session.name.clone())
                         .or_insert_with(Instant::now);
+                    // tmux can report the pane dead before it has read the program's last
+                    // output from the pane: give it a moment, so the last screen has it.
+                    if since.elapsed() < OUTPUT_SETTLE {
+                        look_again = true;
+                        continue;
+                    }
                     let end = match session.end {
                         Some(end) => end,
                         None if since.elapsed() >= STATUS_WAIT => ProgramEnd::Unknown,
