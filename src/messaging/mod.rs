@@ -3,10 +3,10 @@
 //! `agent_task`, `agent_reply`; guide topic `agents`).
 //!
 //! - **Consent.** A may send to B only while `<project>/.termsprawl/links/A--B.json` holds
-//!   `"agentMessages":true` (a person makes it: `termsprawl-tools link A B --messages`), both
-//!   are agent nodes of the caller's project, and B's status is `connected` or
-//!   `cli-fallback`. The links are read from disk on every call, so an `unlink` takes
-//!   effect at once.
+//!   `"agentMessages":true` (a person makes it: `termsprawl-tools link A B --messages`;
+//!   [`grants_messages`]), both are agent nodes of the caller's project, and both are
+//!   `connected` or `cli-fallback`. The links are read from disk on every call, so an
+//!   `unlink` takes effect at once.
 //! - **A task** is one message and its outcome: `submitted` until B answers (`completed`
 //!   or `failed`), or until it fails by itself: after [`PENDING_TIMEOUT_MS`] without a
 //!   reply, when either agent is closed or revoked, when the app stops. One pending task
@@ -14,7 +14,9 @@
 //! - **Delivery** ([`Deliver`]): into the recipient's terminal as one bracketed paste and
 //!   Enter, framed as peer data ([`message_frame`]); the reply goes into the sender's
 //!   the same way ([`reply_frame`]). An agent that runs outside our terminals has an inbox
-//!   instead (`agent_task {}`). A message that cannot be delivered fails at once.
+//!   instead (`agent_task {}`). A message that cannot be delivered fails at once; only
+//!   this module pastes that framing ([`looks_like_a_message`] keeps `terminal_input`
+//!   from typing it).
 //! - **Persistence** (`store`): one private file per task, all loaded at start; a task
 //!   found pending then was cut off by a restart (or a crash) and fails.
 //!
