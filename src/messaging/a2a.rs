@@ -105,7 +105,13 @@ pub enum Dialect {
 impl Dialect {
     /// The dialect of a request with this method and path (`post`: POST, else GET), or
     /// `None` when the path is not ours (the head checks then refuse it with 403).
-    pub fn of(post: bool, path: &str, version: Option<&str>) -> Option<Dialect> {
+    /// `version` gives the `A2A-Version` header, read only for A2A's paths (not on every
+    /// `/call`).
+    pub fn of<'r>(
+        post: bool,
+        path: &str,
+        version: impl FnOnce() -> Option<&'r str>,
+    ) -> Option<Dialect> {
         if post && path == "/call" {
             return Some(Dialect::Tool);
         }
@@ -117,7 +123,7 @@ impl Dialect {
         if !is_valid_node_id(node_id) || card == post {
             return None;
         }
-        let (node_id, version) = (node_id.to_string(), version.map(|v| v.trim().to_string()));
+        let (node_id, version) = (node_id.to_string(), version().map(|v| v.trim().to_string()));
         Some(match card {
             true => Dialect::Card { node_id, version },
             false => Dialect::Rpc { node_id, version },

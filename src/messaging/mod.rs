@@ -109,6 +109,23 @@ impl Task {
         self.updated_ms = now;
     }
 
+    /// A copy with its text and reply cut to `chars` characters (only the cut is copied).
+    fn cut(&self, chars: usize) -> Task {
+        let cut = |text: &str| text.chars().take(chars).collect::<String>();
+        Task {
+            task_id: self.task_id.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            state: self.state,
+            text: cut(&self.text),
+            reply: self.reply.as_deref().map(cut),
+            reason: self.reason.clone(),
+            message_id: self.message_id.clone(),
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+        }
+    }
+
     fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
@@ -273,10 +290,12 @@ impl Messaging {
         })
     }
 
-    /// The latest `n` tasks of `project_id`, newest first (what the canvas view shows).
-    pub fn recent(&self, project_id: &str, n: usize, now: u64) -> Vec<Task> {
+    /// The latest `n` tasks of `project_id`, newest first, their texts cut to
+    /// `text_chars` characters (what the canvas view shows, on every poll).
+    pub fn recent(&self, project_id: &str, n: usize, text_chars: usize, now: u64) -> Vec<Task> {
         self.with_project(project_id, now, |tasks| {
-            tasks.iter().rev().take(n).map(|s| s.task.clone()).collect()
+            let latest = tasks.iter().rev().take(n);
+            latest.map(|s| s.task.cut(text_chars)).collect()
         })
     }
 
@@ -409,37 +428,29 @@ impl Messaging {
 
     fn tasks(&self, call: &Call, task_id: Option<&str>) -> Result<Value, String> {
         let me = call.caller;
-        let mut found: Vec<Task> = self.with_project(call.project_id, call.now, |tasks| {
-            tasks
-                .iter()
-                .map(|s| &s.task)
-                .filter(|t| {
-                    (t.from == me || t.to == me) && task_id.map_or(true, |id| t.task_id == id)
-                })
-                .cloned()
-                .collect()
+        let found: Vec<Task> = self.with_project(call.project_id, call.now, |tasks| {
+            let mut mine: Vec<&Task> = (tasks.iter().map(|s| &s.task))
+                .filter(|t| t.from == me || t.to == me)
+                .filter(|t| task_id.map_or(true, |id| t.task_id == id))
+                .collect();
+            // Incoming pending first (the inbox), then newest first.
+            mine.sort_by_key(|t| {
+                (
+                    !(t.to == me && t.pending()),
+                    std::cmp::Reverse(t.created_ms),
+                )
+            });
+            match task_id {
+                Some(_) => mine.into_iter().cloned().collect(),
+                // A list stays small: its latest tasks, their texts cut (agent_task
+                // {taskId} gives one whole).
+                None => (mine.into_iter().take(LIST_TASKS))
+                    .map(|t| t.cut(LIST_TEXT_CHARS))
+                    .collect(),
+            }
         });
         if task_id.is_some() && found.is_empty() {
             return Err(UNAVAILABLE.to_string());
-        }
-        // Incoming pending first (the inbox), then newest first.
-        found.sort_by_key(|t| {
-            (
-                !(t.to == me && t.pending()),
-                std::cmp::Reverse(t.created_ms),
-            )
-        });
-        if task_id.is_none() {
-            // A list stays small: its latest tasks, their texts cut (agent_task {taskId}
-            // gives one whole).
-            found.truncate(LIST_TASKS);
-            for task in &mut found {
-                for text in std::iter::once(&mut task.text).chain(task.reply.as_mut()) {
-                    if let Some((cut, _)) = text.char_indices().nth(LIST_TEXT_CHARS) {
-                        text.truncate(cut);
-                    }
-                }
-            }
         }
         Ok(json!({ "tasks": found.iter().map(Task::to_json).collect::<Vec<_>>() }))
     }

@@ -518,7 +518,7 @@ fn a_project_keeps_256_tasks_dropping_the_oldest_finished_and_refuses_257_pendin
         LIST_TASKS,
         "a list is cut"
     );
-    let kept = m.recent("p1", usize::MAX, T0 + 303);
+    let kept = m.recent("p1", usize::MAX, usize::MAX, T0 + 303);
     assert_eq!(kept.len(), MAX_TASKS);
     // All 256 pending: a clear refusal (n1 is busy, so free a recipient by adding one).
     rig.agents.push(agent("extra", IntegrationState::Connected));
@@ -850,7 +850,10 @@ fn a_full_project_drops_the_senders_own_finished_tasks_first() {
         )
         .unwrap();
     }
-    assert_eq!(m.recent("p1", usize::MAX, T0 + 11).len(), MAX_TASKS);
+    assert_eq!(
+        m.recent("p1", usize::MAX, usize::MAX, T0 + 11).len(),
+        MAX_TASKS
+    );
     rig.call(
         &m,
         "n0",

@@ -194,9 +194,11 @@ impl AgentToolRuntime {
         self.core.valid(identity)
     }
 
-    /// The latest `n` agent messages of a project, newest first.
-    pub fn tasks(&self, project_id: &str, n: usize) -> Vec<Task> {
-        self.core.messaging.recent(project_id, n, unix_millis())
+    /// The latest `n` agent messages of a project, newest first, texts cut to `chars`.
+    pub fn tasks(&self, project_id: &str, n: usize, chars: usize) -> Vec<Task> {
+        self.core
+            .messaging
+            .recent(project_id, n, chars, unix_millis())
     }
 
     /// An agent's current integration status.

@@ -119,11 +119,11 @@ impl ViewSource {
             .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
             .collect();
         // The latest agent messages (each shown on its sender's and recipient's node).
-        let tasks: Vec<Value> = (self.runtime.tasks(&self.project_id, TASKS_SHOWN).iter())
-            .map(|t| {
-                let text: String = t.text.chars().take(TASK_TEXT_CHARS).collect();
-                json!({"taskId": t.task_id, "from": t.from, "to": t.to, "state": t.state, "text": text})
-            })
+        let tasks = self
+            .runtime
+            .tasks(&self.project_id, TASKS_SHOWN, TASK_TEXT_CHARS);
+        let tasks: Vec<Value> = (tasks.iter())
+            .map(|t| json!({"taskId": t.task_id, "from": t.from, "to": t.to, "state": t.state, "text": t.text}))
             .collect();
         Ok(json!({
             "projectId": self.project_id,

@@ -30,7 +30,7 @@ pub(super) fn check_headers(
     let post = *request.method() == Method::Post;
     let dialect = match *request.method() {
         Method::Post | Method::Get => {
-            Dialect::of(post, request.url(), header(request, "A2A-Version"))
+            Dialect::of(post, request.url(), || header(request, "A2A-Version"))
         }
         _ => None,
     };
