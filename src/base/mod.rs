@@ -105,3 +105,44 @@ pub fn constant_time_eq(a: &[u8; SECRET_BYTES], b: &[u8; SECRET_BYTES]) -> bool 
     // black_box keeps the optimiser from turning the loop into an early-exit compare.
     std::hint::black_box(diff) == 0
 }
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `secs` after the Unix epoch as an HTTP date (RFC 9110's IMF-fixdate), e.g.
+/// `Thu, 03 Dec 2026 07:45:00 GMT`: what tiny_http writes in its `Date` header.
+pub fn http_date(secs: u64) -> [u8; 29] {
+    const WEEKDAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: &[u8; 36] = b"JanFebMarAprMayJunJulAugSepOctNovDec";
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    // 1970-01-01 was a Thursday.
+    out[..3].copy_from_slice(WEEKDAYS[(days % 7) as usize]);
+    let month = 3 * (month as usize - 1);
+    out[8..11].copy_from_slice(&MONTHS[month..month + 3]);
+    let mut put = |at: usize, width: usize, mut n: u64| {
+        for digit in out[at..at + width].iter_mut().rev() {
+            *digit = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(5, 2, u64::from(day));
+    put(12, 4, year.max(0) as u64);
+    put(17, 2, rest / 3600);
+    put(20, 2, rest / 60 % 60);
+    put(23, 2, rest % 60);
+    out
+}

@@ -78,7 +78,7 @@ pub struct OwnerState {
     canvases: HashMap<String, (PathBuf, Canvas)>,
     /// Project id -> its last `canvas_list` answer and when it was made, kept while
     /// nothing else ran under the lock ([`CanvasOwner::current_list`]).
-    lists: HashMap<String, (Instant, Value)>,
+    lists: HashMap<String, (Instant, Arc<Value>)>,
     workspace: Arc<HostWorkspace>,
     terminals: Arc<HostTerminals>,
     browsers: Arc<ChromiumBrowsers>,
@@ -220,10 +220,10 @@ impl CanvasOwner for HeadlessCanvas {
     /// The project's last `canvas_list` answer, if nothing but `canvas_list` ran for it
     /// since, it is younger than [`LIST_REUSE`] and the canvas has no browser (whose
     /// pages change by themselves). `None` at once while a request is being applied.
-    fn current_list(&self, project_id: &str) -> Option<Value> {
+    fn current_list(&self, project_id: &str) -> Option<Arc<Value>> {
         let state = self.state.try_lock().ok()?;
         let (made, list) = state.as_ref()?.lists.get(project_id)?;
-        (made.elapsed() < LIST_REUSE).then(|| list.clone())
+        (made.elapsed() < LIST_REUSE).then(|| Arc::clone(list))
     }
 }
 
@@ -438,7 +438,7 @@ impl OwnerState {
                 let list = with_sessions(canvas.apply(operation, args)?, &terminals);
                 let has_browser = canvas.nodes().iter().any(|n| n.kind == NodeKind::Browser);
                 if !has_browser {
-                    let made = (Instant::now(), list.clone());
+                    let made = (Instant::now(), Arc::new(list.clone()));
                     self.lists.insert(project_id.to_string(), made);
                 }
                 return Ok(list);
@@ -707,7 +707,7 @@ mod tests {
         };
         assert_eq!(canvas.current_list(&id), None, "nothing listed yet");
         send("canvas_list", json!({}));
-        assert_eq!(canvas.current_list(&id), Some(json!([])));
+        assert_eq!(canvas.current_list(&id).as_deref(), Some(&json!([])));
         // Anything else applied drops it; the next list is the new one.
         send("sticky_open", json!({"text": "x"}));
         assert_eq!(canvas.current_list(&id), None);

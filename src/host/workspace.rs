@@ -70,6 +70,11 @@ impl Workspace for HostWorkspace {
         })
     }
 
+    fn has_node(&self, project_id: &str, node_id: &str) -> Option<bool> {
+        let projects = self.lock();
+        Some(projects.get(project_id)?.1.iter().any(|id| id == node_id))
+    }
+
     fn browser_control_enabled(&self) -> bool {
         self.browser.load(Ordering::SeqCst)
     }

@@ -4,6 +4,7 @@
 //! owner, a browser guest, a terminal session or is answered here.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -115,7 +116,7 @@ impl ServerCallbacks for Core {
     /// `canvas_list` from the owner's current list (`CanvasOwner::current_list`) while
     /// it still shows the caller: what `execute` would answer. While stopping it is
     /// queued, and refused there.
-    fn answer_at_once(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<Value> {
+    fn answer_at_once(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<Arc<Value>> {
         if request.operation != "canvas_list" || self.stopping.load(Ordering::SeqCst) {
             return None;
         }
@@ -126,8 +127,8 @@ impl ServerCallbacks for Core {
 
     fn valid(&self, identity: &ToolIdentity) -> bool {
         let node = &identity.node_id;
-        self.local_project(&identity.project_id)
-            .is_some_and(|p| lock(&self.active).contains(node) || p.node_ids.contains(node))
+        let on_canvas = self.host.workspace.has_node(&identity.project_id, node);
+        on_canvas.is_some_and(|on_canvas| on_canvas || lock(&self.active).contains(node))
     }
 
     fn browser_enabled(&self) -> bool {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -28,6 +29,13 @@ pub struct ProjectSnapshot {
 pub trait Workspace: Send + Sync + 'static {
     /// The project with this id, if the app has it open.
     fn project(&self, project_id: &str) -> Option<ProjectSnapshot>;
+    /// Whether `node_id` is on the canvas of the open local project `project_id` (`None`:
+    /// no such project). Asked on every call; the default copies the whole
+    /// [`project`](Self::project), which an app may answer without.
+    fn has_node(&self, project_id: &str, node_id: &str) -> Option<bool> {
+        let project = self.project(project_id).filter(|p| !p.remote)?;
+        Some(project.node_ids.iter().any(|id| id == node_id))
+    }
     /// Whether the user enabled agent browser control (off by default).
     fn browser_control_enabled(&self) -> bool;
     /// An agent's integration status changed (show it in the UI; optional).
@@ -44,8 +52,9 @@ pub trait CanvasOwner: Send + Sync + 'static {
     fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String>;
     /// `canvas_list`'s answer for `project_id` when the owner can give it at once, never
     /// waiting (its last one, known to be current), so the call skips its project's
-    /// queue; `None` (the default): ask through [`send`](Self::send).
-    fn current_list(&self, _project_id: &str) -> Option<Value> {
+    /// queue; `None` (the default): ask through [`send`](Self::send). The same `Arc` while
+    /// the list is the same: the server serializes each list once.
+    fn current_list(&self, _project_id: &str) -> Option<Arc<Value>> {
         None
     }
 }

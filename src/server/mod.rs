@@ -133,6 +133,16 @@ pub(crate) fn connects_on_session_info(status: &IntegrationStatus) -> bool {
     status.adapter.ends_with("-mcp") && status.state != IntegrationState::Connected
 }
 
+/// `{"ok":true,"value":<value>}`: a `ToolResult::Ok`'s wire JSON, from a borrowed value.
+fn wire_ok(value: &impl Serialize) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct WireOk<'a, T> {
+        ok: bool,
+        value: &'a T,
+    }
+    serde_json::to_vec(&WireOk { ok: true, value }).unwrap_or_default()
+}
+
 fn wire(result: &ToolResult) -> WireAnswer {
     let status = match result {
         ToolResult::Ok(_) => 200,
@@ -163,8 +173,13 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     }
     /// The answer to an admitted `request` when the app can give it at once on the accept
     /// thread, never waiting (e.g. from what it holds and knows to be current), so the
-    /// call skips its project's queue; `None` (the default): queue it.
-    fn answer_at_once(&self, _identity: &ToolIdentity, _request: &ToolRequest) -> Option<Value> {
+    /// call skips its project's queue; `None` (the default): queue it. The same `Arc`
+    /// again is serialized only once (see [`AgentToolServer::at_once_wire`]).
+    fn answer_at_once(
+        &self,
+        _identity: &ToolIdentity,
+        _request: &ToolRequest,
+    ) -> Option<Arc<Value>> {
         None
     }
 }
@@ -308,6 +323,9 @@ pub struct AgentToolServer {
     /// The last `session_info` answer on the wire for each node, with what it was made
     /// from (see [`AgentToolServer::session_info_wire`]).
     session_info_answers: Mutex<HashMap<String, (SessionInfoSource, Vec<u8>)>>,
+    /// The last answer given at once on the wire, with what it was made from (see
+    /// [`AgentToolServer::at_once_wire`]).
+    at_once_answer: Mutex<Option<(Arc<Value>, Vec<u8>)>>,
     activity: activity::Recorder,
     /// What the server may do to its process; read by `start`.
     effects: Mutex<ProcessEffects>,
@@ -402,6 +420,7 @@ impl AgentToolServer {
             queues: queue::ProjectQueues::default(),
             lifecycle: Mutex::new(Lifecycle::New),
             session_info_answers: Mutex::default(),
+            at_once_answer: Mutex::default(),
             effects: Mutex::default(),
             parked_threads: Arc::default(),
         }))
@@ -567,7 +586,7 @@ impl AgentToolServer {
     }
 
     /// The session whose bearer token is `token` (constant-time; see `session`).
-    fn authenticate(&self, token: &str) -> Option<ToolSession> {
+    fn authenticate(&self, token: &str) -> Option<Arc<ToolSession>> {
         lock_or_recover(&self.sessions).authenticate(token).cloned()
     }
 
@@ -618,19 +637,38 @@ impl AgentToolServer {
                 .call(session, "session_info", Some(&request.args), &ok, started);
             return Invoked::Now((200, answer));
         }
-        match self.answer_now(session, &request) {
-            Some(result) => {
-                let args = Some(&request.args);
-                self.activity
-                    .call(session, &request.operation, args, &result, started);
-                Invoked::Now(wire(&result))
+        let (args, operation) = (Some(&request.args), request.operation.as_str());
+        if let Some(result) = self.answer_now(session, &request) {
+            self.activity
+                .call(session, operation, args, &result, started);
+            return Invoked::Now(wire(&result));
+        }
+        // An answer the app already holds (the runtime's: an unchanged `canvas_list`).
+        if let Some(value) = self.callbacks.answer_at_once(&session.identity(), &request) {
+            let ok = ToolResult::Ok(Value::Null);
+            self.activity.call(session, operation, args, &ok, started);
+            return Invoked::Now((200, self.at_once_wire(value)));
+        }
+        Invoked::Queue(Pending {
+            server: self,
+            session,
+            request,
+            started,
+        })
+    }
+
+    /// `{"ok":true,"value":<value>}` as wire bytes, serialized again only when `value` is
+    /// not the `Arc` the last answer was made from: the app hands out the same one while
+    /// its answer stays the same.
+    fn at_once_wire(&self, value: Arc<Value>) -> Vec<u8> {
+        let mut last = lock_or_recover(&self.at_once_answer);
+        match &*last {
+            Some((made_from, answer)) if Arc::ptr_eq(made_from, &value) => answer.clone(),
+            _ => {
+                let answer = wire_ok(&*value);
+                *last = Some((value, answer.clone()));
+                answer
             }
-            None => Invoked::Queue(Pending {
-                server: self,
-                session,
-                request,
-                started,
-            }),
         }
     }
 
@@ -670,12 +708,8 @@ impl AgentToolServer {
             _ => {}
         }
         // 5. Browser operations need browser control.
-        if is_browser_operation(&request.operation) && !self.callbacks.browser_enabled() {
-            return Some(ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into()));
-        }
-        // An answer the app already holds (the runtime's: an unchanged `canvas_list`).
-        let at_once = self.callbacks.answer_at_once(&session.identity(), request);
-        at_once.map(ToolResult::Ok)
+        let off = is_browser_operation(&request.operation) && !self.callbacks.browser_enabled();
+        off.then(|| ToolResult::Err(crate::protocol::BROWSER_CONTROL_OFF.into()))
     }
 
     /// Steps 7 and 8, on the project's worker thread.
@@ -708,11 +742,6 @@ impl AgentToolServer {
     /// straight from borrowed fields (the same JSON as through a `Value`), and only again
     /// when what it is made from changed; an agent asks for the same answer again and again.
     fn session_info_wire(&self, session: &ToolSession) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct WireOk<'a, T> {
-            ok: bool,
-            value: &'a T,
-        }
         let source = self.session_info_source(session);
         let mut answers = lock_or_recover(&self.session_info_answers);
         let cached = answers
@@ -736,7 +765,7 @@ impl AgentToolServer {
             // Through a `Value`, so its keys stay sorted as they always were.
             status: serde_json::to_value(&source.status).unwrap_or(Value::Null),
         };
-        let answer = serde_json::to_vec(&WireOk { ok: true, value }).unwrap_or_default();
+        let answer = wire_ok(value);
         if answers.len() >= SESSION_INFO_ANSWERS_MAX {
             answers.clear();
         }

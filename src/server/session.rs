@@ -20,6 +20,7 @@
 //! with another session's is redrawn, so the index holds exactly one node per key.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::protocol::{IntegrationStatus, ToolIdentity, ToolSession};
 
@@ -37,7 +38,8 @@ fn index_key(secret: &[u8; TOKEN_BYTES]) -> u64 {
 }
 
 struct Entry {
-    session: ToolSession,
+    /// Shared with the calls authenticated as it: a status change makes a new one.
+    session: Arc<ToolSession>,
     secret: [u8; TOKEN_BYTES],
 }
 
@@ -51,7 +53,7 @@ pub struct SessionStore {
 impl SessionStore {
     /// The session of `node_id`.
     pub fn get(&self, node_id: &str) -> Option<&ToolSession> {
-        self.by_node.get(node_id).map(|e| &e.session)
+        self.by_node.get(node_id).map(|e| &*e.session)
     }
 
     /// True when `secret` may become `node_id`'s token without sharing an index key
@@ -71,12 +73,13 @@ impl SessionStore {
         self.remove(&session.node_id);
         self.by_key
             .insert(index_key(&secret), session.node_id.clone());
+        let session = Arc::new(session);
         self.by_node
             .insert(session.node_id.clone(), Entry { session, secret });
     }
 
     /// Forgets `node_id`'s session; returns it if there was one.
-    pub fn remove(&mut self, node_id: &str) -> Option<ToolSession> {
+    pub fn remove(&mut self, node_id: &str) -> Option<Arc<ToolSession>> {
         let entry = self.by_node.remove(node_id)?;
         self.by_key.remove(&index_key(&entry.secret));
         Some(entry.session)
@@ -85,21 +88,26 @@ impl SessionStore {
     /// Replaces a session's status; returns the updated session.
     pub fn set_status(&mut self, node_id: &str, status: IntegrationStatus) -> Option<&ToolSession> {
         let entry = self.by_node.get_mut(node_id)?;
-        entry.session.status = status;
+        Arc::make_mut(&mut entry.session).status = status;
         Some(&entry.session)
     }
 
     /// The session whose token is `token` (see the module docs for the timing argument).
-    pub fn authenticate(&self, token: &str) -> Option<&ToolSession> {
+    pub fn authenticate(&self, token: &str) -> Option<&Arc<ToolSession>> {
         let presented = decode_token(token)?;
         let node_id = self.by_key.get(&index_key(&presented))?;
         let entry = self.by_node.get(node_id)?;
         constant_time_eq(&entry.secret, &presented).then_some(&entry.session)
     }
 
-    /// True when `session` is still its node's session: same project, same token.
+    /// True when `session` is still its node's session: same project, same token. At
+    /// once when it is the very session [`authenticate`](Self::authenticate) gave out
+    /// (a caller holding it keeps its address from being reused).
     pub fn is_current(&self, session: &ToolSession) -> bool {
         let entry = self.by_node.get(&session.node_id);
+        if entry.is_some_and(|entry| std::ptr::eq(&*entry.session, session)) {
+            return true;
+        }
         entry
             .zip(decode_token(&session.token))
             .is_some_and(|(entry, secret)| {

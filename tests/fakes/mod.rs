@@ -143,9 +143,9 @@ impl CanvasOwner for FakeCanvas {
         (project_id == PROJECT && *self.open.lock().unwrap()).then_some(SENDER)
     }
 
-    fn current_list(&self, project_id: &str) -> Option<Value> {
+    fn current_list(&self, project_id: &str) -> Option<Arc<Value>> {
         let current = self.current.lock().unwrap().clone();
-        current.filter(|_| project_id == PROJECT)
+        current.filter(|_| project_id == PROJECT).map(Arc::new)
     }
 
     fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String> {

@@ -1,11 +1,12 @@
 //! One call in flight per connection, and the calls waiting behind it.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{Call, WAITING_CALLS_MAX};
+use super::{Call, ANSWER_OVERHEAD, WAITING_CALLS_MAX};
 use crate::server::lock_or_recover;
 
 /// What [`InOrder::admit`] decided for a call. (Returned once per call and matched at
@@ -21,6 +22,16 @@ pub(super) enum Admitted {
     Drop(Vec<Call>),
 }
 
+/// A connection's answers so far.
+#[derive(Clone, Copy)]
+pub(super) struct Answered {
+    /// When its last call was answered.
+    pub(super) at: Instant,
+    /// The bytes of the answers written since its send queue was last seen empty, each
+    /// counted [`ANSWER_OVERHEAD`] more than its body: at least what that queue can hold.
+    pub(super) unchecked: usize,
+}
+
 /// One call in flight per connection. tiny_http parses a connection's pipelined
 /// requests with small bodies before their answers are written (each answer then waits
 /// for the one before), so without this one connection could occupy any number of
@@ -29,8 +40,9 @@ pub(super) enum Admitted {
 #[derive(Default)]
 pub(super) struct InOrder {
     pub(super) waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
-    /// When each connection's last call was answered (for the reaper).
-    pub(super) answered: Mutex<HashMap<SocketAddr, Instant>>,
+    /// Each connection answered at least once: when last (for the reaper), and what was
+    /// written to it since its send queue was last seen empty (`Front::can_write_now`).
+    pub(super) answered: Mutex<HashMap<SocketAddr, Answered>>,
     /// Connections ended (for pipelining past the cap, or answered before their body was
     /// read), and when: calls tiny_http still delivers for them are dropped, never run
     /// (the reaper forgets them once they are gone).
@@ -48,22 +60,20 @@ impl InOrder {
         };
         let mut dropped = VecDeque::new();
         if !lock_or_recover(&self.ended).contains_key(&peer) {
-            let mut waiting = lock_or_recover(&self.waiting);
-            match waiting.get_mut(&peer) {
-                Some(queue) if queue.len() >= WAITING_CALLS_MAX => {
-                    dropped = waiting.remove(&peer).unwrap_or_default();
-                    drop(waiting);
-                    lock_or_recover(&self.ended).insert(peer, Instant::now());
+            match lock_or_recover(&self.waiting).entry(peer) {
+                Entry::Occupied(queue) if queue.get().len() >= WAITING_CALLS_MAX => {
+                    dropped = queue.remove();
                 }
-                Some(queue) => {
-                    queue.push_back(call);
+                Entry::Occupied(mut queue) => {
+                    queue.get_mut().push_back(call);
                     return Admitted::Parked;
                 }
-                None => {
-                    waiting.insert(peer, VecDeque::new());
+                Entry::Vacant(none) => {
+                    none.insert(VecDeque::new());
                     return Admitted::Run(call);
                 }
             }
+            lock_or_recover(&self.ended).insert(peer, Instant::now());
         }
         Admitted::Drop(dropped.into_iter().chain([call]).collect())
     }
@@ -76,15 +86,29 @@ impl InOrder {
         drop(dropped);
     }
 
-    /// The connection's next call, once the one in flight is answered; `None` when
-    /// there is none (the connection then has nothing in flight).
-    pub(super) fn next(&self, peer: Option<SocketAddr>) -> Option<Call> {
+    /// The connection's next call, once the one in flight is answered with a body of
+    /// `written` bytes; `None` when there is none (the connection then has nothing in
+    /// flight).
+    pub(super) fn next(&self, peer: Option<SocketAddr>, written: usize) -> Option<Call> {
         let peer = peer?;
-        lock_or_recover(&self.answered).insert(peer, Instant::now());
+        let unchecked = written + ANSWER_OVERHEAD;
+        lock_or_recover(&self.answered)
+            .entry(peer)
+            .and_modify(|answered| {
+                answered.at = Instant::now();
+                answered.unchecked = answered.unchecked.saturating_add(unchecked);
+            })
+            .or_insert(Answered {
+                at: Instant::now(),
+                unchecked,
+            });
         let mut waiting = lock_or_recover(&self.waiting);
-        let next = waiting.get_mut(&peer)?.pop_front();
+        let Entry::Occupied(mut queue) = waiting.entry(peer) else {
+            return None;
+        };
+        let next = queue.get_mut().pop_front();
         if next.is_none() {
-            waiting.remove(&peer);
+            queue.remove();
         }
         next
     }
@@ -92,6 +116,21 @@ impl InOrder {
     /// True once any call of the connection from `peer` has been answered.
     pub(super) fn was_answered(&self, peer: &SocketAddr) -> bool {
         lock_or_recover(&self.answered).contains_key(peer)
+    }
+
+    /// The bytes counted as written to `peer`'s connection since its send queue was last
+    /// seen empty; `None` if nothing was ever written to it.
+    pub(super) fn unchecked(&self, peer: &SocketAddr) -> Option<usize> {
+        lock_or_recover(&self.answered)
+            .get(peer)
+            .map(|answered| answered.unchecked)
+    }
+
+    /// `peer`'s send queue was just seen empty: nothing written to it is unacknowledged.
+    pub(super) fn queue_seen_empty(&self, peer: &SocketAddr) {
+        if let Some(answered) = lock_or_recover(&self.answered).get_mut(peer) {
+            answered.unchecked = 0;
+        }
     }
 
     pub(super) fn in_flight(&self, peer: &SocketAddr) -> bool {
