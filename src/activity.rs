@@ -299,13 +299,13 @@ impl Pending {
         }
         match project_id {
             Some(project_id) => {
-                if !queued.projects.contains_key(project_id) {
-                    queued
-                        .projects
-                        .insert(project_id.to_string(), Lines::default());
-                }
-                if let Some(lines) = queued.projects.get_mut(project_id) {
-                    lines.push(line);
+                match queued.projects.get_mut(project_id) {
+                    Some(lines) => lines.push(line),
+                    None => {
+                        let mut lines = Lines::default();
+                        lines.push(line);
+                        queued.projects.insert(project_id.to_string(), lines);
+                    }
                 }
                 queued.lines += 1;
             }
