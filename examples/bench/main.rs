@@ -367,6 +367,9 @@ struct ProcessReport {
     settle_time: Duration,
     loads: Vec<LoadResult>,
     bodies: Vec<LoadResult>,
+    /// For each of [`WORKLOADS`], the lowest and highest throughput ratio (ours / the
+    /// baseline) of the `--repeat` pairs of runs (empty on the baseline's report).
+    spread: Vec<(f64, f64)>,
 }
 
 /// The trickle comparison on one process.
@@ -560,8 +563,9 @@ impl Bench {
     }
 
     /// Ours and the baseline side by side: both processes stay up, every workload runs
-    /// on ours then on the baseline, `--repeat` times, and the run with the median
-    /// throughput is kept (interleaving spreads any noise from the machine over both).
+    /// on ours then on the baseline, and again, `--repeat` times (interleaving spreads
+    /// any noise from the machine over both), and each side's run with the median
+    /// throughput is kept; the ratios of the pairs give the spread.
     fn main_processes(
         &mut self,
         kinds: [Kind; 2],
@@ -570,6 +574,7 @@ impl Bench {
         let mut servers = [self.spawn(kinds[0])?, self.spawn(kinds[1])?];
         let mut loads: [Vec<LoadResult>; 2] = Default::default();
         let mut bodies: [Vec<LoadResult>; 2] = Default::default();
+        let mut spread = Vec::new();
         let shapes = WORKLOADS
             .iter()
             .map(|(operation, connections)| (*operation, *connections, 0, false))
@@ -579,11 +584,27 @@ impl Bench {
                     .map(|(size, _)| ("session_info", 16, *size, true)),
             );
         for (operation, connections, size, is_body) in shapes {
-            for side in 0..2 {
-                let mut runs = Vec::new();
-                for _ in 0..self.options.repeat {
-                    runs.push(self.load(&servers[side], operation, connections, size, false)?);
+            let mut runs: [Vec<LoadResult>; 2] = Default::default();
+            for _ in 0..self.options.repeat {
+                for side in 0..2 {
+                    runs[side].push(self.load(
+                        &servers[side],
+                        operation,
+                        connections,
+                        size,
+                        false,
+                    )?);
                 }
+            }
+            let ratios = runs[0]
+                .iter()
+                .zip(&runs[1])
+                .map(|(o, b)| o.rate() / b.rate());
+            let lowest = ratios.clone().fold(f64::INFINITY, f64::min);
+            if !is_body {
+                spread.push((lowest, ratios.fold(0.0, f64::max)));
+            }
+            for (side, mut runs) in runs.into_iter().enumerate() {
                 runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
                 let median = runs.swap_remove(runs.len() / 2);
                 if is_body {
@@ -631,6 +652,7 @@ impl Bench {
                 settle_time,
                 loads,
                 bodies,
+                spread: std::mem::take(&mut spread),
             });
             server.stop();
         }
@@ -798,6 +820,7 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             "ours req/s",
             "base req/s",
             "ratio",
+            "ratio range",
             "answer bytes ours/base",
             "ours p50 ms",
             "base p50 ms",
@@ -818,6 +841,9 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
                 format!("{:.0}", o.rate()),
                 format!("{:.0}", b.rate()),
                 ratio(o.rate(), b.rate()),
+                ours.spread
+                    .get(i)
+                    .map_or("–".into(), |(lo, hi)| format!("{lo:.2}–{hi:.2}×")),
                 format!("{} / {}", ours.answer_bytes[i], base.answer_bytes[i]),
                 format!("{:.3}", o.quantile_ms(0.5)),
                 format!("{:.3}", b.quantile_ms(0.5)),
@@ -832,7 +858,12 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
             ]);
         }
         md.push_str("## Throughput, latency, CPU\n\n");
+        md.push_str(
+            "Ratio range: the lowest and highest ours/base throughput ratio over the \
+`--repeat` pairs of runs (each pair back to back).\n\n",
+        );
         md.push_str(&main.markdown());
+        self.write_json(ours, base)?;
 
         let mut process = Table::new(&["process", "ours", "baseline", "ratio"]);
         let mib = |kib: u64| kib as f64 / 1024.0;
@@ -1190,7 +1221,7 @@ its ceiling.\n\n",
         md.push_str("\n## Validator time per operation\n\n");
         md.push_str(&table.markdown());
 
-        md.push_str("\n## Targets (issue 9)\n\n");
+        md.push_str("\n## Targets (issues 9 and 17)\n\n");
         md.push_str(
             &self
                 .targets(ours, base, (ours_trickle, without.0), sessions)
@@ -1220,6 +1251,47 @@ its ceiling.\n\n",
         Ok(())
     }
 
+    /// `RESULTS.json`: the throughput table's figures for each workload, for scripts.
+    fn write_json(&self, ours: &ProcessReport, base: &ProcessReport) -> Result<(), String> {
+        let side = |report: &ProcessReport, i: usize| {
+            let load = &report.loads[i];
+            serde_json::json!({
+                "reqPerS": load.rate(),
+                "p50Ms": load.quantile_ms(0.5),
+                "p99Ms": load.quantile_ms(0.99),
+                "cpuUsPerReq": load.cpu_per_request_us(),
+                "answerBytes": report.answer_bytes[i],
+                "errors": load.errors,
+                "neverAnswered": load.never_answered,
+            })
+        };
+        let rows: Vec<_> = WORKLOADS
+            .iter()
+            .enumerate()
+            .map(|(i, (operation, connections))| {
+                let (lowest, highest) = ours.spread.get(i).copied().unwrap_or((0.0, 0.0));
+                serde_json::json!({
+                    "operation": operation,
+                    "connections": connections,
+                    "ours": side(ours, i),
+                    "base": side(base, i),
+                    "ratioRange": [lowest, highest],
+                })
+            })
+            .collect();
+        let json = serde_json::json!({
+            "repeat": self.options.repeat,
+            "durationS": self.options.duration.as_secs_f64(),
+            "startToReadyMs": {"ours": ms(ours.ready), "base": ms(base.ready)},
+            "workloads": rows,
+        });
+        fs::create_dir_all(&self.options.out)
+            .map_err(|e| format!("create {}: {e}", self.options.out.display()))?;
+        let path = self.options.out.join("RESULTS.json");
+        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+        fs::write(&path, text + "\n").map_err(|e| format!("write {}: {e}", path.display()))
+    }
+
     fn targets(
         &self,
         ours: &ProcessReport,
@@ -1239,32 +1311,41 @@ its ceiling.\n\n",
                 },
             ]);
         };
-        let (o, b) = (&ours.loads[1], &base.loads[1]);
-        let r = o.rate() / b.rate();
-        check(
-            "session_info x16 throughput ≥ 0.95× baseline",
-            format!("{r:.2}×"),
-            r >= 0.95,
-        );
-        let r = o.quantile_ms(0.99) / b.quantile_ms(0.99);
-        check(
-            "session_info x16 p99 ≤ 1.1× baseline",
-            format!("{r:.2}×"),
-            r <= 1.1,
-        );
+        // Issue 17's goal (the call path against bare tiny_http answering the same bytes).
         let (o, b) = (&ours.loads[5], &base.loads[5]);
         let r = o.rate() / b.rate();
         check(
-            "canvas_list x64 throughput ≥ 0.85× baseline",
+            "canvas_list x64 throughput ≥ 0.80× baseline",
             format!("{r:.2}×"),
-            r >= 0.85,
+            r >= 0.80,
         );
         let r = o.cpu_per_request_us() / b.cpu_per_request_us();
         check(
-            "canvas_list x64 CPU/request ≤ 1.2× baseline",
+            "canvas_list x64 CPU/request ≤ 1.3× baseline",
             format!("{r:.2}×"),
-            r <= 1.2,
+            r <= 1.3,
         );
+        let (o, b) = (&ours.loads[1], &base.loads[1]);
+        let r = o.rate() / b.rate();
+        check(
+            "session_info x16 throughput ≥ 0.90× baseline",
+            format!("{r:.2}×"),
+            r >= 0.90,
+        );
+        let r = o.quantile_ms(0.99) / b.quantile_ms(0.99);
+        check(
+            "session_info x16 p99 ≤ 1.15× baseline",
+            format!("{r:.2}×"),
+            r <= 1.15,
+        );
+        for (i, name) in [(3, "canvas_list x1"), (0, "session_info x1")] {
+            let r = ours.loads[i].quantile_ms(0.5) / base.loads[i].quantile_ms(0.5);
+            check(
+                &format!("{name} p50 within 10 % of baseline"),
+                format!("{r:.2}×"),
+                r <= 1.10,
+            );
+        }
         let idle = ours.idle.rss_kib as f64 / 1024.0;
         check("idle RSS ≤ 4 MiB", format!("{idle:.2} MiB"), idle <= 4.0);
         let peak = ours.peak_hwm_kib as f64 / 1024.0;
