@@ -1,8 +1,9 @@
 //! The small helpers the server and the default host share: private files (`files`),
-//! random ids, hex and 32-byte secrets, locks that survive a panic, and the socket calls
-//! tiny_http does not offer (`sockets`, `listening`). It depends on nothing else of ours
+//! random ids, hex and 32-byte secrets, locks that survive a panic, and what tiny_http
+//! does not offer: socket calls (`sockets`, `listening`) and one-write answers (`answers`). It depends on nothing else of ours
 //! (but `protocol`'s node-id rule), so `host` needs `server` only for the server's API.
 
+pub mod answers;
 pub mod files;
 pub mod listening;
 pub mod sockets;
@@ -119,30 +120,4 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
-}
-
-/// `secs` after the Unix epoch as an HTTP date (RFC 9110's IMF-fixdate), e.g.
-/// `Thu, 03 Dec 2026 07:45:00 GMT`: what tiny_http writes in its `Date` header.
-pub fn http_date(secs: u64) -> [u8; 29] {
-    const WEEKDAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
-    const MONTHS: &[u8; 36] = b"JanFebMarAprMayJunJulAugSepOctNovDec";
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days as i64);
-    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
-    // 1970-01-01 was a Thursday.
-    out[..3].copy_from_slice(WEEKDAYS[(days % 7) as usize]);
-    let month = 3 * (month as usize - 1);
-    out[8..11].copy_from_slice(&MONTHS[month..month + 3]);
-    let mut put = |at: usize, width: usize, mut n: u64| {
-        for digit in out[at..at + width].iter_mut().rev() {
-            *digit = b'0' + (n % 10) as u8;
-            n /= 10;
-        }
-    };
-    put(5, 2, u64::from(day));
-    put(12, 4, year.max(0) as u64);
-    put(17, 2, rest / 3600);
-    put(20, 2, rest / 60 % 60);
-    put(23, 2, rest % 60);
-    out
 }

@@ -175,11 +175,7 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     /// thread, never waiting (e.g. from what it holds and knows to be current), so the
     /// call skips its project's queue; `None` (the default): queue it. The same `Arc`
     /// again is serialized only once (see [`AgentToolServer::at_once_wire`]).
-    fn answer_at_once(
-        &self,
-        _identity: &ToolIdentity,
-        _request: &ToolRequest,
-    ) -> Option<Arc<Value>> {
+    fn answer_at_once(&self, _: &ToolIdentity, _: &ToolRequest) -> Option<Arc<Value>> {
         None
     }
 }
@@ -662,14 +658,14 @@ impl AgentToolServer {
     /// its answer stays the same.
     fn at_once_wire(&self, value: Arc<Value>) -> Vec<u8> {
         let mut last = lock_or_recover(&self.at_once_answer);
-        match &*last {
-            Some((made_from, answer)) if Arc::ptr_eq(made_from, &value) => answer.clone(),
-            _ => {
-                let answer = wire_ok(&*value);
-                *last = Some((value, answer.clone()));
-                answer
-            }
+        if !last
+            .as_ref()
+            .is_some_and(|(made_from, _)| Arc::ptr_eq(made_from, &value))
+        {
+            *last = Some((Arc::clone(&value), wire_ok(&*value)));
         }
+        last.as_ref()
+            .map_or_else(Vec::new, |(_, answer)| answer.clone())
     }
 
     /// Steps 1 and 2: the validated request, or why it is refused.

@@ -38,7 +38,7 @@ fn index_key(secret: &[u8; TOKEN_BYTES]) -> u64 {
 }
 
 struct Entry {
-    /// Shared with the calls authenticated as it: a status change makes a new one.
+    /// Shared with the calls authenticated as it (a status change copies it first if so).
     session: Arc<ToolSession>,
     secret: [u8; TOKEN_BYTES],
 }

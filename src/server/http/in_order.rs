@@ -22,16 +22,6 @@ pub(super) enum Admitted {
     Drop(Vec<Call>),
 }
 
-/// A connection's answers so far.
-#[derive(Clone, Copy)]
-pub(super) struct Answered {
-    /// When its last call was answered.
-    pub(super) at: Instant,
-    /// The bytes of the answers written since its send queue was last seen empty, each
-    /// counted [`ANSWER_OVERHEAD`] more than its body: at least what that queue can hold.
-    pub(super) unchecked: usize,
-}
-
 /// One call in flight per connection. tiny_http parses a connection's pipelined
 /// requests with small bodies before their answers are written (each answer then waits
 /// for the one before), so without this one connection could occupy any number of
@@ -40,9 +30,10 @@ pub(super) struct Answered {
 #[derive(Default)]
 pub(super) struct InOrder {
     pub(super) waiting: Mutex<HashMap<SocketAddr, VecDeque<Call>>>,
-    /// Each connection answered at least once: when last (for the reaper), and what was
-    /// written to it since its send queue was last seen empty (`Front::can_write_now`).
-    pub(super) answered: Mutex<HashMap<SocketAddr, Answered>>,
+    /// Each connection answered at least once: when last (for the reaper), and the bytes
+    /// written to it since its send queue was last seen empty, each answer counted
+    /// [`ANSWER_OVERHEAD`] over its body (`Front::can_write_now`).
+    pub(super) answered: Mutex<HashMap<SocketAddr, (Instant, usize)>>,
     /// Connections ended (for pipelining past the cap, or answered before their body was
     /// read), and when: calls tiny_http still delivers for them are dropped, never run
     /// (the reaper forgets them once they are gone).
@@ -91,17 +82,10 @@ impl InOrder {
     /// flight).
     pub(super) fn next(&self, peer: Option<SocketAddr>, written: usize) -> Option<Call> {
         let peer = peer?;
-        let unchecked = written + ANSWER_OVERHEAD;
-        lock_or_recover(&self.answered)
-            .entry(peer)
-            .and_modify(|answered| {
-                answered.at = Instant::now();
-                answered.unchecked = answered.unchecked.saturating_add(unchecked);
-            })
-            .or_insert(Answered {
-                at: Instant::now(),
-                unchecked,
-            });
+        let mut answered = lock_or_recover(&self.answered);
+        let (at, unchecked) = answered.entry(peer).or_insert((Instant::now(), 0));
+        (*at, *unchecked) = (Instant::now(), *unchecked + written + ANSWER_OVERHEAD);
+        drop(answered);
         let mut waiting = lock_or_recover(&self.waiting);
         let Entry::Occupied(mut queue) = waiting.entry(peer) else {
             return None;
@@ -118,19 +102,13 @@ impl InOrder {
         lock_or_recover(&self.answered).contains_key(peer)
     }
 
-    /// The bytes counted as written to `peer`'s connection since its send queue was last
-    /// seen empty; `None` if nothing was ever written to it.
-    pub(super) fn unchecked(&self, peer: &SocketAddr) -> Option<usize> {
-        lock_or_recover(&self.answered)
-            .get(peer)
-            .map(|answered| answered.unchecked)
-    }
-
-    /// `peer`'s send queue was just seen empty: nothing written to it is unacknowledged.
-    pub(super) fn queue_seen_empty(&self, peer: &SocketAddr) {
-        if let Some(answered) = lock_or_recover(&self.answered).get_mut(peer) {
-            answered.unchecked = 0;
-        }
+    /// The bytes counted as written to `peer` since its send queue was last seen empty
+    /// (`None`: never answered); `seen_empty` first sets the count to 0.
+    pub(super) fn unchecked(&self, peer: &SocketAddr, seen_empty: bool) -> Option<usize> {
+        let mut answered = lock_or_recover(&self.answered);
+        let (_, unchecked) = answered.get_mut(peer)?;
+        *unchecked = if seen_empty { 0 } else { *unchecked };
+        Some(*unchecked)
     }
 
     pub(super) fn in_flight(&self, peer: &SocketAddr) -> bool {

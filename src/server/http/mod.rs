@@ -33,13 +33,11 @@
 //!   when it has run (`AgentToolServer::invoke_wire`).
 //!
 //! Whoever has an answer writes it itself only if the write cannot block
-//! (`Front::can_write_now`): the answers written to the connection since its send queue
-//! was last seen empty (`SIOCOUTQ`; a connection never answered has nothing written),
-//! this one included, come to at most [`WRITE_NOW_BYTES`], each counted
-//! [`ANSWER_OVERHEAD`] more than its body. So the queue is asked once per several small
-//! answers, not before each (two syscalls an answer were 7 % of a `session_info`'s
-//! cost). Otherwise, and for handlers always, a handler writes it. So a client that does not read its answers holds one handler (and no one
-//! else: never the accept thread or a worker) until it reads or closes; a single write
+//! (`Front::can_write_now`): the answers written since the connection's send queue was
+//! last seen empty (`SIOCOUTQ`, asked once per several small answers), this one
+//! included, come to at most [`WRITE_NOW_BYTES`]. Otherwise, and for handlers always, a
+//! handler writes it. So a client that does not read its answers holds one handler (and
+//! no one else: never the accept thread or a worker) until it reads or closes; a single write
 //! that makes no progress for 15 s (`SO_SNDTIMEO`, see `sockets`) fails, and the
 //! handler then ends that connection and drops the calls waiting behind it. (A client
 //! that reads a little now and then keeps resetting that timer: bounding a whole answer
@@ -82,8 +80,8 @@ mod in_order;
 mod reaper;
 
 use body::{
-    drop_unless_huge, error_body, leak, raw_response, read_body, read_memory_body, response_bytes,
-    Refusal, NOT_JSON,
+    drop_unless_huge, error_body, leak, raw_response, read_body, read_memory_body, Refusal,
+    NOT_JSON,
 };
 use checks::{body_in_memory, check_headers, writes_status};
 use handlers::Handlers;
@@ -91,6 +89,7 @@ use in_order::{Admitted, InOrder};
 use reaper::reap_loop;
 
 use super::{lock_or_recover, AgentToolServer, Invoked, ProcessEffects, WireAnswer};
+use crate::base::answers::response_bytes;
 use crate::base::listening::Listening;
 use crate::base::sockets::{self, KnownConnections};
 use crate::messaging::a2a::Dialect;
@@ -118,14 +117,12 @@ const TRIM_AFTER: Duration = Duration::from_secs(6);
 /// Bodies up to this size tiny_http has read into memory before `recv` returns.
 const EAGER_BODY_BYTES: usize = 1024;
 /// Answers coming to at most this many bytes since the connection's send queue was last
-/// seen empty may be written by a thread that must not block. Linux makes a TCP write
-/// wait only while the bytes queued on the socket (sent and unacknowledged, or unsent,
-/// with the kernel's per-buffer overhead) exceed its send buffer, 16 KiB to start with
-/// (tcp_wmem's default); at most 8 KiB of answers, each with [`ANSWER_OVERHEAD`] for its
-/// head and buffer, written into an empty queue, stay well below that.
+/// seen empty may be written by a thread that must not block: Linux makes a TCP write
+/// wait only while the bytes queued (unsent or unacknowledged, with the kernel's
+/// per-buffer overhead) exceed the send buffer, 16 KiB to start with (tcp_wmem).
 const WRITE_NOW_BYTES: usize = 8 * 1024;
-/// What an answer is counted beyond its body: tiny_http's head (about 150 bytes, and
-/// a `100 Continue` before it) and the kernel's buffer overhead for one write.
+/// What an answer counts beyond its body: its head (with a `100 Continue` before it)
+/// and the kernel's overhead for one write.
 const ANSWER_OVERHEAD: usize = 1024;
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
@@ -471,19 +468,18 @@ impl Front {
         self.in_order.discard(peer);
     }
 
-    /// True when writing `len` bytes to `peer`'s connection cannot block (module docs).
-    /// When the answers since its send queue was last seen empty leave no room for `len`,
-    /// the queue is asked again, through the descriptor the reaper remembered.
+    /// True when writing `len` bytes to `peer`'s connection cannot block (module docs);
+    /// its send queue is asked through the descriptor the reaper remembered.
     fn can_write_now(&self, peer: Option<SocketAddr>, len: usize) -> bool {
         let Some(peer) = peer.filter(|_| len <= WRITE_NOW_BYTES) else {
             return false;
         };
-        match self.in_order.unchecked(&peer) {
+        match self.in_order.unchecked(&peer, false) {
             Some(unchecked) if unchecked + len > WRITE_NOW_BYTES => {
-                let empty = (self.known.remembered(self.local, peer))
-                    .is_some_and(|connection| connection.send_queue_empty());
+                let known = self.known.remembered(self.local, peer);
+                let empty = known.is_some_and(|connection| connection.send_queue_empty());
                 if empty {
-                    self.in_order.queue_seen_empty(&peer);
+                    self.in_order.unchecked(&peer, true);
                 }
                 empty
             }
@@ -491,7 +487,7 @@ impl Front {
         }
     }
 
-    /// Writes the answer (`response_bytes`: one write through tiny_http's writer for the
+    /// Writes the answer (`answers::response_bytes`: one write through tiny_http's writer for the
     /// connection, which keeps pipelined answers in order); then the connection's next
     /// call, if one waits. A failed write ends the connection and drops the calls waiting
     /// behind it.

@@ -52,11 +52,11 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
             // Blind to connections: forget by age; "idle" is no call for TRIM_AFTER.
             let recent = |at: Instant| now.duration_since(at) < FORGET_ENDED_AFTER;
             lock_or_recover(&in_order.ended).retain(|_, at| recent(*at));
-            lock_or_recover(&in_order.answered).retain(|_, answered| recent(answered.at));
+            lock_or_recover(&in_order.answered).retain(|_, (at, _)| recent(*at));
             let busy = !lock_or_recover(&in_order.waiting).is_empty()
                 || lock_or_recover(&in_order.answered)
                     .values()
-                    .any(|answered| now.duration_since(answered.at) < TRIM_AFTER);
+                    .any(|(at, _)| now.duration_since(*at) < TRIM_AFTER);
             trim_after_a_burst(front, busy, now, &mut closed_since, &mut trimmed);
             continue;
         }
@@ -71,7 +71,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         // Entries made since the scan began are kept: their connection may be newer.
         let current = |peer: &SocketAddr, at: Instant| open.contains_key(peer) || at >= now;
         seen.retain(|peer, _| open.contains_key(peer));
-        lock_or_recover(&in_order.answered).retain(|peer, answered| current(peer, answered.at));
+        lock_or_recover(&in_order.answered).retain(|peer, (at, _)| current(peer, *at));
         lock_or_recover(&in_order.ended).retain(|peer, at| current(peer, *at));
         front.known.remember(&open);
         let mut quiet: Vec<(Instant, Connection)> = Vec::new();
@@ -80,7 +80,9 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
             if in_order.in_flight(peer) {
                 continue;
             }
-            let answered = lock_or_recover(&in_order.answered).get(peer).map(|a| a.at);
+            let answered = lock_or_recover(&in_order.answered)
+                .get(peer)
+                .map(|(at, _)| *at);
             quiet.push((answered.unwrap_or(first_seen).max(first_seen), *connection));
         }
         quiet.sort_by_key(|(since, _)| *since);
