@@ -41,8 +41,8 @@
 //!   closes it; `close` does not end open connections either;
 //! - a connection tiny_http's pool left without a thread after a burst waits until
 //!   another connection closes;
-//! - every answer but a connection's first is written by a handler thread (whether a
-//!   write can block is not known), which costs a thread hop per call;
+//! - once a connection's answers come to 8 KiB, each further one is written by a handler
+//!   thread (whether a write can block is not known), which costs a thread hop per call;
 //! - a request declaring a body over 64 MiB gets no answer, and its connection keeps its
 //!   two descriptors and a parked tiny_http thread for the life of the process;
 //! - a connection ended for pipelining past the cap, or refused before its body was read,
