@@ -1,5 +1,6 @@
-//! An answer as tiny_http would write it, made in one buffer so that it goes out in one
-//! write (`server::http` writes it through tiny_http's writer for the connection).
+//! Answers as bytes: one as tiny_http would write it, made in one buffer so that it goes
+//! out in one write (`server::http` writes it through tiny_http's writer for the
+//! connection), and one written straight to a socket that then closes.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -37,6 +38,18 @@ pub fn response_bytes(request: &Request, status: u16, body: &[u8], now: SystemTi
     if *request.method() != Method::Head {
         out.extend_from_slice(body);
     }
+    out
+}
+
+/// A complete HTTP/1.1 response that closes the connection.
+pub fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
+    let reason = StatusCode(status).default_reason_phrase();
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
     out
 }
 

@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tiny_http::{Request, StatusCode};
+use tiny_http::Request;
 
 use super::{Front, DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
 use crate::base::sockets::Connection;
@@ -105,16 +105,4 @@ pub(super) fn error_body(message: &str) -> Vec<u8> {
     json!({ "ok": false, "error": message })
         .to_string()
         .into_bytes()
-}
-
-/// A complete HTTP/1.1 response that closes the connection.
-pub(super) fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
-    let reason = StatusCode(status).default_reason_phrase();
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
-    out
 }

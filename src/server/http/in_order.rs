@@ -97,11 +97,6 @@ impl InOrder {
         next
     }
 
-    /// True once any call of the connection from `peer` has been answered.
-    pub(super) fn was_answered(&self, peer: &SocketAddr) -> bool {
-        lock_or_recover(&self.answered).contains_key(peer)
-    }
-
     /// The bytes counted as written to `peer` since its send queue was last seen empty
     /// (`None`: never answered); `seen_empty` first sets the count to 0.
     pub(super) fn unchecked(&self, peer: &SocketAddr, seen_empty: bool) -> Option<usize> {
@@ -119,7 +114,7 @@ impl InOrder {
     /// flight, one was answered, or the connection was ended for pipelining.
     pub(super) fn reached(&self, peer: &SocketAddr) -> bool {
         self.in_flight(peer)
-            || self.was_answered(peer)
+            || self.unchecked(peer, false).is_some()
             || lock_or_recover(&self.ended).contains_key(peer)
     }
 }

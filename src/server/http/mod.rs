@@ -71,7 +71,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
-use tiny_http::Request;
+use tiny_http::{Header, Request, Response};
 
 mod body;
 mod checks;
@@ -79,17 +79,14 @@ mod handlers;
 mod in_order;
 mod reaper;
 
-use body::{
-    drop_unless_huge, error_body, leak, raw_response, read_body, read_memory_body, Refusal,
-    NOT_JSON,
-};
+use body::{drop_unless_huge, error_body, leak, read_body, read_memory_body, Refusal, NOT_JSON};
 use checks::{body_in_memory, check_headers, writes_status};
 use handlers::Handlers;
 use in_order::{Admitted, InOrder};
 use reaper::reap_loop;
 
 use super::{lock_or_recover, AgentToolServer, Invoked, ProcessEffects, WireAnswer};
-use crate::base::answers::response_bytes;
+use crate::base::answers::{raw_response, response_bytes};
 use crate::base::listening::Listening;
 use crate::base::sockets::{self, KnownConnections};
 use crate::messaging::a2a::Dialect;
@@ -445,11 +442,11 @@ impl Front {
             }
         }
         if on == On::Handler || self.can_write_now(peer, answer.len()) {
-            return self.respond(request, status, answer);
+            return self.respond(request, status, answer, body_read);
         }
         let (front, owner) = (self.clone(), owner.clone());
         let job = Box::new(move || {
-            let next = front.respond(request, status, answer);
+            let next = front.respond(request, status, answer, body_read);
             front.drive(&owner, next, On::Handler);
         });
         if !self.handlers.run(job) {
@@ -487,25 +484,36 @@ impl Front {
         }
     }
 
-    /// Writes the answer (`answers::response_bytes`: one write through tiny_http's writer for the
-    /// connection, which keeps pipelined answers in order); then the connection's next
-    /// call, if one waits. A failed write ends the connection and drops the calls waiting
-    /// behind it.
-    fn respond(&self, request: Request, status: u16, answer: Vec<u8>) -> Option<Call> {
+    /// Writes the answer; then the connection's next call, if one waits. A failed write
+    /// ends the connection and drops the calls waiting behind it. With the whole body read,
+    /// one write (`answers::response_bytes`) through tiny_http's writer for the
+    /// connection, which keeps pipelined answers in order; else tiny_http's `respond`,
+    /// which writes before dropping the request (whose drop reads the rest of the body:
+    /// end-of-file at once when `finish` could stop the reading, else when the client is
+    /// done).
+    fn respond(
+        &self,
+        request: Request,
+        status: u16,
+        answer: Vec<u8>,
+        body_read: bool,
+    ) -> Option<Call> {
         let (peer, written) = (request.remote_addr().copied(), answer.len());
-        let response = response_bytes(&request, status, &answer, SystemTime::now());
-        let mut writer = request.into_writer();
-        if writer
-            .write_all(&response)
-            .and_then(|()| writer.flush())
-            .is_err()
-        {
+        let sent = if body_read {
+            let response = response_bytes(&request, status, &answer, SystemTime::now());
+            let mut writer = request.into_writer();
+            writer.write_all(&response).and_then(|()| writer.flush())
+        } else {
+            let json = Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]);
+            let response = Response::from_data(answer).with_status_code(status);
+            request.respond(response.with_header(json.expect("a constant, valid header")))
+        };
+        if sent.is_err() {
             // Most likely `SO_SNDTIMEO`: the client does not read (or it is gone). Its
             // stream is now cut mid-answer, so end it (its waiting calls then fail fast).
             self.lost(peer);
             return None;
         }
-        drop(writer);
         self.in_order.next(peer, written)
     }
 }
