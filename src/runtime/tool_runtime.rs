@@ -315,12 +315,10 @@ impl Core {
         };
         let tab_ids: Vec<&str> = field("tabs")
             .and_then(Value::as_array)
-            .map(|tabs| {
-                tabs.iter()
-                    .filter_map(|t| t.as_str().or_else(|| t.get("id")?.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_str().or_else(|| t.get("id")?.as_str()))
+            .collect();
         let active = field("activeTabId")
             .and_then(Value::as_str)
             .filter(|id| tab_ids.contains(id));
