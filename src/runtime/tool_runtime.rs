@@ -458,14 +458,11 @@ impl Core {
             return Ok(Some((preset, first.to_string(), None)));
         }
         let preferences = self.preferences().map_err(RuntimeError::Preferences)?;
-        let Some(custom) = preferences.custom_executable else {
-            return Ok(None);
-        };
-        if first == custom || base == file_name(&custom) {
-            let preset = find_preset("custom").expect("custom is in the registry");
-            return Ok(Some((preset, custom, preferences.custom_instruction_flag)));
-        }
-        Ok(None)
+        let custom = preferences
+            .custom_executable
+            .filter(|custom| custom == first || base == file_name(custom));
+        let preset = find_preset("custom").expect("custom is in the registry");
+        Ok(custom.map(|custom| (preset, custom, preferences.custom_instruction_flag)))
     }
 
     pub(super) fn prepare(&self, mut request: PtyRequest) -> Result<PtyRequest, RuntimeError> {
