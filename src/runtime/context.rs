@@ -75,13 +75,10 @@ fn answer(text: &str, reason: Option<&str>) -> Value {
 fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
     let mut peers: Vec<String> = Vec::new();
     for (a, b, _) in read_links(links_dir) {
-        let peer = if a == node_id {
-            b
-        } else if b == node_id {
-            a
-        } else {
+        if a != node_id && b != node_id {
             continue;
-        };
+        }
+        let peer = if a == node_id { b } else { a };
         if !peers.contains(&peer) {
             peers.push(peer);
         }
