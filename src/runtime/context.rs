@@ -151,9 +151,7 @@ fn node_title<'a>(project: &'a Value, node_id: &str) -> Option<&'a str> {
 /// `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON, other
 /// record types and non-text content blocks are skipped; an unreadable file gives no turns.
 pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
-    let Some(text) = read_tail(path) else {
-        return Vec::new();
-    };
+    let text = read_tail(path).unwrap_or_default();
     let mut turns: Vec<String> = text.lines().filter_map(turn_of_line).collect();
     let keep_from = turns.len().saturating_sub(MAX_TURNS);
     turns.drain(..keep_from);
