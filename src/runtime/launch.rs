@@ -57,17 +57,16 @@ pub fn load_preferences(path: &Path) -> Result<Preferences, String> {
             ))),
         }
     };
-    let custom_executable = text("executable")?;
-    let custom_instruction_flag = text("instructionFlag")?;
-    if matches!(&custom_instruction_flag, Some(flag) if !is_instruction_flag(flag)) {
+    let preferences = Preferences {
+        custom_executable: text("executable")?,
+        custom_instruction_flag: text("instructionFlag")?,
+    };
+    if matches!(&preferences.custom_instruction_flag, Some(flag) if !is_instruction_flag(flag)) {
         return Err(malformed(
             "custom.instructionFlag must look like --flag-name",
         ));
     }
-    Ok(Preferences {
-        custom_executable,
-        custom_instruction_flag,
-    })
+    Ok(preferences)
 }
 
 /// `^--[a-z][a-z-]*$`
