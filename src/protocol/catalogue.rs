@@ -256,15 +256,6 @@ const STATUS: FieldKind = FieldKind::Object(&[
     maybe("version", FieldKind::Text),
     maybe("reason", FieldKind::Text),
 ]);
-/// A canvas node as `canvas_list` reports it (terminals also carry `session`).
-const NODE_FIELDS: &[FieldSpec] = &[
-    text("id"),
-    text("type"),
-    field("position", POSITION),
-    field("size", SIZE),
-    maybe("parentId", FieldKind::Text),
-    field("data", FieldKind::Object(&[text("title")])),
-];
 /// A browser node as `browser_list` reports it: a canvas node and its owner.
 const BROWSER_FIELDS: &[FieldSpec] = &[
     text("id"),
@@ -275,6 +266,9 @@ const BROWSER_FIELDS: &[FieldSpec] = &[
     field("data", FieldKind::Object(&[text("title")])),
     field("owner", FieldKind::TextOrNull),
 ];
+/// A canvas node as `canvas_list` reports it (terminals also carry `session`): a browser
+/// node's fields but the last, `owner`.
+const NODE_FIELDS: &[FieldSpec] = BROWSER_FIELDS.split_at(BROWSER_FIELDS.len() - 1).0;
 /// A task: one message from one agent to another and its outcome (`messaging`).
 const TASK: &[FieldSpec] = &[
     text("taskId"),
