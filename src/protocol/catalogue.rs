@@ -2,11 +2,9 @@
 //! ([`crate::protocol::validate_tool_request`]), the published JSON Schemas, the MCP
 //! `tools/list` answer and the guides' operation lists are all derived from this table.
 //!
-//! Each entry also names what a successful call answers ([`ResultShape`]): the fields
-//! every answer has, with their types, as the runtime and this crate's hosts (`serve`)
-//! produce them. An embedder's canvas owner answers the canvas operations, so it must
-//! answer in these shapes too. MCP publishes them as `outputSchema`; extra fields are
-//! allowed, so a host may add some without breaking a client.
+//! Each entry also names what a successful call answers ([`ResultShape`], MCP's
+//! `outputSchema`), as the runtime and `serve` answer; an embedder's canvas owner must
+//! answer the canvas operations in these shapes too.
 
 use serde_json::{json, Map, Value};
 
@@ -205,7 +203,6 @@ const WRITE_IDEMPOTENT: ToolHints = ToolHints {
     idempotent: true,
     ..WRITE
 };
-// Operations that reach pages or processes outside the canvas (browsers, terminals, agents).
 const OPEN_READ: ToolHints = ToolHints {
     open_world: true,
     ..READ
@@ -219,7 +216,6 @@ const OPEN_DESTRUCTIVE: ToolHints = ToolHints {
     ..OPEN_WRITE
 };
 
-/// The required `nodeId` argument, described for what it names.
 const fn node_id(description: &'static str) -> ArgSpec {
     req("nodeId", ArgKind::Text, description)
 }
@@ -239,32 +235,20 @@ const URL: ArgSpec = req(
     "http(s) URL; a bare host gets https://, localhost gets http://.",
 );
 
-/// `{x, y}` and `{width, height}` of canvas nodes.
 const POSITION: FieldKind =
     FieldKind::Object(&[field("x", FieldKind::Number), field("y", FieldKind::Number)]);
 const SIZE: FieldKind = FieldKind::Object(&[
     field("width", FieldKind::Number),
     field("height", FieldKind::Number),
 ]);
-/// The states of an agent's `IntegrationStatus`, and of a task.
 const INTEGRATION_STATES: &[&str] = &["connected", "cli-fallback", "needs-setup"];
 const TASK_STATES: &[&str] = &["submitted", "completed", "failed"];
-/// An agent's `IntegrationStatus`.
 const STATUS: FieldKind = FieldKind::Object(&[
     field("state", FieldKind::OneOf(INTEGRATION_STATES)),
     text("adapter"),
     maybe("version", FieldKind::Text),
     maybe("reason", FieldKind::Text),
 ]);
-/// A canvas node as `canvas_list` reports it (terminals also carry `session`).
-const NODE_FIELDS: &[FieldSpec] = &[
-    text("id"),
-    text("type"),
-    field("position", POSITION),
-    field("size", SIZE),
-    maybe("parentId", FieldKind::Text),
-    field("data", FieldKind::Object(&[text("title")])),
-];
 /// A browser node as `browser_list` reports it: a canvas node and its owner.
 const BROWSER_FIELDS: &[FieldSpec] = &[
     text("id"),
@@ -275,6 +259,9 @@ const BROWSER_FIELDS: &[FieldSpec] = &[
     field("data", FieldKind::Object(&[text("title")])),
     field("owner", FieldKind::TextOrNull),
 ];
+/// A canvas node as `canvas_list` reports it (terminals also carry `session`): a browser
+/// node's fields but the last, `owner`.
+const NODE_FIELDS: &[FieldSpec] = BROWSER_FIELDS.split_at(BROWSER_FIELDS.len() - 1).0;
 /// A task: one message from one agent to another and its outcome (`messaging`).
 const TASK: &[FieldSpec] = &[
     text("taskId"),
@@ -293,11 +280,8 @@ const TASK_ID: ArgSpec = req(
     ArgKind::Key,
     "The task's id, as agent_send answered it.",
 );
-/// `{nodeId}`: the node an operation created or acted on.
 const NODE_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId")]);
-/// `{nodeId, owner}`: a browser's new owner.
 const OWNER_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId"), text("owner")]);
-/// `{selector}`: the element a page operation acted on.
 const SELECTOR_ANSWER: ResultShape = ResultShape::Object(&[text("selector")]);
 
 /// Every callable operation, in the spec's table order.
@@ -722,8 +706,7 @@ fn object_schema(properties: impl Iterator<Item = (&'static str, Value, bool)>) 
     json!({ "type": "object", "properties": schemas, "required": required })
 }
 
-/// The object schema of answer `fields`. Other properties are allowed: a host may add
-/// fields, and a client must not break on them.
+/// The object schema of answer `fields` (other properties allowed: see [`FieldSpec`]).
 fn fields_schema(fields: &[FieldSpec]) -> Value {
     object_schema(fields.iter().map(|f| (f.name, f.kind.schema(), f.required)))
 }

@@ -73,10 +73,7 @@ impl ToolResult {
 
 impl From<Result<Value, String>> for ToolResult {
     fn from(result: Result<Value, String>) -> Self {
-        match result {
-            Ok(value) => ToolResult::Ok(value),
-            Err(error) => ToolResult::Err(error),
-        }
+        result.map_or_else(ToolResult::Err, ToolResult::Ok)
     }
 }
 

@@ -143,19 +143,16 @@ fn run_capped(path: &Path, arg: &str) -> Result<Option<String>, String> {
                 .read_to_end(&mut bytes);
             let _ = done.send(bytes);
         });
-    let bytes = match reader {
-        Ok(_) => output.recv_timeout(PROBE_TIMEOUT).ok(),
-        Err(_) => None,
-    };
+    let bytes = reader.map(|_| output.recv_timeout(PROBE_TIMEOUT).ok());
     // Whether it finished, filled the cap or hung: it has said all we will read.
     let _ = child.kill();
     let _ = child.wait();
-    if let Err(e) = reader {
-        return Err(format!(
+    let bytes = bytes.map_err(|e| {
+        format!(
             "Could not start a thread to probe {} ({e}); try again",
             path.display()
-        ));
-    }
+        )
+    })?;
     Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 

@@ -3,8 +3,7 @@
 //! is told to inspect the canvas, because the mutation may or may not have been applied.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -84,9 +83,7 @@ impl CanvasBridge {
         match outcome {
             Ok(ToolResult::Ok(value)) => Ok(value),
             Ok(ToolResult::Err(error)) => Err(error),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                Err(CANVAS_TIMEOUT_ERROR.to_string())
-            }
+            Err(_) => Err(CANVAS_TIMEOUT_ERROR.to_string()),
         }
     }
 

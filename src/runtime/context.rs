@@ -75,13 +75,10 @@ fn answer(text: &str, reason: Option<&str>) -> Value {
 fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
     let mut peers: Vec<String> = Vec::new();
     for (a, b, _) in read_links(links_dir) {
-        let peer = if a == node_id {
-            b
-        } else if b == node_id {
-            a
-        } else {
+        if a != node_id && b != node_id {
             continue;
-        };
+        }
+        let peer = if a == node_id { b } else { a };
         if !peers.contains(&peer) {
             peers.push(peer);
         }
@@ -154,9 +151,7 @@ fn node_title<'a>(project: &'a Value, node_id: &str) -> Option<&'a str> {
 /// `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON, other
 /// record types and non-text content blocks are skipped; an unreadable file gives no turns.
 pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
-    let Some(text) = read_tail(path) else {
-        return Vec::new();
-    };
+    let text = read_tail(path).unwrap_or_default();
     let mut turns: Vec<String> = text.lines().filter_map(turn_of_line).collect();
     let keep_from = turns.len().saturating_sub(MAX_TURNS);
     turns.drain(..keep_from);

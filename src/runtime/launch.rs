@@ -32,10 +32,8 @@ pub struct Preferences {
 /// error that names the file.
 pub fn load_preferences(path: &Path) -> Result<Preferences, String> {
     let malformed = |why: &str| format!("Malformed preferences file {}: {why}", path.display());
-    let value = match fs::read(path) {
-        Ok(bytes) => {
-            serde_json::from_slice::<Value>(&bytes).map_err(|e| malformed(&e.to_string()))?
-        }
+    let value: Value = match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| malformed(&e.to_string()))?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Preferences::default()),
         Err(e) => return Err(malformed(&e.to_string())),
     };
@@ -59,17 +57,16 @@ pub fn load_preferences(path: &Path) -> Result<Preferences, String> {
             ))),
         }
     };
-    let custom_executable = text("executable")?;
-    let custom_instruction_flag = text("instructionFlag")?;
-    if matches!(&custom_instruction_flag, Some(flag) if !is_instruction_flag(flag)) {
+    let preferences = Preferences {
+        custom_executable: text("executable")?,
+        custom_instruction_flag: text("instructionFlag")?,
+    };
+    if matches!(&preferences.custom_instruction_flag, Some(flag) if !is_instruction_flag(flag)) {
         return Err(malformed(
             "custom.instructionFlag must look like --flag-name",
         ));
     }
-    Ok(Preferences {
-        custom_executable,
-        custom_instruction_flag,
-    })
+    Ok(preferences)
 }
 
 /// `^--[a-z][a-z-]*$`

@@ -209,8 +209,74 @@ impl AgentToolRuntime {
     /// The PTY integration point: call it with every terminal start request and run what
     /// it returns. Agent commands get their session, launch files, command and
     /// environment; everything else comes back unchanged.
-    pub fn prepare(&self, request: PtyRequest) -> Result<PtyRequest, RuntimeError> {
-        self.core.prepare(request)
+    pub fn prepare(&self, mut request: PtyRequest) -> Result<PtyRequest, RuntimeError> {
+        let (core, server) = (&self.core, &self.server);
+        let Some(project_id) = request.project_id.clone() else {
+            return Ok(request);
+        };
+        let Some(command) = request.command.clone().filter(|c| !c.trim().is_empty()) else {
+            return Ok(request);
+        };
+        if core.local_project(&project_id).is_none() {
+            return Ok(request);
+        }
+        let Some((preset, executable, instruction_flag)) = core.agent_of_command(&command)? else {
+            return Ok(request);
+        };
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let login = words.contains(&"/login") || words.windows(2).any(|w| w == ["auth", "login"]);
+        if preset.kind == "claude" && login {
+            return Ok(request);
+        }
+        let identity = ToolIdentity {
+            node_id: request.node_id.clone(),
+            project_id: project_id.clone(),
+        };
+        lock(&core.active).insert(identity.node_id.clone());
+        let warm = core.host.terminals.is_warm(&identity.node_id);
+        let had_credentials = server.has_credentials(&identity.node_id);
+        let Ok(probe) = core.probe(&executable) else {
+            let status = IntegrationStatus {
+                state: IntegrationState::NeedsSetup,
+                adapter: preset.kind.to_string(),
+                version: None,
+                reason: Some(format!(
+                    "Install {} ({executable} was not found), then launch it again",
+                    preset.title
+                )),
+            };
+            server.provision(&identity, status, true)?;
+            return Ok(request);
+        };
+        let launcher = lock(&core.launcher)
+            .clone()
+            .unwrap_or_else(|| core.directory.join(super::launch::LAUNCHER_NAME));
+        let session_file = server.session_file(&identity.node_id)?;
+        let prepared = prepare_tool_launch(&LaunchInput {
+            launch_root: &core.directory.join("launch"),
+            node_id: &identity.node_id,
+            command: &command,
+            probe: &probe,
+            instruction_flag: instruction_flag.as_deref(),
+            session_file: &session_file,
+            launcher: &launcher,
+        })?;
+        server.provision(&identity, prepared.status.clone(), true)?;
+        if warm && !had_credentials {
+            let status = IntegrationStatus {
+                state: IntegrationState::NeedsSetup,
+                reason: Some("This agent started before tool integration; close it and launch it fresh to connect".into()),
+                ..prepared.status.clone()
+            };
+            server.set_status(&identity.node_id, status)?;
+        }
+        request.command = Some(prepared.command);
+        request.env.extend(prepared.env);
+        request.env.extend([
+            ("TERMSPRAWL_NODE_ID".to_string(), identity.node_id),
+            ("TERMSPRAWL_PROJECT_ID".to_string(), project_id),
+        ]);
+        Ok(request)
     }
 
     /// Ends an agent's tool access (its node was closed or removed). No-op while stopping.
@@ -225,7 +291,33 @@ impl AgentToolRuntime {
     /// its node is closed, with a reason naming the exit. Nodes without a session
     /// (plain shells) need nothing. No-op while stopping.
     pub fn terminal_ended(&self, node_id: &str, end: ProgramEnd, last_screen: &str) {
-        self.core.terminal_ended(node_id, end, last_screen)
+        let (core, server) = (&self.core, &self.server);
+        if core.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(session) = server.session(node_id) else {
+            return;
+        };
+        let exited = format!("The agent exited ({})", exit_words(end));
+        if session.status.state != IntegrationState::NeedsSetup {
+            core.revoke(node_id, &exited);
+            return;
+        }
+        let lines = last_lines(last_screen);
+        let reason = if lines.is_empty() {
+            format!("{exited} before connecting")
+        } else {
+            format!("{exited} before connecting: {lines:?}")
+        };
+        let status = IntegrationStatus {
+            reason: Some(reason),
+            ..session.status
+        };
+        // Only a revoke in between can fail it (then the agent's status is gone anyway)
+        // or the file write (the status still reaches the app through `on_status`).
+        if let Err(ServerError::Io { .. }) = server.set_status(node_id, status.clone()) {
+            core.on_status(node_id, &status);
+        }
     }
 }
 
@@ -315,12 +407,10 @@ impl Core {
         };
         let tab_ids: Vec<&str> = field("tabs")
             .and_then(Value::as_array)
-            .map(|tabs| {
-                tabs.iter()
-                    .filter_map(|t| t.as_str().or_else(|| t.get("id")?.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_str().or_else(|| t.get("id")?.as_str()))
+            .collect();
         let active = field("activeTabId")
             .and_then(Value::as_str)
             .filter(|id| tab_ids.contains(id));
@@ -388,38 +478,6 @@ impl Core {
         Ok(found)
     }
 
-    fn terminal_ended(&self, node_id: &str, end: ProgramEnd, last_screen: &str) {
-        if self.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        let Some(server) = self.server() else {
-            return;
-        };
-        let Some(session) = server.session(node_id) else {
-            return;
-        };
-        let exited = format!("The agent exited ({})", exit_words(end));
-        if session.status.state != IntegrationState::NeedsSetup {
-            self.revoke(node_id, &exited);
-            return;
-        }
-        let lines = last_lines(last_screen);
-        let reason = if lines.is_empty() {
-            format!("{exited} before connecting")
-        } else {
-            format!("{exited} before connecting: {lines:?}")
-        };
-        let status = IntegrationStatus {
-            reason: Some(reason),
-            ..session.status
-        };
-        // Only a revoke in between can fail it (then the agent's status is gone anyway)
-        // or the file write (the status still reaches the app through `on_status`).
-        if let Err(ServerError::Io { .. }) = server.set_status(node_id, status.clone()) {
-            self.on_status(node_id, &status);
-        }
-    }
-
     pub(super) fn revoke(&self, node_id: &str, reason: &str) {
         if self.stopping.load(Ordering::SeqCst) {
             return;
@@ -460,86 +518,11 @@ impl Core {
             return Ok(Some((preset, first.to_string(), None)));
         }
         let preferences = self.preferences().map_err(RuntimeError::Preferences)?;
-        let Some(custom) = preferences.custom_executable else {
-            return Ok(None);
-        };
-        if first == custom || base == file_name(&custom) {
-            let preset = find_preset("custom").expect("custom is in the registry");
-            return Ok(Some((preset, custom, preferences.custom_instruction_flag)));
-        }
-        Ok(None)
-    }
-
-    pub(super) fn prepare(&self, mut request: PtyRequest) -> Result<PtyRequest, RuntimeError> {
-        let Some(project_id) = request.project_id.clone() else {
-            return Ok(request);
-        };
-        let Some(command) = request.command.clone().filter(|c| !c.trim().is_empty()) else {
-            return Ok(request);
-        };
-        if self.local_project(&project_id).is_none() {
-            return Ok(request);
-        }
-        let Some((preset, executable, instruction_flag)) = self.agent_of_command(&command)? else {
-            return Ok(request);
-        };
-        let words: Vec<&str> = command.split_whitespace().collect();
-        let login = words.contains(&"/login") || words.windows(2).any(|w| w == ["auth", "login"]);
-        if preset.kind == "claude" && login {
-            return Ok(request);
-        }
-        let Some(server) = self.server() else {
-            return Ok(request);
-        };
-        let identity = ToolIdentity {
-            node_id: request.node_id.clone(),
-            project_id: project_id.clone(),
-        };
-        lock(&self.active).insert(identity.node_id.clone());
-        let warm = self.host.terminals.is_warm(&identity.node_id);
-        let had_credentials = server.has_credentials(&identity.node_id);
-        let Ok(probe) = self.probe(&executable) else {
-            let status = IntegrationStatus {
-                state: IntegrationState::NeedsSetup,
-                adapter: preset.kind.to_string(),
-                version: None,
-                reason: Some(format!(
-                    "Install {} ({executable} was not found), then launch it again",
-                    preset.title
-                )),
-            };
-            server.provision(&identity, status, true)?;
-            return Ok(request);
-        };
-        let launcher = lock(&self.launcher)
-            .clone()
-            .unwrap_or_else(|| self.directory.join(super::launch::LAUNCHER_NAME));
-        let session_file = server.session_file(&identity.node_id)?;
-        let prepared = prepare_tool_launch(&LaunchInput {
-            launch_root: &self.directory.join("launch"),
-            node_id: &identity.node_id,
-            command: &command,
-            probe: &probe,
-            instruction_flag: instruction_flag.as_deref(),
-            session_file: &session_file,
-            launcher: &launcher,
-        })?;
-        server.provision(&identity, prepared.status.clone(), true)?;
-        if warm && !had_credentials {
-            let status = IntegrationStatus {
-                state: IntegrationState::NeedsSetup,
-                reason: Some("This agent started before tool integration; close it and launch it fresh to connect".into()),
-                ..prepared.status.clone()
-            };
-            server.set_status(&identity.node_id, status)?;
-        }
-        request.command = Some(prepared.command);
-        request.env.extend(prepared.env);
-        request.env.extend([
-            ("TERMSPRAWL_NODE_ID".to_string(), identity.node_id),
-            ("TERMSPRAWL_PROJECT_ID".to_string(), project_id),
-        ]);
-        Ok(request)
+        let custom = preferences
+            .custom_executable
+            .filter(|custom| custom == first || base == file_name(custom));
+        let preset = find_preset("custom").expect("custom is in the registry");
+        Ok(custom.map(|custom| (preset, custom, preferences.custom_instruction_flag)))
     }
 }
 
