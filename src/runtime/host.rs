@@ -29,9 +29,8 @@ pub struct ProjectSnapshot {
 pub trait Workspace: Send + Sync + 'static {
     /// The project with this id, if the app has it open.
     fn project(&self, project_id: &str) -> Option<ProjectSnapshot>;
-    /// Whether `node_id` is on the canvas of the open local project `project_id` (`None`:
-    /// no such project). Asked on every call; the default copies the whole
-    /// [`project`](Self::project), which an app may answer without.
+    /// Whether `node_id` is on the canvas of open local project `project_id` (`None`: no
+    /// such project). Asked on every call; the default copies [`project`](Self::project).
     fn has_node(&self, project_id: &str, node_id: &str) -> Option<bool> {
         let project = self.project(project_id).filter(|p| !p.remote)?;
         Some(project.node_ids.iter().any(|id| id == node_id))

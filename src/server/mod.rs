@@ -172,9 +172,8 @@ pub trait ServerCallbacks: Send + Sync + 'static {
         true
     }
     /// The answer to an admitted `request` when the app can give it at once on the accept
-    /// thread, never waiting (e.g. from what it holds and knows to be current), so the
-    /// call skips its project's queue; `None` (the default): queue it. The same `Arc`
-    /// again is serialized only once (see [`AgentToolServer::at_once_wire`]).
+    /// thread, never waiting (from what it knows to be current), skipping the project's
+    /// queue; `None` (the default): queue it. The same `Arc` is serialized only once.
     fn answer_at_once(&self, _: &ToolIdentity, _: &ToolRequest) -> Option<Arc<Value>> {
         None
     }
@@ -653,9 +652,8 @@ impl AgentToolServer {
         })
     }
 
-    /// `{"ok":true,"value":<value>}` as wire bytes, serialized again only when `value` is
-    /// not the `Arc` the last answer was made from: the app hands out the same one while
-    /// its answer stays the same.
+    /// `{"ok":true,"value":<value>}` as wire bytes, made again only when `value` is not
+    /// the `Arc` the last one was made from (the app's answer changed).
     fn at_once_wire(&self, value: Arc<Value>) -> Vec<u8> {
         let mut last = lock_or_recover(&self.at_once_answer);
         if !last

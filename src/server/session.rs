@@ -104,13 +104,11 @@ impl SessionStore {
     /// once when it is the very session [`authenticate`](Self::authenticate) gave out
     /// (a caller holding it keeps its address from being reused).
     pub fn is_current(&self, session: &ToolSession) -> bool {
-        let entry = self.by_node.get(&session.node_id);
-        if entry.is_some_and(|entry| std::ptr::eq(&*entry.session, session)) {
-            return true;
-        }
-        entry
-            .zip(decode_token(&session.token))
-            .is_some_and(|(entry, secret)| {
+        let Some(entry) = self.by_node.get(&session.node_id) else {
+            return false;
+        };
+        std::ptr::eq(&*entry.session, session)
+            || decode_token(&session.token).is_some_and(|secret| {
                 entry.session.project_id == session.project_id
                     && constant_time_eq(&entry.secret, &secret)
             })

@@ -77,9 +77,8 @@ impl InOrder {
         drop(dropped);
     }
 
-    /// The connection's next call, once the one in flight is answered with a body of
-    /// `written` bytes; `None` when there is none (the connection then has nothing in
-    /// flight).
+    /// The connection's next call, once the one in flight is answered with `written`
+    /// bytes of body; `None` when there is none (then nothing is in flight).
     pub(super) fn next(&self, peer: Option<SocketAddr>, written: usize) -> Option<Call> {
         let peer = peer?;
         let mut answered = lock_or_recover(&self.answered);

@@ -484,13 +484,10 @@ impl Front {
         }
     }
 
-    /// Writes the answer; then the connection's next call, if one waits. A failed write
-    /// ends the connection and drops the calls waiting behind it. With the whole body read,
-    /// one write (`answers::response_bytes`) through tiny_http's writer for the
-    /// connection, which keeps pipelined answers in order; else tiny_http's `respond`,
-    /// which writes before dropping the request (whose drop reads the rest of the body:
-    /// end-of-file at once when `finish` could stop the reading, else when the client is
-    /// done).
+    /// Writes the answer (the whole body read: one write, `response_bytes`, through
+    /// tiny_http's writer, which keeps pipelined answers in order; else tiny_http's
+    /// `respond`, which writes before the request's drop reads the rest of its body), then
+    /// gives the connection's next call. A failed write ends the connection.
     fn respond(
         &self,
         request: Request,
