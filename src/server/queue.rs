@@ -184,7 +184,12 @@ mod tests {
             finished.recv_timeout(Duration::from_secs(5)).unwrap();
             most_workers = most_workers.max(queues.active());
         }
-        assert!(most_workers <= 16, "{most_workers} workers alive at once");
+        // Bounded, far below the 10,000 projects: the lingering ones, and on a busy machine
+        // those that found their queue empty but have not yet run to remove themselves.
+        assert!(
+            most_workers <= 8 * MAX_LINGERING,
+            "{most_workers} workers alive at once"
+        );
         wait_until(|| queues.active() == 0);
     }
 
