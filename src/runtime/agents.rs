@@ -2,12 +2,9 @@
 //! CLI is installed and reads its own `--help`, and the choice of how to wire it to the
 //! tools from what that help says.
 
-use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::{io::Read, os::unix::fs::PermissionsExt, sync::mpsc, time::Duration};
 
 /// One launchable agent kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,9 +2,8 @@
 //! acknowledgement. A request goes out once; if no acknowledgement comes in time the agent
 //! is told to inspect the canvas, because the mutation may or may not have been applied.
 
-use std::collections::HashMap;
 use std::sync::{mpsc, Mutex};
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use serde_json::{Map, Value};
 

@@ -8,14 +8,12 @@
 //! The transcript is read as Claude-style JSONL. Every file is untrusted: anything that is
 //! not what we expect is skipped, never an error.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::{fs::File, path::Path};
 
 use serde_json::{json, Value};
 
-use crate::messaging::grants_messages;
-use crate::protocol::is_valid_node_id;
+use crate::{messaging::grants_messages, protocol::is_valid_node_id};
 
 /// The only transcript reader there is.
 pub const READER: &str = "claude-jsonl";

@@ -2,11 +2,9 @@
 //! per-agent launch folder `launch/<nodeId>/` with its instructions, skills and MCP config.
 //! Nothing here writes into a user's own agent configuration files.
 
-use std::collections::BTreeMap;
 use std::fs::{self, Permissions};
-use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::{collections::BTreeMap, io, os::unix::fs::PermissionsExt};
 
 use serde_json::{json, Value};
 

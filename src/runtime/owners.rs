@@ -1,9 +1,8 @@
 //! Browser ownership: which agent node drives which browser node, persisted to
 //! `browser-owners.json` so it survives a restart.
 
-use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
+use std::{collections::BTreeMap, io};
 
 use serde_json::Value;
 

@@ -3,23 +3,20 @@
 //! stopping) and exposes the host-facing entry points.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::{fmt, time::Duration};
 
 use serde_json::{Map, Value};
 
 use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
-use super::canvas::CanvasBridge;
-use super::execute::node_field;
 use super::host::{Host, ProgramEnd, ProjectSnapshot, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
 };
-use super::owners::BrowserOwners;
+use super::{canvas::CanvasBridge, execute::node_field, owners::BrowserOwners};
 use crate::base::unix_millis;
 use crate::messaging::{Messaging, Task};
 use crate::protocol::{
