@@ -75,18 +75,15 @@ pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError
         // (e.g. a projectId placed beside args) and must not pass silently.
         return Err(ValidationError::NotARequest);
     }
-    if let Some(missing) = tool
-        .args
-        .iter()
-        .find(|a| a.required && !args.contains_key(a.name))
-    {
-        return Err(ValidationError::MissingArgument(missing.name));
+    for arg in tool.args {
+        if arg.required && !args.contains_key(arg.name) {
+            return Err(ValidationError::MissingArgument(arg.name));
+        }
     }
-    if let Some(unknown) = args
-        .keys()
-        .find(|k| !tool.args.iter().any(|a| a.name == k.as_str()))
-    {
-        return Err(ValidationError::UnknownArgument(shorten(unknown)));
+    for key in args.keys() {
+        if !tool.args.iter().any(|a| a.name == key.as_str()) {
+            return Err(ValidationError::UnknownArgument(shorten(key)));
+        }
     }
     for arg in tool.args {
         if let Some(value) = args.get(arg.name) {
