@@ -48,8 +48,7 @@ fn scheme_of(text: &str) -> Option<&str> {
 }
 
 fn is_localhost(text: &str) -> bool {
-    let host = text.split(['/', '?', '#']).next().unwrap_or("");
-    let name = host.split(':').next().unwrap_or("");
+    let name = text.split(['/', '?', '#', ':']).next().unwrap_or("");
     name.eq_ignore_ascii_case("localhost")
 }
 
