@@ -27,10 +27,8 @@ impl BrowserOwners {
                 .collect(),
             _ => BTreeMap::new(),
         };
-        BrowserOwners {
-            path: path.to_path_buf(),
-            owners,
-        }
+        let path = path.to_path_buf();
+        BrowserOwners { path, owners }
     }
 
     /// The owner of a browser node.
