@@ -42,7 +42,7 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
             Some("No agents are linked to you; ask the user to link one"),
         );
     }
-    let titles = read_small_json(&state.join("project.json"));
+    let project = read_small_json(&state.join("project.json")).unwrap_or_default();
     let mut blocks = Vec::new();
     for peer in &peers {
         let pointer = state.join("transcripts").join(format!("{peer}.json"));
@@ -53,10 +53,7 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
         if turns.is_empty() {
             continue;
         }
-        let title = titles
-            .as_ref()
-            .and_then(|p| node_title(p, peer))
-            .unwrap_or(peer.as_str());
+        let title = node_title(&project, peer).unwrap_or(peer);
         blocks.push(format!("# {title} ({peer})\n\n{}", turns.join("\n\n")));
     }
     if blocks.is_empty() {
