@@ -192,8 +192,7 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
             format!("mcp_servers.{MCP_SERVER_NAME}.args={}", json!(server_args)),
         ],
         LaunchAdapter::OpencodeMcp => {
-            let mut command = vec![launcher.clone()];
-            command.extend(server_args.iter().map(|a| a.to_string()));
+            let command: Vec<&str> = [launcher.as_str()].into_iter().chain(server_args).collect();
             let config = json!({"mcp": {MCP_SERVER_NAME: {"type": "local", "command": command, "enabled": true}}});
             env.insert("OPENCODE_CONFIG_CONTENT".into(), config.to_string());
             Vec::new()
