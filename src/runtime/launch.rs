@@ -206,8 +206,7 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
     };
     let mut command = input.command.trim().to_string();
     for arg in &extra {
-        command.push(' ');
-        command.push_str(&shell_quote(arg));
+        command += &format!(" {}", shell_quote(arg));
     }
     let name = &input.probe.name;
     let (state, reason) = match &adapter {
