@@ -17,8 +17,7 @@ pub static TOOL_GUIDES: &[(&str, &str)] = &[
 pub fn guide(topic: &str) -> Option<&'static str> {
     TOOL_GUIDES
         .iter()
-        .find(|(t, _)| *t == topic)
-        .map(|(_, text)| *text)
+        .find_map(|&(t, text)| (t == topic).then_some(text))
 }
 
 const OVERVIEW: &str = "\
