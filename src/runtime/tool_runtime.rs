@@ -373,7 +373,6 @@ impl Core {
         self.server.get()?.upgrade()
     }
 
-    /// The project `project_id` if the app has it open and it is local, not remote.
     pub(super) fn local_project(&self, project_id: &str) -> Option<ProjectSnapshot> {
         self.host
             .workspace
@@ -496,7 +495,6 @@ impl Core {
         let _ = lock(&self.owners).release_all(node_id);
     }
 
-    /// The agent a PTY command starts, if it is one.
     fn agent_of_command(&self, command: &str) -> Result<Option<AgentCommand>, RuntimeError> {
         fn file_name(path: &str) -> &str {
             Path::new(path)
