@@ -245,9 +245,7 @@ impl AgentToolRuntime {
             server.provision(&identity, status, true)?;
             return Ok(request);
         };
-        let launcher = lock(&core.launcher)
-            .clone()
-            .unwrap_or_else(|| core.directory.join(super::launch::LAUNCHER_NAME));
+        let launcher = core.directory.join(super::launch::LAUNCHER_NAME);
         let session_file = server.session_file(&identity.node_id)?;
         let prepared = prepare_tool_launch(&LaunchInput {
             launch_root: &core.directory.join("launch"),
