@@ -125,11 +125,7 @@ fn run_capped(path: &Path, arg: &str) -> Result<Option<String>, String> {
     let Ok(mut child) = spawned else {
         return Ok(None);
     };
-    let Some(mut stdout) = child.stdout.take() else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Ok(None);
-    };
+    let mut stdout = child.stdout.take().expect("stdout is piped");
     let (done, output) = mpsc::channel();
     let reader = std::thread::Builder::new()
         .name("agent-probe".into())
