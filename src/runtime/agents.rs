@@ -125,15 +125,13 @@ fn run_capped(path: &Path, arg: &str) -> Result<Option<String>, String> {
     let Ok(mut child) = spawned else {
         return Ok(None);
     };
-    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let stdout = child.stdout.take().expect("stdout is piped");
     let (done, output) = mpsc::channel();
     let reader = std::thread::Builder::new()
         .name("agent-probe".into())
         .spawn(move || {
             let mut bytes = Vec::new();
-            let _ = (&mut stdout)
-                .take(PROBE_OUTPUT_CAP as u64)
-                .read_to_end(&mut bytes);
+            let _ = stdout.take(PROBE_OUTPUT_CAP as u64).read_to_end(&mut bytes);
             let _ = done.send(bytes);
         });
     let bytes = reader.map(|_| output.recv_timeout(PROBE_TIMEOUT).ok());
