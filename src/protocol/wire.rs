@@ -63,10 +63,9 @@ pub enum ToolResult {
 impl ToolResult {
     /// Reads a wire result; `None` when `raw` is not one.
     pub fn from_json(raw: &Value) -> Option<ToolResult> {
-        let object = raw.as_object()?;
-        Some(match object.get("ok")?.as_bool()? {
-            true => ToolResult::Ok(object.get("value").cloned().unwrap_or(Value::Null)),
-            false => ToolResult::Err(object.get("error")?.as_str()?.to_string()),
+        Some(match raw.get("ok")?.as_bool()? {
+            true => ToolResult::Ok(raw.get("value").cloned().unwrap_or(Value::Null)),
+            false => ToolResult::Err(raw.get("error")?.as_str()?.to_string()),
         })
     }
 }
