@@ -71,9 +71,8 @@ pub fn probe_agent(command: &str) -> Result<AgentProbe, String> {
     probe_executable(path)
 }
 
-/// Runs `--help` and `--version` on `path`, an executable already found by
-/// [`resolve_executable`] (as [`probe_agent`] does after its lookup).
-/// Fails only when no thread could be started to read its output.
+/// What [`probe_agent`] runs once [`resolve_executable`] has found `path`. Fails only when
+/// no thread could be started to read its output.
 pub(super) fn probe_executable(path: PathBuf) -> Result<AgentProbe, String> {
     let name = path
         .file_name()

@@ -86,8 +86,7 @@ impl CanvasBridge {
         }
     }
 
-    /// [`crate::runtime::AgentToolRuntime::canvas_reply`]: hands an owner's reply to the
-    /// request waiting for it and returns whether it was taken.
+    /// Implements [`crate::runtime::AgentToolRuntime::canvas_reply`].
     pub fn reply(&self, sender_id: u64, is_main_frame: bool, reply: CanvasToolReply) -> bool {
         if !is_main_frame {
             return false;
@@ -103,9 +102,8 @@ impl CanvasBridge {
         }
     }
 
-    /// Fails every waiting request with `App stopped during request <id>` and closes the
-    /// bridge: a request made from now on fails the same way at once instead of waiting
-    /// for an acknowledgement that will never come.
+    /// Fails every waiting request with `App stopped during request <id>`, and from now on
+    /// every new one at once (no acknowledgement will come).
     pub fn fail_all(&self) {
         let mut state = self.lock();
         state.closed = true;

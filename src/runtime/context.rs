@@ -142,9 +142,8 @@ fn node_title<'a>(project: &'a Value, node_id: &str) -> Option<&'a str> {
         .filter(|t| !t.trim().is_empty())
 }
 
-/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript, each as
-/// `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]. Lines that are not JSON, other
-/// record types and non-text content blocks are skipped; an unreadable file gives no turns.
+/// The last [`MAX_TURNS`] user/assistant turns of a Claude-style JSONL transcript (none when
+/// unreadable), each `user: …` or `assistant: …` cut to [`MAX_TURN_CHARS`]; others skipped.
 pub fn read_claude_jsonl(path: &Path) -> Vec<String> {
     let text = read_tail(path).unwrap_or_default();
     let mut turns: Vec<String> = text.lines().filter_map(turn_of_line).collect();
