@@ -87,8 +87,8 @@ impl CanvasBridge {
     }
 
     /// Implements [`crate::runtime::AgentToolRuntime::canvas_reply`].
-    pub fn reply(&self, sender_id: u64, is_main_frame: bool, reply: CanvasToolReply) -> bool {
-        if !is_main_frame {
+    pub fn reply(&self, sender_id: u64, main_frame: bool, reply: CanvasToolReply) -> bool {
+        if !main_frame {
             return false;
         }
         let pending = &mut self.lock().pending;

@@ -156,13 +156,8 @@ impl AgentToolRuntime {
     /// Hands the canvas owner's reply to the request waiting for it; returns whether it was
     /// taken. A reply not from the main frame, from another sender than the request went
     /// to, or for an unknown (finished, timed out) request id is ignored.
-    pub fn canvas_reply(
-        &self,
-        sender_id: u64,
-        is_main_frame: bool,
-        reply: CanvasToolReply,
-    ) -> bool {
-        self.core.bridge.reply(sender_id, is_main_frame, reply)
+    pub fn canvas_reply(&self, sender_id: u64, main_frame: bool, reply: CanvasToolReply) -> bool {
+        self.core.bridge.reply(sender_id, main_frame, reply)
     }
 
     /// Sends one canvas operation for `identity`'s project and waits for the owner.
