@@ -197,12 +197,10 @@ pub fn select_launch_adapter(probe: &AgentProbe, instruction_flag: Option<&str>)
         "claude" if has("--mcp-config") && has("--append-system-prompt") => {
             LaunchAdapter::ClaudeMcp
         }
-        "codex" if has("--config") && help_has_word(help, "mcp") => LaunchAdapter::CodexMcp,
+        "codex" if has("--config") && has("mcp") => LaunchAdapter::CodexMcp,
         // opencode documents OPENCODE_CONFIG_CONTENT, not in --help; require its own
         // help to be opencode's and to list its MCP commands.
-        "opencode" if help.contains("opencode") && help_has_word(help, "mcp") => {
-            LaunchAdapter::OpencodeMcp
-        }
+        "opencode" if help.contains("opencode") && has("mcp") => LaunchAdapter::OpencodeMcp,
         "gemini" if has("--prompt-interactive") => {
             LaunchAdapter::InstructionFlag("--prompt-interactive".into())
         }
