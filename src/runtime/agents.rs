@@ -19,23 +19,21 @@ pub struct AgentPreset {
 
 /// Every agent `agent_launch` can start (the spec's `AGENT_REGISTRY`).
 pub const AGENT_REGISTRY: &[AgentPreset] = &[
-    preset("claude", Some("claude"), "Claude Code"),
-    preset("codex", Some("codex"), "Codex CLI"),
-    preset("gemini", Some("gemini"), "Gemini CLI"),
-    preset("grok", Some("grok"), "Grok CLI"),
-    preset("openclaude", Some("openclaude"), "OpenClaude"),
-    preset("custom", None, "Custom agent"),
+    AgentPreset::new("claude", Some("claude"), "Claude Code"),
+    AgentPreset::new("codex", Some("codex"), "Codex CLI"),
+    AgentPreset::new("gemini", Some("gemini"), "Gemini CLI"),
+    AgentPreset::new("grok", Some("grok"), "Grok CLI"),
+    AgentPreset::new("openclaude", Some("openclaude"), "OpenClaude"),
+    AgentPreset::new("custom", None, "Custom agent"),
 ];
 
-const fn preset(
-    kind: &'static str,
-    command: Option<&'static str>,
-    title: &'static str,
-) -> AgentPreset {
-    AgentPreset {
-        kind,
-        command,
-        title,
+impl AgentPreset {
+    const fn new(kind: &'static str, command: Option<&'static str>, title: &'static str) -> Self {
+        AgentPreset {
+            kind,
+            command,
+            title,
+        }
     }
 }
 
