@@ -92,6 +92,41 @@ fn provision_writes_the_session_and_reports_its_status() {
 }
 
 #[test]
+fn provisioning_the_session_a_file_already_holds_does_not_write_it_again() {
+    use std::os::unix::fs::MetadataExt;
+    let data = scratch("same-session");
+    let (first, _) = server(&data);
+    let original = first
+        .provision(&identity("n1", "p1"), status("external"), true)
+        .unwrap();
+    let file = first.session_file("n1").unwrap();
+    // Every write is a new file renamed over the old one: a new inode.
+    let inode = || fs::metadata(&file).unwrap().ino();
+    let written = inode();
+    // A restart: the same node, project, token and status.
+    let (second, app) = server(&data);
+    let same = second
+        .provision(&identity("n1", "p1"), status("external"), true)
+        .unwrap();
+    assert_eq!(same, original);
+    assert_eq!(inode(), written, "the same session is not written again");
+    assert_eq!(second.session("n1"), Some(same), "but it is live");
+    assert_eq!(
+        app.statuses.lock().unwrap().len(),
+        1,
+        "and its status reported"
+    );
+    // Another status is written.
+    second
+        .provision(&identity("n1", "p1"), status("claude-mcp"), true)
+        .unwrap();
+    assert_ne!(inode(), written);
+    let on_disk: Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    assert_eq!(on_disk["status"]["adapter"], "claude-mcp");
+    assert_eq!(on_disk["token"], original.token.as_str());
+}
+
+#[test]
 fn tokens_are_reused_only_for_the_same_node_and_project() {
     let data = scratch("reuse");
     let (first, _) = server(&data);

@@ -475,7 +475,8 @@ impl AgentToolServer {
 
     /// Gives `identity` a session with `status`, writes its file and reports the status.
     /// With `reuse`, a persisted token is kept when its file names the same node and
-    /// project and holds 64 lowercase hex characters; otherwise a fresh random token.
+    /// project and holds 64 lowercase hex characters; otherwise a fresh random token. A
+    /// file that already holds this very session (a restart) is not written again.
     pub fn provision(
         &self,
         identity: &ToolIdentity,
@@ -484,11 +485,11 @@ impl AgentToolServer {
     ) -> Result<ToolSession, ServerError> {
         self.session_file(&identity.node_id)?; // refuses an unsafe node id
         let files = lock_or_recover(&self.session_files);
-        let persisted = reuse
+        let saved = reuse
             .then(|| self.saved(&identity.node_id))
             .flatten()
-            .filter(|saved| saved.project_id == identity.project_id)
-            .map(|saved| saved.token);
+            .filter(|saved| saved.project_id == identity.project_id);
+        let persisted = saved.as_ref().map(|saved| saved.token.clone());
         let token = {
             let sessions = lock_or_recover(&self.sessions);
             let usable = |token: &str| {
@@ -511,7 +512,9 @@ impl AgentToolServer {
             token,
             status: status.clone(),
         };
-        self.persist(&session)?;
+        if saved.as_ref() != Some(&session) {
+            self.persist(&session)?;
+        }
         lock_or_recover(&self.sessions).insert(session.clone());
         drop(files);
         self.activity.add_project(&session.project_id);
