@@ -27,18 +27,25 @@ fn two_projects_keep_their_canvases_and_folders_apart() {
         pane_filter: None,
     })
     .unwrap();
-    let web_id = host.add_project(&web, Some("web")).unwrap();
-    let api_id = host.add_project(&api, None).unwrap();
-    assert_ne!(web_id, api_id);
-    assert!(host.add_project(&web, Some("web")).is_err(), "opened twice");
-    // The launcher needs some path; no test here runs it.
-    let endpoint = host.start(Path::new("/usr/bin/true")).unwrap();
     let flag = |id: &str| AgentFlag {
         node_id: id.into(),
         adapter: None,
     };
+    let web_id = host.add_project(&web, Some("web")).unwrap();
+    // As `serve --agent` does: the agent's node goes into the new project's first write.
+    let api_id = host
+        .add_project_with_agents(&api, None, &[flag("a")])
+        .unwrap();
+    assert_ne!(web_id, api_id);
+    assert!(host.add_project(&web, Some("web")).is_err(), "opened twice");
+    // The launcher needs some path; no test here runs it.
+    let endpoint = host.start(Path::new("/usr/bin/true")).unwrap();
+    let api_file = api.join(".termsprawl/project.json");
+    let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&api_file).unwrap());
+    let api_written = inode();
     host.add_agent(&web_id, &flag("w")).unwrap();
     host.add_agent(&api_id, &flag("a")).unwrap();
+    assert_eq!(inode(), api_written, "its node was there: no second write");
     let call = |node: &str, operation: &str, args: serde_json::Value| {
         let token = serve_harness::token(&dirs, node);
         post(

@@ -124,13 +124,15 @@ impl HeadlessCanvas {
         let _ = self.runtime.set(Arc::downgrade(runtime));
     }
 
-    /// Loads the folder project at `project_dir` (see [`Canvas::load`]) and hands its
-    /// canvas to the owner. Returns the project id. A corrupt `project.json` is an error
-    /// naming the file, which is left untouched.
+    /// Loads the folder project at `project_dir` with the agent nodes `agents` (see
+    /// [`Canvas::load_with_agents`]) and hands its canvas to the owner. Returns the
+    /// project id. A corrupt `project.json` is an error naming the file, which is left
+    /// untouched.
     pub fn add_project(
         &self,
         project_dir: &Path,
         project_id: Option<&str>,
+        agents: &[(&str, &str)],
     ) -> Result<String, HostError> {
         let folder = project_dir.canonicalize().map_err(|e| {
             HostError::Other(format!(
@@ -138,7 +140,7 @@ impl HeadlessCanvas {
                 project_dir.display()
             ))
         })?;
-        let canvas = Canvas::load(&folder, project_id)?;
+        let canvas = Canvas::load_with_agents(&folder, project_id, agents)?;
         for warning in canvas.warnings() {
             eprintln!("termsprawl-tools: {}: {warning}", canvas.file().display());
         }
@@ -649,7 +651,7 @@ mod tests {
         let browsers = Arc::new(ChromiumBrowsers::new(&root.join("data")));
         let canvas = HeadlessCanvas::new(workspace.clone(), terminals, browsers);
         let id = canvas
-            .add_project(&root.join("project"), Some("p1"))
+            .add_project(&root.join("project"), Some("p1"), &[])
             .unwrap();
         (root, workspace, canvas, id)
     }
@@ -691,7 +693,7 @@ mod tests {
         let answer = canvas.with(move |state| state.answer(&stray)).unwrap();
         assert!(matches!(answer, ToolResult::Err(_)));
         assert!(canvas
-            .add_project(&root.join("project"), Some("p1"))
+            .add_project(&root.join("project"), Some("p1"), &[])
             .is_err());
         canvas.stop();
         assert!(matches!(canvas.with(|_| ()), Err(HostError::Stopped)));

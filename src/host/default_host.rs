@@ -100,7 +100,23 @@ impl DefaultHost {
     /// Opens the folder project at `dir` (its canvas from `.termsprawl/project.json`);
     /// returns its id. Before [`DefaultHost::start`], so that start-up sees its terminals.
     pub fn add_project(&self, dir: &Path, project_id: Option<&str>) -> Result<String, HostError> {
-        self.canvas.add_project(dir, project_id)
+        self.canvas.add_project(dir, project_id, &[])
+    }
+
+    /// [`add_project`](Self::add_project) with the nodes of the agents that
+    /// [`add_agent`](Self::add_agent) will add already on its canvas: one write of a new
+    /// `project.json` instead of two (each waits for two fsyncs before `serve` is ready).
+    pub fn add_project_with_agents(
+        &self,
+        dir: &Path,
+        project_id: Option<&str>,
+        agents: &[AgentFlag],
+    ) -> Result<String, HostError> {
+        let nodes: Vec<(&str, &str)> = agents
+            .iter()
+            .map(|agent| (agent.node_id.as_str(), agent_kind(agent)))
+            .collect();
+        self.canvas.add_project(dir, project_id, &nodes)
     }
 
     /// The host traits, for [`AgentToolRuntime::new`].
@@ -163,11 +179,11 @@ impl DefaultHost {
             .runtime
             .as_ref()
             .ok_or_else(|| HostError::Other("start the host before adding agents".into()))?;
-        let kind = agent.adapter.clone().unwrap_or_else(|| "external".into());
-        let (project, node, agent_kind) =
+        let kind = agent_kind(agent).to_string();
+        let (project, node, node_kind) =
             (project_id.to_string(), agent.node_id.clone(), kind.clone());
         self.canvas
-            .with(move |state| state.add_agent_node(&project, &node, &agent_kind))??;
+            .with(move |state| state.add_agent_node(&project, &node, &node_kind))??;
         let status = match &agent.adapter {
             None => IntegrationStatus {
                 state: IntegrationState::CliFallback,
@@ -271,6 +287,11 @@ impl DefaultHost {
         self.terminals.shutdown(kill_terminals);
         self.browsers.shutdown();
     }
+}
+
+/// The `data.agentId` of `--agent` node: its adapter, else `external`.
+fn agent_kind(agent: &AgentFlag) -> &str {
+    agent.adapter.as_deref().unwrap_or("external")
 }
 
 /// The name an external agent's launch files are prepared for (no CLI rule applies).

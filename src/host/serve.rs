@@ -104,7 +104,11 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         pane_filter: pane_filter(options.query_filter),
     })?;
     host.set_activity_trail(options.activity);
-    let project_id = host.add_project(&options.project, options.project_id.as_deref())?;
+    let project_id = host.add_project_with_agents(
+        &options.project,
+        options.project_id.as_deref(),
+        &options.agents,
+    )?;
     let endpoint = host.start(&ctl_beside_current_exe()?)?;
     let mut sessions = Vec::new();
     for agent in &options.agents {

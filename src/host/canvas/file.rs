@@ -26,6 +26,18 @@ impl Canvas {
     /// new random one; whichever it is gets written to the file, so a later load without
     /// `project_id` keeps it (and with it the agents' tokens).
     pub fn load(project_dir: &Path, project_id: Option<&str>) -> Result<Canvas, CanvasError> {
+        Canvas::load_with_agents(project_dir, project_id, &[])
+    }
+
+    /// [`load`](Self::load), with the agent nodes `agents` (node id, agent) put on the
+    /// canvas as [`add_agent_node`](Self::add_agent_node) would, in the same one write:
+    /// `serve --agent` writes a new project's `project.json` (and waits for its fsyncs)
+    /// once, not twice. A refused agent node fails the load before anything is saved.
+    pub fn load_with_agents(
+        project_dir: &Path,
+        project_id: Option<&str>,
+        agents: &[(&str, &str)],
+    ) -> Result<Canvas, CanvasError> {
         if let Some(id) = project_id {
             if !is_valid_node_id(id) {
                 return refused(format!(
@@ -74,8 +86,12 @@ impl Canvas {
             None if existed => canvas.project_id.clone(),
             None => format!("project-{}", random_hex(8).map_err(CanvasError::Refused)?),
         };
-        if !existed || wanted != canvas.project_id {
-            canvas.project_id = wanted;
+        let mut changed = !existed || wanted != canvas.project_id;
+        canvas.project_id = wanted;
+        for (node_id, agent) in agents {
+            changed |= canvas.put_agent_node(node_id, agent)?;
+        }
+        if changed {
             canvas.save()?;
         }
         Ok(canvas)

@@ -152,11 +152,21 @@ impl Canvas {
         Ok(result)
     }
 
-    /// Puts the agent node `node_id` on the canvas (for `serve --agent ID`): a terminal
-    /// with `data.agentId = agent`, no command (its agent runs elsewhere), titled with
-    /// its id. Returns `false`, changing nothing, when a terminal with that id is already
-    /// there (a restart); another kind of node with that id is refused.
+    /// Puts the agent node `node_id` on the canvas (for `serve --agent ID`) and saves: a
+    /// terminal with `data.agentId = agent`, no command (its agent runs elsewhere), titled
+    /// with its id. Returns `false`, changing nothing, when a terminal with that id is
+    /// already there (a restart); another kind of node with that id is refused.
     pub fn add_agent_node(&mut self, node_id: &str, agent: &str) -> Result<bool, CanvasError> {
+        self.change(|canvas| canvas.put_agent_node(node_id, agent))
+    }
+
+    /// [`add_agent_node`](Self::add_agent_node) without saving, for it and for
+    /// [`Canvas::load_with_agents`].
+    pub(super) fn put_agent_node(
+        &mut self,
+        node_id: &str,
+        agent: &str,
+    ) -> Result<bool, CanvasError> {
         if !is_valid_node_id(node_id) {
             return refused(format!(
                 "Invalid agent node id {node_id:?}: use 1 to 128 letters, digits, '_' or '-', starting with a letter or digit"
@@ -172,25 +182,23 @@ impl Canvas {
             }
             None => {}
         }
-        self.change(|canvas| {
-            canvas.require_room()?;
-            let size = NodeKind::Terminal.default_size();
-            let node = Node {
-                id: node_id.to_string(),
-                kind: NodeKind::Terminal,
-                position: canvas.place(size),
-                size,
-                parent_id: None,
-                data: NodeData {
-                    title: node_id.to_string(),
-                    agent_id: Some(agent.to_string()),
-                    ..NodeData::default()
-                },
-                extra: Map::new(),
-            };
-            canvas.nodes.push(node);
-            Ok(true)
-        })
+        self.require_room()?;
+        let size = NodeKind::Terminal.default_size();
+        let node = Node {
+            id: node_id.to_string(),
+            kind: NodeKind::Terminal,
+            position: self.place(size),
+            size,
+            parent_id: None,
+            data: NodeData {
+                title: node_id.to_string(),
+                agent_id: Some(agent.to_string()),
+                ..NodeData::default()
+            },
+            extra: Map::new(),
+        };
+        self.nodes.push(node);
+        Ok(true)
     }
 
     /// Records that tab `tab_id` of browser node `node_id` now shows `url` titled `title`
@@ -382,6 +390,36 @@ mod tests {
             .is_err());
         assert_eq!(canvas.nodes().len(), MAX_NODES);
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_new_project_with_agent_nodes_is_written_once_with_them() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = project("with-agents");
+        let agents = [("me", "external"), ("you", "claude-mcp")];
+        let canvas = Canvas::load_with_agents(&dir, Some("p1"), &agents).unwrap();
+        let ids: Vec<&str> = canvas.nodes().iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["me", "you"]);
+        let on_disk = Canvas::load(&dir, None).unwrap();
+        assert_eq!(on_disk.project_id(), "p1");
+        assert_eq!(on_disk.nodes(), canvas.nodes());
+        assert_eq!(
+            on_disk.node("you").unwrap().data.agent_id.as_deref(),
+            Some("claude-mcp")
+        );
+        // Loading again with the same agents changes nothing, so nothing is written.
+        let inode = || fs::metadata(canvas.file()).unwrap().ino();
+        let written = inode();
+        let again = Canvas::load_with_agents(&dir, Some("p1"), &agents).unwrap();
+        assert_eq!(again.nodes(), canvas.nodes());
+        assert_eq!(inode(), written);
+        // A refused agent node fails the load before anything is saved.
+        let fresh = project("with-a-bad-agent");
+        let refused = Canvas::load_with_agents(&fresh, None, &[("ok", "x"), ("../x", "x")]);
+        assert!(matches!(refused, Err(CanvasError::Refused(_))));
+        assert!(!fresh.join(PROJECT_DIR).join(PROJECT_FILE).exists());
+        fs::remove_dir_all(dir).unwrap();
+        fs::remove_dir_all(fresh).unwrap();
     }
 
     #[test]
