@@ -12,6 +12,10 @@
 //! which asks one owner thread and waits for its reply, and back (our path before the
 //! accept thread routed calls itself: handler → project worker → canvas-owner thread →
 //! worker → handler). Same std channels, no work.
+//!
+//! `--fsyncs N --fsync-dir DIR` writes N small new files in DIR and fsyncs each before its
+//! ready line: as many fsyncs as ours waits for before its own ready line (the bench gives
+//! the number), on the same file system, to show what that durability costs by itself.
 
 use std::collections::HashSet;
 use std::io::{BufRead, Read};
@@ -24,8 +28,9 @@ use termsprawl_tools::protocol::limits::MAX_BODY_BYTES;
 use termsprawl_tools::protocol::AGENT_TOOLS;
 use tiny_http::{Header, Method, Request, Response};
 
-/// `baseline-server [--sessions N] [--handoffs none|direct|queued] [--answer OP=BYTES]...`:
-/// prints a ready line with its tokens and serves until its stdin closes.
+/// `baseline-server [--sessions N] [--handoffs none|direct|queued] [--answer OP=BYTES]...
+/// [--fsyncs N --fsync-dir DIR]`: prints a ready line with its tokens and serves until its
+/// stdin closes.
 pub fn main(args: &[String]) -> Result<(), String> {
     let mut answers = Answers {
         default: fixed_answer(),
@@ -49,6 +54,11 @@ pub fn main(args: &[String]) -> Result<(), String> {
         return Err(format!(
             "--handoffs is none, direct or queued, not {handoffs}"
         ));
+    }
+    let fsyncs: usize = crate::flag(args, "--fsyncs", 0)?;
+    if fsyncs > 0 {
+        let dir: std::path::PathBuf = crate::flag(args, "--fsync-dir", std::path::PathBuf::new())?;
+        write_durably(&dir, fsyncs).map_err(|e| format!("baseline: --fsyncs: {e}"))?;
     }
     let server =
         tiny_http::Server::http("127.0.0.1:0").map_err(|e| format!("baseline: bind: {e}"))?;
@@ -254,6 +264,18 @@ fn fixed_answer() -> Vec<u8> {
     }})
     .to_string()
     .into_bytes()
+}
+
+/// Creates `count` new files of 64 bytes in `dir` (created if missing), each fsynced.
+fn write_durably(dir: &std::path::Path, count: usize) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    for i in 0..count {
+        let mut file = std::fs::File::create_new(dir.join(format!("durable-{i}.json")))?;
+        file.write_all(&[b' '; 64])?;
+        file.sync_all()?;
+    }
+    Ok(())
 }
 
 fn random_token() -> Result<String, String> {
