@@ -399,6 +399,8 @@ struct ProcessReport {
     /// For each of [`WORKLOADS`], the lowest and highest throughput ratio (ours / the
     /// baseline) of the `--repeat` pairs of runs (empty on the baseline's report).
     spread: Vec<(f64, f64)>,
+    /// For each of [`WORKLOADS`], each pair's p50 and p99 ratios (ours / the baseline).
+    latency_pairs: Vec<Vec<[f64; 2]>>,
 }
 
 /// The trickle comparison on one process.
@@ -642,6 +644,7 @@ impl Bench {
         let mut loads: [Vec<LoadResult>; 2] = Default::default();
         let mut bodies: [Vec<LoadResult>; 2] = Default::default();
         let mut spread = Vec::new();
+        let mut latency_pairs = Vec::new();
         let shapes = WORKLOADS
             .iter()
             .map(|(operation, connections)| (*operation, *connections, 0, false))
@@ -670,6 +673,15 @@ impl Bench {
             let lowest = ratios.clone().fold(f64::INFINITY, f64::min);
             if !is_body {
                 spread.push((lowest, ratios.fold(0.0, f64::max)));
+                let quantile =
+                    |o: &LoadResult, b: &LoadResult, q| o.quantile_ms(q) / b.quantile_ms(q);
+                latency_pairs.push(
+                    runs[0]
+                        .iter()
+                        .zip(&runs[1])
+                        .map(|(o, b)| [quantile(o, b, 0.5), quantile(o, b, 0.99)])
+                        .collect(),
+                );
             }
             for (side, mut runs) in runs.into_iter().enumerate() {
                 runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
@@ -720,6 +732,7 @@ impl Bench {
                 loads,
                 bodies,
                 spread: std::mem::take(&mut spread),
+                latency_pairs: std::mem::take(&mut latency_pairs),
             });
             server.stop();
         }
@@ -1360,6 +1373,9 @@ its ceiling.\n\n",
                     "ours": side(ours, i),
                     "base": side(base, i),
                     "ratioRange": [lowest, highest],
+                    "pairLatencyRatios": ours.latency_pairs.get(i).map(|pairs| {
+                        pairs.iter().map(|[p50, p99]| serde_json::json!({"p50": p50, "p99": p99})).collect::<Vec<_>>()
+                    }),
                 })
             })
             .collect();
@@ -1423,17 +1439,29 @@ its ceiling.\n\n",
             format!("{r:.2}×"),
             r >= 0.90,
         );
-        let r = o.quantile_ms(0.99) / b.quantile_ms(0.99);
-        check(
-            "session_info x16 p99 ≤ 1.15× baseline",
-            format!("{r:.2}×"),
-            r <= 1.15,
-        );
+        // Latency is judged on the median of the back-to-back pairs' ratios: on a
+        // shared machine a quantile moves by a third between runs seconds apart, and a
+        // pair shares the machine's state; the kept runs' ratio is shown beside it.
+        let latency = |i: usize, quantile: usize| {
+            let mut pairs: Vec<f64> = ours.latency_pairs[i].iter().map(|p| p[quantile]).collect();
+            pairs.sort_by(f64::total_cmp);
+            let q = [0.5, 0.99][quantile];
+            let kept = ours.loads[i].quantile_ms(q) / base.loads[i].quantile_ms(q);
+            let median = pairs[pairs.len() / 2];
+            let shown = format!(
+                "{median:.2}× (pairs {:.2}–{:.2}×; kept runs {kept:.2}×)",
+                pairs[0],
+                pairs[pairs.len() - 1]
+            );
+            (median, shown)
+        };
+        let (r, shown) = latency(1, 1);
+        check("session_info x16 p99 ≤ 1.15× baseline", shown, r <= 1.15);
         for (i, name) in [(3, "canvas_list x1"), (0, "session_info x1")] {
-            let r = ours.loads[i].quantile_ms(0.5) / base.loads[i].quantile_ms(0.5);
+            let (r, shown) = latency(i, 0);
             check(
                 &format!("{name} p50 within 10 % of baseline"),
-                format!("{r:.2}×"),
+                shown,
                 r <= 1.10,
             );
         }
