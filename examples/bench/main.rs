@@ -401,12 +401,19 @@ struct ProcessReport {
     settle_time: Duration,
     loads: Vec<LoadResult>,
     bodies: Vec<LoadResult>,
-    /// For each of [`WORKLOADS`], the lowest and highest throughput ratio (ours / the
-    /// baseline) of the `--repeat` pairs of runs (empty on the baseline's report).
-    spread: Vec<(f64, f64)>,
-    /// For each of [`WORKLOADS`], each pair's ratios (ours / the baseline) of
-    /// [`PAIR_MEASURES`].
+    /// For each of [`WORKLOADS`], each of the `--repeat` pairs' ratios (ours / the
+    /// baseline) of [`PAIR_MEASURES`] (empty on the baseline's report).
     pairs: Vec<Vec<[f64; 4]>>,
+}
+
+impl ProcessReport {
+    /// Workload `i`'s pair ratios of [`PAIR_MEASURES`]`[measure]`, lowest first.
+    fn sorted_pairs(&self, i: usize, measure: usize) -> Vec<f64> {
+        let pairs = self.pairs.get(i).into_iter().flatten();
+        let mut ratios: Vec<f64> = pairs.map(|pair| pair[measure]).collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios
+    }
 }
 
 /// What each back-to-back pair of runs compares: throughput, CPU per request, p50, p99.
@@ -671,7 +678,7 @@ impl Bench {
     /// Ours and the baseline side by side: both processes stay up, every workload runs
     /// on ours then on the baseline, and again, `--repeat` times (interleaving spreads
     /// any noise from the machine over both), and each side's run with the median
-    /// throughput is kept; the ratios of the pairs give the spread.
+    /// throughput is kept; the pairs' ratios give the spread and the targets' verdicts.
     fn main_processes(
         &mut self,
         kinds: [Kind; 2],
@@ -680,7 +687,6 @@ impl Bench {
         let mut servers = [self.spawn(kinds[0])?, self.spawn(kinds[1])?];
         let mut loads: [Vec<LoadResult>; 2] = Default::default();
         let mut bodies: [Vec<LoadResult>; 2] = Default::default();
-        let mut spread = Vec::new();
         let mut pairs = Vec::new();
         let shapes = WORKLOADS
             .iter()
@@ -703,13 +709,7 @@ impl Bench {
                     )?);
                 }
             }
-            let ratios = runs[0]
-                .iter()
-                .zip(&runs[1])
-                .map(|(o, b)| o.rate() / b.rate());
-            let lowest = ratios.clone().fold(f64::INFINITY, f64::min);
             if !is_body {
-                spread.push((lowest, ratios.fold(0.0, f64::max)));
                 let pair = runs[0].iter().zip(&runs[1]);
                 pairs.push(pair.map(|(o, b)| pair_ratios(o, b)).collect());
             }
@@ -761,7 +761,6 @@ impl Bench {
                 settle_time,
                 loads,
                 bodies,
-                spread: std::mem::take(&mut spread),
                 pairs: std::mem::take(&mut pairs),
             });
             server.stop();
@@ -952,9 +951,13 @@ closed-loop keep-alive HTTP/1.1 clients. Ours = {}; baseline = a bare tiny_http 
                 format!("{:.0}", o.rate()),
                 format!("{:.0}", b.rate()),
                 ratio(o.rate(), b.rate()),
-                ours.spread
-                    .get(i)
-                    .map_or("–".into(), |(lo, hi)| format!("{lo:.2}–{hi:.2}×")),
+                {
+                    let rates = ours.sorted_pairs(i, 0);
+                    match (rates.first(), rates.last()) {
+                        (Some(lowest), Some(highest)) => format!("{lowest:.2}–{highest:.2}×"),
+                        _ => "–".into(),
+                    }
+                },
                 format!("{} / {}", ours.answer_bytes[i], base.answer_bytes[i]),
                 format!("{:.3}", o.quantile_ms(0.5)),
                 format!("{:.3}", b.quantile_ms(0.5)),
@@ -1399,13 +1402,14 @@ its ceiling.\n\n",
             .iter()
             .enumerate()
             .map(|(i, (operation, connections))| {
-                let (lowest, highest) = ours.spread.get(i).copied().unwrap_or((0.0, 0.0));
+                let rates = ours.sorted_pairs(i, 0);
+                let range = [rates.first(), rates.last()].map(|r| r.copied().unwrap_or(0.0));
                 serde_json::json!({
                     "operation": operation,
                     "connections": connections,
                     "ours": side(ours, i),
                     "base": side(base, i),
-                    "ratioRange": [lowest, highest],
+                    "ratioRange": range,
                     "pairRatios": ours.pairs.get(i).map(|pairs| {
                         pairs.iter().map(|pair| {
                             PAIR_MEASURES.iter().zip(pair).map(|(k, r)| (k.to_string(), serde_json::json!(r))).collect::<serde_json::Map<_, _>>()
@@ -1464,8 +1468,7 @@ its ceiling.\n\n",
         // next, seconds apart, and a pair shares the machine's state; the kept runs'
         // ratio (the table's) and the pairs' range are shown beside it.
         let pair_median = |i: usize, measure: usize| {
-            let mut pairs: Vec<f64> = ours.pairs[i].iter().map(|p| p[measure]).collect();
-            pairs.sort_by(f64::total_cmp);
+            let pairs = ours.sorted_pairs(i, measure);
             let kept = pair_ratios(&ours.loads[i], &base.loads[i])[measure];
             let median = pairs[pairs.len() / 2];
             let shown = format!(
