@@ -29,7 +29,7 @@ use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use super::canvas_owner::HeadlessCanvas;
 use super::options::AgentFlag;
 use super::terminals::{HostTerminals, TerminalsMode};
-use super::view::{CanvasView, ViewSource};
+use super::view::{BoundView, CanvasView, ViewSource};
 use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
@@ -240,14 +240,14 @@ impl DefaultHost {
         Ok((identity.node_id, file))
     }
 
-    /// Starts the canvas view of project `project_id` (a second loopback listener; see
-    /// [`CanvasView`]). The host must be started.
-    pub fn start_view(&self, project_id: &str) -> Result<CanvasView, HostError> {
+    /// Binds the canvas view of project `project_id` (a second loopback listener; see
+    /// [`CanvasView`]); [`BoundView::serve`] starts it. The host must be started.
+    pub fn bind_view(&self, project_id: &str) -> Result<BoundView, HostError> {
         let runtime = self
             .runtime
             .clone()
             .ok_or_else(|| HostError::Other("start the host before its view".into()))?;
-        CanvasView::start(ViewSource {
+        CanvasView::bind(ViewSource {
             canvas: self.canvas.clone(),
             terminals: self.terminals.clone(),
             browsers: self.browsers.clone(),

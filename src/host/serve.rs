@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::browser_control;
 use super::default_host::{DefaultHost, HostConfig};
 use super::options::ServeOptions;
+use super::view::BoundView;
 use super::HostError;
 use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
 use crate::sys::signals::ShutdownSignal;
@@ -118,9 +119,9 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
             session_file: file,
         });
     }
-    let mut view = match options.no_view {
+    let view = match options.no_view {
         true => None,
-        false => Some(host.start_view(&project_id)?),
+        false => Some(host.bind_view(&project_id)?),
     };
     let directory = host
         .runtime()
@@ -141,6 +142,8 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         .and_then(|()| stdout.flush())
         .map_err(|e| HostError::Other(format!("cannot write the ready line: {e}")))?;
     drop(stdout);
+    // After the ready line: agents need not wait for the view's threads (`BoundView`).
+    let mut view = view.map(BoundView::serve).transpose()?;
     eprintln!(
         "termsprawl-tools: serving project {project_id} at {} ({} terminals); Ctrl+C stops",
         endpoint.url,

@@ -99,6 +99,57 @@ const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("Cross-Origin-Resource-Policy", "same-origin"),
 ];
 
+/// A canvas view with its port bound and its URL made, not serving yet. `serve` prints
+/// its ready line (with the URL) between [`CanvasView::bind`] and [`BoundView::serve`],
+/// so a start does not wait for the view's seven threads (tiny_http's five, the accept
+/// thread, the reaper); a page opened meanwhile waits in the listen backlog.
+pub struct BoundView {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    url: String,
+}
+
+impl BoundView {
+    /// The page's address with its key in the fragment (the ready line's `viewUrl`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Starts tiny_http on the bound port, the accept thread and the reaper.
+    pub fn serve(self) -> Result<CanvasView, HostError> {
+        let BoundView {
+            listener,
+            shared,
+            url,
+        } = self;
+        let listening = Arc::new(Listening::new(listener, "canvas view").map_err(view_failed)?);
+        let mut view = CanvasView {
+            listening: listening.clone(),
+            shared: shared.clone(),
+            threads: Vec::new(),
+            url,
+        };
+        let accept = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("view-accept".into())
+                .spawn(move || accept_loop(&listening, &shared))
+                .map_err(view_failed)?
+        };
+        view.threads.push(accept);
+        let reaper = std::thread::Builder::new()
+            .name("view-reaper".into())
+            .spawn(move || reap_loop(&shared))
+            .map_err(view_failed)?;
+        view.threads.push(reaper);
+        Ok(view)
+    }
+}
+
+fn view_failed(e: io::Error) -> HostError {
+    HostError::Other(format!("cannot start the canvas view: {e}"))
+}
+
 /// A running canvas view; [`CanvasView::stop`] (or dropping it) ends it.
 pub struct CanvasView {
     listening: Arc<Listening>,
@@ -167,17 +218,16 @@ impl Drop for Busy {
 }
 
 impl CanvasView {
-    /// Listens on `127.0.0.1:0` with a new view key and starts the accept thread.
-    pub fn start(source: ViewSource) -> Result<CanvasView, HostError> {
-        let failed = |e: io::Error| HostError::Other(format!("cannot start the canvas view: {e}"));
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(failed)?;
-        set_listener_write_timeout(&listener).map_err(failed)?;
-        let local = listener.local_addr().map_err(failed)?;
+    /// Binds `127.0.0.1:0` and makes a new view key: the URL is known, nothing is served
+    /// yet ([`BoundView::serve`] starts the threads).
+    pub fn bind(source: ViewSource) -> Result<BoundView, HostError> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(view_failed)?;
+        set_listener_write_timeout(&listener).map_err(view_failed)?;
+        let local = listener.local_addr().map_err(view_failed)?;
         let port = local.port();
         let mut key = [0u8; 32];
         getrandom::getrandom(&mut key)
-            .map_err(|e| failed(io::Error::other(format!("no random bytes: {e}"))))?;
-        let listening = Arc::new(Listening::new(listener, "canvas view").map_err(failed)?);
+            .map_err(|e| view_failed(io::Error::other(format!("no random bytes: {e}"))))?;
         let url = format!("http://127.0.0.1:{port}/#key={}", to_hex(&key));
         let shared = Arc::new(Shared {
             key,
@@ -194,26 +244,11 @@ impl CanvasView {
             local,
             stopping: AtomicBool::new(false),
         });
-        let mut view = CanvasView {
-            listening: listening.clone(),
-            shared: shared.clone(),
-            threads: Vec::new(),
+        Ok(BoundView {
+            listener,
+            shared,
             url,
-        };
-        let accept = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("view-accept".into())
-                .spawn(move || accept_loop(&listening, &shared))
-                .map_err(failed)?
-        };
-        view.threads.push(accept);
-        let reaper = std::thread::Builder::new()
-            .name("view-reaper".into())
-            .spawn(move || reap_loop(&shared))
-            .map_err(failed)?;
-        view.threads.push(reaper);
-        Ok(view)
+        })
     }
 
     /// The page's address with its key in the fragment (the ready line's `viewUrl`).
