@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
-use super::tmux::{SessionInfo, TmuxServer};
+use super::tmux::{SessionInfo, TmuxError, TmuxServer};
 use super::HostError;
 use crate::runtime::{unix_millis, ProgramEnd, Terminals};
 
@@ -347,16 +347,20 @@ impl HostTerminals {
         pane_filter: Option<PathBuf>,
     ) -> Result<HostTerminals, HostError> {
         let tmux = match mode {
-            TerminalsMode::Pty => false,
-            TerminalsMode::Tmux => true,
-            TerminalsMode::Auto => TmuxServer::available(),
+            TerminalsMode::Pty => None,
+            // `new` looks tmux up on PATH: its "not installed" is auto's PTY fallback.
+            TerminalsMode::Auto => match TmuxServer::new(&tmux_dir(data)) {
+                Err(TmuxError::NotInstalled) => None,
+                server => Some(server),
+            },
+            TerminalsMode::Tmux => Some(TmuxServer::new(&tmux_dir(data))),
         };
-        let backend = if tmux {
-            let server =
-                TmuxServer::new(&tmux_dir(data)).map_err(|e| HostError::Terminal(e.to_string()))?;
-            Backend::Tmux(Arc::new(server.with_pane_filter(pane_filter)))
-        } else {
-            Backend::Pty(PtyTerminals::new())
+        let backend = match tmux {
+            Some(server) => {
+                let server = server.map_err(|e| HostError::Terminal(e.to_string()))?;
+                Backend::Tmux(Arc::new(server.with_pane_filter(pane_filter)))
+            }
+            None => Backend::Pty(PtyTerminals::new()),
         };
         let (may_have_ended, may_have_ended_rx) = mpsc::channel();
         Ok(HostTerminals {
@@ -393,13 +397,17 @@ impl HostTerminals {
             let (started, starts) = mpsc::channel();
             *lock(&self.server_started) = Some(started.clone());
             let ended = self.wake_sender().ok_or(HostError::Stopped)?;
+            // A server from an earlier host may be running already; with no socket none
+            // is, and the watcher waits for the first open instead of starting a tmux
+            // client that can only fail (at every first start in a data dir).
+            if !tmux.socket_missing() {
+                let _ = started.send(());
+            }
             let (tmux, stopping) = (tmux.clone(), self.stopping.clone());
             std::thread::Builder::new()
                 .name("tmux-pane-watch".into())
                 .spawn(move || watch_tmux_panes(&tmux, &stopping, &starts, &ended))
                 .map_err(cannot)?;
-            // A server from an earlier host may be running already.
-            let _ = started.send(());
         }
         let terminals = Arc::downgrade(self);
         std::thread::Builder::new()
@@ -1043,27 +1051,21 @@ fn report_ends(
     }
 }
 
-/// The tmux pane watcher: waits for the `pane-died` hook while a server runs, and for a
-/// session to be opened while none does; each pane death wakes `ended`.
+/// The tmux pane watcher: waits for a server to run (one `watch` found running, or the
+/// one an open started), then for the `pane-died` hook while it runs; each pane death
+/// wakes `ended`. Ends when `server_started`'s senders are gone (shutdown).
 fn watch_tmux_panes(
     tmux: &TmuxServer,
     stopping: &AtomicBool,
     server_started: &Receiver<()>,
     ended: &Sender<()>,
 ) {
-    while !stopping.load(Ordering::SeqCst) {
-        match tmux.wait_for_pane_death() {
-            Ok(()) => {
-                if stopping.load(Ordering::SeqCst) || ended.send(()).is_err() {
-                    return;
-                }
-            }
-            // No server (yet, or any more): nothing can end before a session is opened.
-            Err(_) => {
-                if server_started.recv().is_err() {
-                    return;
-                }
-                while server_started.try_recv().is_ok() {}
+    while server_started.recv().is_ok() && !stopping.load(Ordering::SeqCst) {
+        while server_started.try_recv().is_ok() {}
+        // Until no server answers: then nothing can end before the next open.
+        while tmux.wait_for_pane_death().is_ok() {
+            if stopping.load(Ordering::SeqCst) || ended.send(()).is_err() {
+                return;
             }
         }
     }

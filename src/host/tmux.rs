@@ -311,14 +311,18 @@ impl TmuxServer {
         Ok(())
     }
 
+    /// No socket file, so no server could answer on it (tmux would only say "error
+    /// connecting"): callers skip starting a tmux client, e.g. at the first start in a
+    /// data dir.
+    pub fn socket_missing(&self) -> bool {
+        std::fs::symlink_metadata(&self.socket)
+            .is_err_and(|error| error.kind() == io::ErrorKind::NotFound)
+    }
+
     /// Every session on our server (empty when the server is not running).
     pub fn sessions(&self) -> Result<Vec<SessionInfo>, TmuxError> {
-        // No socket file, no server that could answer on it (tmux would only say "error
-        // connecting"): skip starting a tmux client, e.g. at the first start in a data dir.
-        if let Err(error) = std::fs::symlink_metadata(&self.socket) {
-            if error.kind() == io::ErrorKind::NotFound {
-                return Ok(Vec::new());
-            }
+        if self.socket_missing() {
+            return Ok(Vec::new());
         }
         match self.run("list-sessions", &["list-sessions", "-F", SESSION_FORMAT]) {
             Ok(out) => Ok(parse_sessions(&out)),
