@@ -95,7 +95,10 @@ fn write_unless_same(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         return Ok(());
     }
     regenerated_write(path, bytes)?;
-    fs::set_permissions(path, Permissions::from_mode(mode))
+    match mode {
+        0o600 => Ok(()), // what `regenerated_write` gives
+        _ => fs::set_permissions(path, Permissions::from_mode(mode)),
+    }
 }
 
 /// What [`prepare_tool_launch`] needs.
