@@ -784,8 +784,11 @@ impl HostTerminals {
         lock(&self.may_have_ended).take();
         lock(&self.server_started).take();
         if let Backend::Tmux(tmux) = &self.backend {
-            // Ends the pane watcher's `wait-for` (no server running: nobody waits).
-            let _ = tmux.wake_pane_watcher();
+            // Ends the pane watcher's `wait-for` (no server running: nobody waits, and
+            // with no socket the watcher is waiting for `server_started`, gone now).
+            if !tmux.socket_missing() {
+                let _ = tmux.wake_pane_watcher();
+            }
         }
         match &self.backend {
             Backend::Tmux(tmux) if kill_tmux => {
