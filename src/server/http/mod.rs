@@ -194,6 +194,7 @@ impl Http {
         self.stopping.store(true, Ordering::SeqCst);
         self.listening.stop();
         let _ = self.accept.join();
+        self.reaper.thread().unpark();
         let _ = self.reaper.join();
         self.front.known.end_all(self.front.local);
         self.front.handlers.release_idle();

@@ -45,7 +45,11 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     // Ended connections that never reached us, watched for a parked thread.
     let mut parked = Parked::default();
     while !stopping.load(Ordering::SeqCst) {
-        thread::sleep(REAP_EVERY);
+        // `Http::stop` unparks it: a stop does not wait out the period.
+        thread::park_timeout(REAP_EVERY);
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
         answer_overdue(front);
         let now = Instant::now();
         if !front.known.searching() {
