@@ -4,12 +4,13 @@
 //! so a symlink or file planted at the temp name is never followed or reused), fsyncs
 //! it, renames it over the target and fsyncs the directory. A crash at any instant
 //! leaves the old file or the new one, never a torn one. `regenerated_write` does the same
-//! without the fsyncs, for files each start writes again.
+//! without the fsyncs, for files each start writes again, with the owner-only mode given
+//! (0700 for the launcher, which must be executable).
 //!
 //! The spec's "chmods both the temp result and final file to 0600" holds in effect: the
-//! temp file is created 0600 and `fchmod`ed 0600 through its open descriptor (so the
-//! umask cannot loosen it), and `rename` keeps the inode, so the final file is that same
-//! 0600 inode. A second chmod by path after the rename is deliberately not done: it
+//! temp file is created 0600 and `fchmod`ed 0600 (or the mode given) through its open
+//! descriptor (so the umask cannot loosen it), and `rename` keeps the inode, so the final
+//! file is that same inode. A second chmod by path after the rename is deliberately not done: it
 //! would follow a symlink swapped in at the target name meanwhile.
 
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
@@ -46,24 +47,25 @@ pub fn private_json(path: &Path, value: &Value) -> io::Result<()> {
 
 /// Atomically replaces `path` with `bytes`, mode 0600 (see the module docs).
 pub fn private_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
+    replace(path, bytes, true, 0o600)
 }
 
 /// [`private_write`] without its two fsyncs, for a file each start writes again from what
-/// the program holds (an agent's guides, the launcher): still atomic and 0600, but a crash
-/// can lose the new contents, which the next start then writes again. (An fsync costs
-/// about half a millisecond here: those of the guides were most of `serve`'s start.)
-pub fn regenerated_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, false)
+/// the program holds (an agent's guides, the launcher): still atomic, with permission
+/// bits `mode` (owner-only: 0600, or 0700 for the launcher) set before the rename, but a
+/// crash can lose the new contents, which the next start then writes again. (An fsync
+/// costs about half a millisecond here: those of the guides were most of `serve`'s start.)
+pub fn regenerated_write(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    replace(path, bytes, false, mode)
 }
 
-fn replace(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
+fn replace(path: &Path, bytes: &[u8], sync: bool, mode: u32) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let temp = temp_name(path);
-    let result = write_new_file(&temp, bytes, sync).and_then(|()| {
+    let result = write_new_file(&temp, bytes, sync, mode).and_then(|()| {
         fs::rename(&temp, path)?;
         match sync {
             true => File::open(dir)?.sync_all(),
@@ -80,7 +82,7 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     result
 }
 
-fn write_new_file(temp: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
+fn write_new_file(temp: &Path, bytes: &[u8], sync: bool, mode: u32) -> io::Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true) // O_CREAT | O_EXCL
@@ -88,7 +90,7 @@ fn write_new_file(temp: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(temp)?;
     file.write_all(bytes)?;
-    file.set_permissions(Permissions::from_mode(0o600))?;
+    file.set_permissions(Permissions::from_mode(mode))?;
     match sync {
         true => file.sync_all(),
         false => Ok(()),

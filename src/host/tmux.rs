@@ -214,9 +214,11 @@ impl TmuxServer {
         let config = socket_dir.join("tmux.conf");
         // Unchanged since the last host (the usual restart): skip the rewrite.
         if !holds_private_file(&config, TMUX_CONFIG.as_bytes(), 0o600) {
-            regenerated_write(&config, TMUX_CONFIG.as_bytes()).map_err(|source| TmuxError::Io {
-                what: format!("writing {}", config.display()),
-                source,
+            regenerated_write(&config, TMUX_CONFIG.as_bytes(), 0o600).map_err(|source| {
+                TmuxError::Io {
+                    what: format!("writing {}", config.display()),
+                    source,
+                }
             })?;
         }
         Ok(TmuxServer {

@@ -2,9 +2,10 @@
 //! per-agent launch folder `launch/<nodeId>/` with its instructions, skills and MCP config.
 //! Nothing here writes into a user's own agent configuration files.
 
-use std::fs::{self, Permissions};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::{collections::BTreeMap, io, os::unix::fs::PermissionsExt};
 
 use serde_json::{json, Value};
 
@@ -88,17 +89,13 @@ pub fn install_launcher(dir: &Path, ctl_executable: &Path) -> io::Result<PathBuf
     Ok(launcher)
 }
 
-/// `regenerated_write` and then permission bits `mode`, skipped when `path` already holds
+/// `regenerated_write` with permission bits `mode`, skipped when `path` already holds
 /// `bytes` with `mode` (a restart finds the launcher and an agent's guides in place).
 fn write_unless_same(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     if holds_private_file(path, bytes, mode) {
         return Ok(());
     }
-    regenerated_write(path, bytes)?;
-    match mode {
-        0o600 => Ok(()), // what `regenerated_write` gives
-        _ => fs::set_permissions(path, Permissions::from_mode(mode)),
-    }
+    regenerated_write(path, bytes, mode)
 }
 
 /// What [`prepare_tool_launch`] needs.
@@ -236,7 +233,8 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+    use std::fs::Permissions;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("tst-launch-{name}-{}", std::process::id()));

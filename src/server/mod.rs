@@ -834,7 +834,7 @@ impl AgentToolServer {
         // Not fsynced: it describes this process, and each start writes it again.
         let file = self.directory.join("endpoint.json");
         let value = json!({ "url": endpoint.url, "instanceId": endpoint.instance_id });
-        if let Err(e) = regenerated_write(&file, format!("{value:#}\n").as_bytes()) {
+        if let Err(e) = regenerated_write(&file, format!("{value:#}\n").as_bytes(), 0o600) {
             http.stop();
             return Err(e);
         }
