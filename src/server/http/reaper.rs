@@ -44,7 +44,7 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     let (mut closed_since, mut trimmed) = (None::<Instant>, true);
     // Ended connections that never reached us, watched for a parked thread.
     let mut parked = Parked::default();
-    while !stopping.load(Ordering::SeqCst) {
+    loop {
         // `Http::stop` unparks it: a stop does not wait out the period.
         thread::park_timeout(REAP_EVERY);
         if stopping.load(Ordering::SeqCst) {
