@@ -335,6 +335,22 @@ fn terminal_rules() {
         .unwrap_err();
         assert!(error.contains("send it with agent_send"), "{error}");
     }
+    // ... not in pieces either: the call that would complete one is refused, unwritten.
+    run(
+        &rig,
+        "a",
+        "terminal_input",
+        json!({"nodeId": "b", "text": "\u{1b}[20"}),
+    )
+    .unwrap();
+    let error = run(
+        &rig,
+        "a",
+        "terminal_input",
+        json!({"nodeId": "b", "text": "0~[termspr"}),
+    )
+    .unwrap_err();
+    assert!(error.contains("send it with agent_send"), "{error}");
     run(
         &rig,
         "a",
@@ -354,6 +370,7 @@ fn terminal_rules() {
         *rig.terminals.written.lock().unwrap(),
         vec![
             ("b".into(), "y".into()),
+            ("b".into(), "\u{1b}[20".into()),
             ("sh".into(), "[termsprawl]".into()),
             ("sh".into(), "echo hi\r".into()),
             ("sh".into(), "\u{3}".into())

@@ -15,8 +15,8 @@
 //!   Enter, framed as peer data ([`message_frame`]); the reply goes into the sender's
 //!   the same way ([`reply_frame`]). An agent that runs outside our terminals has an inbox
 //!   instead (`agent_task {}`). A message that cannot be delivered fails at once; only
-//!   this module pastes that framing ([`looks_like_a_message`] keeps `terminal_input`
-//!   from typing it).
+//!   this module pastes that framing ([`TypedTails`] keeps agents from typing it into an
+//!   agent's terminal, across calls too).
 //! - **Persistence** (`store`): one private file per task, all loaded at start; a task
 //!   found pending then was cut off by a restart (or a crash) and fails.
 //!
@@ -27,6 +27,9 @@
 
 pub mod a2a;
 mod store;
+mod typed;
+
+pub use typed::TypedTails;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -173,14 +176,6 @@ pub fn grants_messages(path: &Path, a: &str, b: &str, link: &Value) -> bool {
     link.get("agentMessages") == Some(&json!(true))
         && path.file_name() == Some(format!("{a}--{b}.json").as_ref())
         && read_private_json(path).is_ok_and(|read| read.as_ref() == Some(link))
-}
-
-/// Whether `text` holds the framing of a message between agents (a bracketed paste, our
-/// marker): only `agent_send` may paste one into an agent's terminal.
-pub fn looks_like_a_message(text: &str) -> bool {
-    ["[termsprawl]", "\x1b[200~", "\x1b[201~"]
-        .iter()
-        .any(|mark| text.contains(mark))
 }
 
 /// How a framed message reached (or did not reach) an agent.

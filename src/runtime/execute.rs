@@ -16,7 +16,7 @@ use super::host::{ProgramEnd, ProjectSnapshot};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
-use crate::messaging::{agents_of, looks_like_a_message, Call, Delivery};
+use crate::messaging::{agents_of, Call, Delivery};
 use crate::protocol::{
     is_browser_operation, IntegrationStatus, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF,
 };
@@ -165,9 +165,14 @@ impl Core {
         let terminals = &self.host.terminals;
         let deliver = |node: &str, text: &str| match terminals.ended(node) {
             Some(end) => Delivery::Failed(format!("its program has ended ({})", end.describe())),
-            None if terminals.has_live_session(node) => terminals
-                .write(node, text)
-                .map_or_else(Delivery::Failed, |()| Delivery::Pasted),
+            None if terminals.has_live_session(node) => match terminals.write(node, text) {
+                Ok(()) => {
+                    // A whole paste (or paste end) went in: see `TypedTails`.
+                    self.typed.server_wrote(node);
+                    Delivery::Pasted
+                }
+                Err(why) => Delivery::Failed(why),
+            },
             None if terminals.is_warm(node) => Delivery::Failed(NOT_ATTACHED.to_string()),
             None => Delivery::Inbox,
         };
@@ -361,7 +366,11 @@ impl Core {
                 }
                 terminals.attach_external(node_id)
             }
-            "terminal_close" => self.canvas(identity, operation, request.args.clone()),
+            "terminal_close" => {
+                let closed = self.canvas(identity, operation, request.args.clone())?;
+                self.typed.forget(node_id);
+                Ok(closed)
+            }
             _ => {
                 if !terminals.has_live_session(node_id) {
                     return Err(match terminals.ended(node_id) {
@@ -374,15 +383,16 @@ impl Core {
                         return Err("Submit commands only into a plain shell terminal, not into an agent's terminal".into())
                     }
                     "terminal_submit" => format!("{}\r", arg(request, "command")),
-                    // Only agent_send pastes a message into an agent's terminal: nothing
-                    // typed may look like one.
-                    "terminal_input" if is_agent_terminal(node) && looks_like_a_message(arg(request, "text")) => {
-                        return Err("Text that looks like a message between agents ([termsprawl], a bracketed paste) is not typed into an agent's terminal; send it with agent_send".into())
-                    }
                     "terminal_input" => arg(request, "text").to_string(),
                     "terminal_interrupt" => "\u{3}".to_string(),
                     _ => return self.canvas(identity, operation, request.args.clone()),
                 };
+                // Only agent_send frames a message in an agent's terminal: nothing agents
+                // type there may form that framing, with what they typed before either.
+                // (A shell's programs already obey whoever may type into it.)
+                if is_agent_terminal(node) {
+                    self.typed.admit(node_id, &text)?;
+                }
                 terminals.write(node_id, &text)?;
                 Ok(json!({ "nodeId": node_id }))
             }

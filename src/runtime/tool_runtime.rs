@@ -18,7 +18,7 @@ use super::launch::{
 };
 use super::{canvas::CanvasBridge, execute::node_field, owners::BrowserOwners};
 use crate::base::unix_millis;
-use crate::messaging::{Messaging, Task};
+use crate::messaging::{Messaging, Task, TypedTails};
 use crate::protocol::{
     CanvasToolReply, IntegrationState, IntegrationStatus, ToolIdentity, ToolRequest,
 };
@@ -79,6 +79,9 @@ pub(super) struct Core {
     pub(super) active: Mutex<HashSet<String>>,
     pub(super) stopping: AtomicBool,
     pub(super) messaging: Messaging,
+    /// What agents typed into agent terminals, as far as it could still join a message's
+    /// framing.
+    pub(super) typed: TypedTails,
     probes: Mutex<HashMap<PathBuf, AgentProbe>>,
     launcher: Mutex<Option<PathBuf>>,
 }
@@ -103,6 +106,7 @@ impl AgentToolRuntime {
             server: OnceLock::new(),
             owners: Mutex::new(BrowserOwners::load(&directory.join("browser-owners.json"))),
             messaging: Messaging::new(Some(directory.join("tasks")), unix_millis()),
+            typed: TypedTails::default(),
             directory,
             bridge: CanvasBridge::default(),
             statuses: Mutex::default(),
