@@ -345,7 +345,7 @@ const BARE: Kind = Kind::Baseline {
 /// The fsyncs `kind` waits for before its ready line on a fresh data directory: `serve
 /// --agent` fsyncs `server.lock`, then `project.json` and the session file, each and its
 /// folder after the rename (DESIGN.md's write rule); `lib-server` has no canvas. Checked
-/// with `strace -f -c -e trace=fsync` on the start (README › Performance).
+/// with `strace -f -c -e trace=fsync` on the start (docs/performance.md).
 fn start_fsyncs(kind: Kind) -> usize {
     match kind {
         Kind::Serve => 5,
