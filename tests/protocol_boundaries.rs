@@ -630,7 +630,7 @@ fn every_unknown_argument_is_named() {
 }
 
 #[test]
-fn the_issue_example_is_an_unknown_argument() {
+fn a_project_id_in_args_is_an_unknown_argument() {
     let raw = json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}});
     assert_eq!(verdict(&raw), Err("Unknown argument: projectId".into()));
 }
@@ -808,7 +808,7 @@ fn stdout_json(output: &Output) -> Value {
 }
 
 #[test]
-fn cli_validate_prints_the_issue_example_and_exits_1() {
+fn cli_validate_prints_an_unknown_argument_refusal_and_exits_1() {
     let output = run_cli(
         &["validate"],
         br#"{"operation":"terminal_read","args":{"nodeId":"t","projectId":"x"}}"#,
