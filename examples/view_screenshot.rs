@@ -1,7 +1,7 @@
 //! `cargo run --release --example view_screenshot -- VIEW_URL OUT.png`: opens a canvas view
 //! in headless Chromium (the library's own engine), waits until the page is live and has
 //! drawn every terminal's screen, and writes a PNG of it (1280 x 720). Used by
-//! `docs/view-screenshot.sh` for the README's picture.
+//! `docs/view-screenshot.sh` for the README's picture (`docs/canvas-view.png`).
 #![deny(unsafe_code)]
 
 use std::time::{Duration, Instant};

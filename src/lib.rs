@@ -50,3 +50,8 @@ pub mod runtime;
 pub mod server;
 #[allow(unsafe_code)]
 mod sys;
+
+/// `docs/embedding.md`, so `cargo test` compiles and runs its example host.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
+pub struct EmbeddingGuide;

@@ -1,11 +1,12 @@
 """Drive `termsprawlctl --session FILE mcp` with the official Python MCP SDK's stdio client.
 
-usage: mcp_sdk_client.py TERMSPRAWLCTL SESSION_FILE
+usage: mcp_sdk_client.py TERMSPRAWLCTL SESSION_FILE [NODE_ID]
 
 For every protocol version this SDK can be made to speak: list the tools, call
 session_info, and call canvas_move with a bad argument (which must come back as
-isError). Prints one line per step and a final JSON summary line `RESULT {...}`;
-exits non-zero on the first failed expectation.
+isError); session_info must name NODE_ID (default agent-1). Prints one line per step
+and a final JSON summary line `RESULT {...}`; exits non-zero on the first failed
+expectation.
 
 Versions: the legacy era goes through `initialize`; this SDK always offers
 LATEST_HANDSHAKE_VERSION there, so the script sets that module constant to each of
@@ -30,7 +31,7 @@ def check(condition, message):
         raise AssertionError(message)
 
 
-async def exercise(ctl, session_file, label, mode, handshake_version=None):
+async def exercise(ctl, session_file, node_id, label, mode, handshake_version=None):
     if handshake_version is not None:
         session_module.LATEST_HANDSHAKE_VERSION = handshake_version
     params = StdioServerParameters(command=ctl, args=["--session", session_file, "mcp"])
@@ -46,7 +47,7 @@ async def exercise(ctl, session_file, label, mode, handshake_version=None):
         info = await client.call_tool("session_info", {})
         check(not info.is_error, f"{label}: session_info failed: {info}")
         text = info.content[0].text
-        check(json.loads(text)["nodeId"] == "agent-1", f"{label}: session_info said {text}")
+        check(json.loads(text)["nodeId"] == node_id, f"{label}: session_info said {text}")
 
         bad = await client.call_tool("canvas_move", {"nodeId": "n1", "x": "left", "y": 0})
         check(bad.is_error, f"{label}: a bad argument was not an error: {bad}")
@@ -64,6 +65,7 @@ async def exercise(ctl, session_file, label, mode, handshake_version=None):
 
 async def main():
     ctl, session_file = sys.argv[1], sys.argv[2]
+    node_id = sys.argv[3] if len(sys.argv) > 3 else "agent-1"
     print(f"python mcp SDK {metadata.version('mcp')}")
     runs = [(f"legacy {v}", "legacy", v) for v in HANDSHAKE_PROTOCOL_VERSIONS]
     runs.append(("auto (server/discover probe)", "auto", None))
@@ -72,7 +74,7 @@ async def main():
     exercised = []
     try:
         for label, mode, handshake_version in runs:
-            exercised.append(await exercise(ctl, session_file, label, mode, handshake_version))
+            exercised.append(await exercise(ctl, session_file, node_id, label, mode, handshake_version))
     finally:
         session_module.LATEST_HANDSHAKE_VERSION = original
     summary = {"sdk": metadata.version("mcp"), "versions": sorted(set(exercised)), "runs": len(runs)}

@@ -2,7 +2,8 @@
 //! `validate_tool_request` and through the real `termsprawl-tools validate` and
 //! `catalogue` binaries. Per-argument cases are generated from `AGENT_TOOLS`, so
 //! every string, number, array and enum argument of every operation is covered;
-//! `catalogue_matches_the_issue_table` pins `AGENT_TOOLS` itself to the issue's table.
+//! `catalogue_matches_the_operation_table` pins `AGENT_TOOLS` itself to a table of every
+//! operation's arguments, written out by hand from the spec.
 #![cfg(feature = "host")] // drives `serve` or the default host
 #![deny(unsafe_code)]
 
@@ -126,11 +127,11 @@ fn wrong_types() -> Vec<Value> {
 // ---------------------------------------------------------------- the catalogue itself
 
 #[test]
-fn catalogue_matches_the_issue_table() {
+fn catalogue_matches_the_operation_table() {
     use ArgKind::*;
     /// (argument, kind, required)
     type Arg = (&'static str, ArgKind, bool);
-    // (operation, arguments) exactly as issue 2 lists them.
+    // (operation, arguments), written out from the spec's operation table.
     let table: &[(&str, &[Arg])] = &[
         ("session_info", &[]),
         ("canvas_list", &[]),
@@ -205,7 +206,7 @@ fn catalogue_matches_the_issue_table() {
         ("terminal_external", &[("nodeId", Text, true)]),
         ("terminal_close", &[("nodeId", Text, true)]),
         ("agent_launch", &[("agent", OneOf(AGENT_KINDS), true)]),
-        // Beyond the spec: agent messaging (issue 16).
+        // Beyond the spec: agent messaging.
         ("agent_cards", &[]),
         (
             "agent_send",
@@ -629,7 +630,7 @@ fn every_unknown_argument_is_named() {
 }
 
 #[test]
-fn the_issue_example_is_an_unknown_argument() {
+fn a_project_id_in_args_is_an_unknown_argument() {
     let raw = json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}});
     assert_eq!(verdict(&raw), Err("Unknown argument: projectId".into()));
 }
@@ -807,7 +808,7 @@ fn stdout_json(output: &Output) -> Value {
 }
 
 #[test]
-fn cli_validate_prints_the_issue_example_and_exits_1() {
+fn cli_validate_prints_an_unknown_argument_refusal_and_exits_1() {
     let output = run_cli(
         &["validate"],
         br#"{"operation":"terminal_read","args":{"nodeId":"t","projectId":"x"}}"#,

@@ -69,8 +69,8 @@ fn wait_ended(serve: &Serve, dirs: &Dirs, node: &str) -> Value {
     })
 }
 
-/// Checks the shape: `{backend, live: false, ended, endedAt}` and nothing else,
-/// `endedAt` an RFC 3339 UTC time.
+/// Checks the shape the terminals guide documents: `{backend, live: false, ended, endedAt}`
+/// and nothing else, `endedAt` an RFC 3339 UTC time.
 fn assert_ended(session: &Value, backend: &str, ended: Value) {
     let at = session["endedAt"].as_str().unwrap_or_default().to_string();
     assert_eq!(

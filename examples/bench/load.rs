@@ -5,9 +5,10 @@
 //!
 //! The connections are opened one at a time, each with one answered call before the
 //! next is opened: opened all at once, tiny_http 0.12's connection pool can leave some
-//! without a thread for the whole run (issue 20; the bare baseline has no remedy for
-//! it), which would only lower a figure. A connection that still never gets an answer
-//! is counted ([`LoadResult::never_answered`]), and the bench fails on it.
+//! without a thread for the whole run (the bare baseline has no remedy for it; `serve`'s
+//! reaper has, `src/server/unserved.rs`), which would only lower a figure. A connection
+//! that still never gets an answer is counted ([`LoadResult::never_answered`]), and the
+//! bench fails on it.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,4 +1,4 @@
-//! The side-by-side benchmark (issue 9): `termsprawl-tools serve` against a bare tiny_http
+//! The side-by-side benchmark: `termsprawl-tools serve` against a bare tiny_http
 //! server, one after the other on the same machine, the server pinned to CPU 0 and this
 //! closed-loop load generator to CPU 1.
 //!
@@ -345,7 +345,7 @@ const BARE: Kind = Kind::Baseline {
 /// The fsyncs `kind` waits for before its ready line on a fresh data directory: `serve
 /// --agent` fsyncs `server.lock`, then `project.json` and the session file, each and its
 /// folder after the rename (DESIGN.md's write rule); `lib-server` has no canvas. Checked
-/// with `strace -f -c -e trace=fsync` on the start (README › Performance).
+/// with `strace -f -c -e trace=fsync` on the start (docs/performance.md).
 fn start_fsyncs(kind: Kind) -> usize {
     match kind {
         Kind::Serve => 5,
@@ -1354,7 +1354,7 @@ its ceiling.\n\n",
         md.push_str("\n## Validator time per operation\n\n");
         md.push_str(&table.markdown());
 
-        md.push_str("\n## Targets (issues 9 and 17)\n\n");
+        md.push_str("\n## Targets\n\n");
         md.push_str(
             &self
                 .targets(ours, base, (ours_trickle, without.0), sessions)
@@ -1462,7 +1462,7 @@ its ceiling.\n\n",
                 },
             ]);
         };
-        // Issue 17's goal (the call path against bare tiny_http answering the same bytes).
+        // The call path's targets against bare tiny_http answering the same bytes.
         // Each ratio is judged on the median of the back-to-back pairs' ratios: on a
         // shared machine a run's rate or quantile moves by a third from one run to the
         // next, seconds apart, and a pair shares the machine's state; the kept runs'

@@ -803,7 +803,7 @@ mod tests {
     }
 
     #[test]
-    fn annotations_follow_the_issue_lists() {
+    fn annotations_follow_the_hint_lists_written_out_here() {
         let read_only = [
             "session_info",
             "guide_read",

@@ -169,8 +169,15 @@ impl Serve {
 
     /// [`Serve::start`] with `env` added to serve's environment (its terminals inherit it).
     pub fn start_with_env(dirs: &Dirs, extra: &[&str], env: &[(&str, &str)]) -> Serve {
-        let mut child = serve_command(dirs, extra)
-            .envs(env.iter().copied())
+        let mut command = serve_command(dirs, extra);
+        command.envs(env.iter().copied());
+        Serve::start_command(command)
+    }
+
+    /// Starts `command`, a `serve` the test built itself (say, on its default data
+    /// directory and project folder), and waits for its ready line.
+    pub fn start_command(mut command: Command) -> Serve {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
