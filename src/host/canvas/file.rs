@@ -56,15 +56,16 @@ impl Canvas {
         let dir = project_dir.join(PROJECT_DIR);
         // A state folder someone else owns or can write to is refused, never tightened:
         // files put there meanwhile (links, a canvas) would stay and be read as ours.
-        match check_state_folders(project_dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                private_dir(&dir).map_err(|source| CanvasError::Io {
-                    path: dir.clone(),
-                    source,
-                })?
+        if let Err(e) = check_state_folders(project_dir) {
+            if e.kind() != io::ErrorKind::NotFound {
+                return refused(e.to_string());
             }
-            Err(e) => return refused(e.to_string()),
+            private_dir(&dir).map_err(|source| CanvasError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            // Ours now, unless another user made one between the check and the making.
+            check_state_folders(project_dir).or_else(|e| refused(e.to_string()))?;
         }
         let file = dir.join(PROJECT_FILE);
         let raw = match read_json(&file) {
