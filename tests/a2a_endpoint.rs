@@ -435,3 +435,54 @@ fn the_python_a2a_sdk_fetches_the_card_sends_and_reads_the_replied_task() {
     println!("--- the recipient's screen ---\n{screen}");
     assert!(rig.serve.stop().success());
 }
+
+#[test]
+fn a_message_id_shaped_like_an_encoded_one_names_its_own_task() {
+    let rig = Rig::new("a2a-ids");
+    let send = |message_id: &str| {
+        let message = json!({"messageId": message_id, "role": "ROLE_USER",
+            "parts": [{"text": "please reply: one id"}]});
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}});
+        let sent = rig.rpc(Some("1.0"), body);
+        assert!(sent.get("error").is_none(), "{message_id}: {sent}");
+        sent["result"]["task"].clone()
+    };
+    let completed = |task: &Value| {
+        let id = task["id"].clone();
+        poll("the fake agent's reply", Duration::from_secs(15), || {
+            let body =
+                json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": id}});
+            let got = rig.rpc(Some("1.0"), body);
+            Some(got["result"].clone()).filter(|t| t["status"]["state"] == "TASK_STATE_COMPLETED")
+        })
+    };
+    // `q.1` is encoded as h- and its bytes in hex, `h-712e31`; an id that already looks
+    // like that is encoded too, so the two are different messages with the same text.
+    let dotted = completed(&send("q.1"));
+    let shaped = send("h-712e31");
+    assert_ne!(
+        shaped["id"], dotted["id"],
+        "two messageIds, two tasks: {shaped}"
+    );
+    assert_eq!(dotted["history"][0]["messageId"], json!("q.1"));
+    assert_eq!(shaped["history"][0]["messageId"], json!("h-712e31"));
+    completed(&shaped);
+    // Each is still idempotent on its own.
+    assert_eq!(send("q.1")["id"], dotted["id"]);
+    assert_eq!(send("h-712e31")["id"], shaped["id"]);
+    // An id over the limit is refused with the limit.
+    let long = "h-".to_string() + &"a".repeat(62);
+    let message = json!({"messageId": long, "role": "ROLE_USER", "parts": [{"text": "x"}]});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": message}});
+    let refused = rig.rpc(Some("1.0"), body);
+    assert_eq!(error_code(&refused), -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 to 63 bytes"),
+        "{refused}"
+    );
+    assert!(rig.serve.stop().success());
+}

@@ -168,8 +168,8 @@ fn python_has_jsonschema() -> bool {
 fn schema_fixtures(dirs: &Dirs) -> String {
     std::fs::write(dirs.project.join("notes.md"), "# Notes\n").unwrap();
     let state = dirs.project.join(".termsprawl");
-    std::fs::create_dir_all(state.join("links")).unwrap();
-    std::fs::create_dir_all(state.join("transcripts")).unwrap();
+    serve_harness::private_dirs(&state.join("links"));
+    serve_harness::private_dirs(&state.join("transcripts"));
     std::fs::write(
         state.join("links/me--peer.json"),
         json!({"version": 1, "a": "me", "b": "peer"}).to_string(),

@@ -208,8 +208,8 @@ fn thread_read_bytes() -> u64 {
 fn context_project(name: &str, transcript: &Path) -> PathBuf {
     let project = scratch(name);
     let state = project.join(".termsprawl");
-    fs::create_dir_all(state.join("links")).unwrap();
-    fs::create_dir_all(state.join("transcripts")).unwrap();
+    serve_harness::private_dirs(&state.join("links"));
+    serve_harness::private_dirs(&state.join("transcripts"));
     fs::write(
         state.join("links/me--peer.json"),
         json!({"version": 1, "a": "me", "b": "peer"}).to_string(),

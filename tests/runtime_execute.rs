@@ -61,8 +61,8 @@ fn live_state_is_checked_first() {
 fn context_read_needs_a_folder_and_reads_links() {
     let rig = Rig::new("exec-context", &["a", "b"]);
     let state = rig.project_dir.join(".termsprawl");
-    fs::create_dir_all(state.join("links")).unwrap();
-    fs::create_dir_all(state.join("transcripts")).unwrap();
+    private_dirs(&state.join("links"));
+    private_dirs(&state.join("transcripts"));
     fs::write(
         state.join("links/a--b.json"),
         json!({"version": 1, "a": "a", "b": "b"}).to_string(),
@@ -422,7 +422,7 @@ fn agent_messages_stay_in_their_project_and_follow_the_recipients_terminal() {
     };
     server.provision(&elsewhere, status(), false).unwrap();
     let links = rig.project_dir.join(".termsprawl/links");
-    fs::create_dir_all(&links).unwrap();
+    private_dirs(&links);
     for b in ["b", "x"] {
         let link = json!({"version": 1, "a": "a", "b": b, "agentMessages": true});
         let file = links.join(format!("a--{b}.json"));
@@ -502,4 +502,15 @@ fn agent_messages_stay_in_their_project_and_follow_the_recipients_terminal() {
     )
     .unwrap();
     assert_eq!(seen["tasks"][0]["state"], json!("failed"));
+}
+
+/// Creates `dir` and its missing parents 0700: a project's `.termsprawl/` and its
+/// folders are read only when private.
+fn private_dirs(dir: &std::path::Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .unwrap();
 }

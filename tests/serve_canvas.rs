@@ -362,8 +362,8 @@ fn context_read_follows_links_to_transcripts() {
         "{none}"
     );
 
-    std::fs::create_dir_all(state.join("links")).unwrap();
-    std::fs::create_dir_all(state.join("transcripts")).unwrap();
+    private_dirs(&state.join("links"));
+    private_dirs(&state.join("transcripts"));
     std::fs::write(
         state.join("links/me--peer.json"),
         json!({"version": 1, "a": "me", "b": "peer"}).to_string(),

@@ -147,7 +147,7 @@ fn a_second_serve_on_a_live_data_directory_is_refused() {
 #[test]
 fn a_corrupt_project_file_is_named_and_left_untouched() {
     let dirs = Dirs::new("corrupt");
-    std::fs::create_dir_all(dirs.project.join(".termsprawl")).unwrap();
+    private_dirs(&dirs.project.join(".termsprawl"));
     let garbage = b"{\"nodes\": [ this is not json";
     std::fs::write(dirs.project_file(), garbage).unwrap();
     let (status, stdout, stderr) = serve_fails(&dirs, &["--terminals", "pty", "--agent", "me"]);

@@ -38,6 +38,32 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Checks that `dir` is a private folder of this user, as [`private_dir`] makes it: a
+/// directory (not a symlink to one) owned by the effective user, with no group or other
+/// permission bits. Whatever is in a folder another user owns, or could once write to,
+/// may be theirs, so nothing in it is taken as this user's state. `NotFound` when `dir`
+/// does not exist; else the error says what is wrong and how to fix it.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(dir)?;
+    let (me, shown) = (crate::sys::process::effective_uid(), dir.display());
+    let problem = if !meta.is_dir() {
+        format!("{shown} is not a folder (a symlink or a file); remove it")
+    } else if meta.uid() != me {
+        format!(
+            "{shown} belongs to uid {}, not to you (uid {me}), so what it holds may be theirs; remove it (rm -r {shown}), or take it if you trust what it holds (chown -R {me} {shown} && chmod 700 {shown})",
+            meta.uid()
+        )
+    } else if meta.mode() & 0o077 != 0 {
+        format!(
+            "{shown} is not private (mode {:o}), so others may have put files in it; make it yours alone: chmod 700 {shown}",
+            meta.mode() & 0o777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(io::Error::new(io::ErrorKind::PermissionDenied, problem))
+}
+
 /// Atomically replaces `path` with `value` as pretty JSON, mode 0600.
 pub fn private_json(path: &Path, value: &Value) -> io::Result<()> {
     let mut text = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
@@ -181,6 +207,38 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tst-files-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn only_a_private_folder_of_this_user_passes_the_check() {
+        let dir = scratch("check");
+        assert_eq!(
+            check_private_dir(&dir).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        private_dir(&dir).unwrap();
+        check_private_dir(&dir).unwrap();
+        for mode in [0o755, 0o777, 0o750, 0o701, 0o710, 0o704] {
+            fs::set_permissions(&dir, Permissions::from_mode(mode)).unwrap();
+            let refused = check_private_dir(&dir).unwrap_err().to_string();
+            assert!(refused.contains(&format!("mode {mode:o}")), "{refused}");
+            assert!(refused.contains("chmod 700"), "{refused}");
+        }
+        fs::set_permissions(&dir, Permissions::from_mode(0o700)).unwrap();
+        if crate::sys::process::effective_uid() == 0 {
+            // Root can hand the folder to `nobody`: private, but not ours.
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            let refused = check_private_dir(&dir).unwrap_err().to_string();
+            assert!(refused.contains("belongs to uid 65534"), "{refused}");
+            std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+        }
+        let link = dir.with_extension("symlink");
+        let _ = fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let refused = check_private_dir(&link).unwrap_err().to_string();
+        assert!(refused.contains("not a folder"), "{refused}");
+        fs::remove_file(&link).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

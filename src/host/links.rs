@@ -4,10 +4,12 @@
 //!
 //! A link is `<project>/.termsprawl/links/<A>--<B>.json`, `{"version":1,"a":"A","b":"B"}`,
 //! what `context_read` reads (either side then reads the other's transcript). With
-//! `--messages` it also holds `"agentMessages":true`: A may send work to B (directed; the
-//! messaging of a later round reads it, absent or false means reading only). The file is
+//! `--messages` it also holds `"agentMessages":true`: A may send work to B (directed, as
+//! messaging reads it; absent or false means reading only). The file is
 //! private state, written like every other (0600, atomically, never through a planted
-//! symlink, `links/` made 0700). Both ids must be agent nodes (terminal nodes with an
+//! symlink, `links/` made 0700), and only into a `.termsprawl/` that is a private folder
+//! of this user (so is `links/`, when it exists): else both commands refuse, saying how to
+//! fix the folder. Both ids must be agent nodes (terminal nodes with an
 //! `agentId`) on the project's canvas, read from its `project.json` only if it is a
 //! regular file of this user; `serve` need not run. `unlink` removes exactly that file.
 
@@ -18,6 +20,7 @@ use serde_json::{json, Value};
 
 use crate::base::files::{private_dir, private_json, read_private_json};
 use crate::protocol::is_valid_node_id;
+use crate::runtime::context::{check_state_folders, STATE_DIR};
 
 /// The usage line of `link` and `unlink`.
 pub const LINK_USAGE: &str =
@@ -87,18 +90,19 @@ fn linked_pair(file: &Path) -> Option<(String, String)> {
     text("a").zip(text("b"))
 }
 
-/// Refuses a project without a `.termsprawl/` folder of its own (missing, or a symlink,
-/// which is never followed); makes nothing, so a refusal leaves no trace.
+/// Refuses a project without a `.termsprawl/` folder of its own: missing, or not private
+/// to this user, or with a `links/` or `transcripts/` that is not ([`check_state_folders`]:
+/// another user's files there would be consent the person never gave). Makes nothing, so
+/// a refusal leaves no trace.
 fn require_state_dir(project: &Path) -> Result<(), String> {
-    let dir = project.join(".termsprawl");
-    match std::fs::symlink_metadata(&dir) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(format!("{} is not a folder; it is not used", dir.display())),
-        Err(_) => Err(format!(
+    match check_state_folders(project) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
             "{} has no canvas ({} is missing); start serve there first",
             project.display(),
-            dir.display()
+            project.join(STATE_DIR).display()
         )),
+        Err(e) => Err(format!("{e}; nothing was changed")),
     }
 }
 

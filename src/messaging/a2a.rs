@@ -312,31 +312,44 @@ fn family(method: &str) -> Option<Version> {
     }
 }
 
-/// The idempotency key of an A2A `messageId` (any string): itself when it is a valid
-/// `messageId` of ours, else `h-` and its bytes in hex (so a key never collides with
-/// another id). [`message_id_of`] turns it back.
+/// The prefix of an encoded key; a plain key never starts with it.
+const ENCODED: &str = "h-";
+/// The longest `messageId` that is encoded, in bytes: `h-` and two hex digits a byte fit
+/// the 128 characters of a key.
+const MAX_ENCODED_BYTES: usize = 63;
+
+/// The idempotency key of an A2A `messageId` (any string), one-to-one so that two
+/// different ids never name one task. An id of `a-zA-Z0-9_-` (at most 128) that does not
+/// start with `h-` is its own key (a plain key); any other id, those starting with `h-`
+/// included, is encoded as `h-` and its UTF-8 bytes in lowercase hex. Two plain keys differ
+/// where their ids do, two encoded keys too (hex is one-to-one), and a plain key never
+/// equals an encoded one (only encoded keys start with `h-`). [`message_id_of`] turns a
+/// key back.
 fn idempotency_key(id: &str) -> Result<String, String> {
-    if is_key(id) {
+    if is_key(id) && !id.starts_with(ENCODED) {
         Ok(id.to_string())
-    } else if !id.is_empty() && id.len() <= 63 {
-        Ok(format!("h-{}", to_hex(id.as_bytes())))
+    } else if !id.is_empty() && id.len() <= MAX_ENCODED_BYTES {
+        Ok(format!("{ENCODED}{}", to_hex(id.as_bytes())))
     } else {
-        Err("Invalid params: messageId must be 1 to 63 bytes (or 128 of a-zA-Z0-9_-)".to_string())
+        Err(format!(
+            "Invalid params: messageId must be 1 to {MAX_ENCODED_BYTES} bytes, or 1 to 128 of a-zA-Z0-9_- not starting with {ENCODED}; send a shorter messageId"
+        ))
     }
 }
 
-/// The A2A `messageId` an idempotency key was made from.
+/// The A2A `messageId` an idempotency key was made from. A key this side did not make (an
+/// agent's own `messageId` through the tool API, `h-41` say) is shown as it is.
 fn message_id_of(key: &str) -> String {
-    let decoded = key.strip_prefix("h-").and_then(|hex| {
+    let decoded = key.strip_prefix(ENCODED).and_then(|hex| {
         let bytes: Option<Vec<u8>> = (0..hex.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
             .collect();
         String::from_utf8(bytes?).ok()
     });
-    // Only ids that were not keys themselves were encoded.
+    // Only the id whose key this is: `h-41` decodes to `A`, whose key is `A`, not `h-41`.
     decoded
-        .filter(|id| !is_key(id))
+        .filter(|id| idempotency_key(id).as_deref() == Ok(key))
         .unwrap_or_else(|| key.to_string())
 }
 
@@ -556,4 +569,119 @@ fn a2a_task(task: &Value, version: Version) -> Value {
         out["kind"] = json!("task");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain ids, ids shaped like encoded keys (`h-` and hex, upper and lower case, odd
+    /// lengths), ids with dots, spaces, unicode and control characters, and ids at and
+    /// past both length limits.
+    fn sample_ids() -> Vec<String> {
+        let mut ids: Vec<String> = [
+            "q.1",
+            "h-712e31",
+            "h-",
+            "h",
+            "-",
+            "_",
+            "H-712e31",
+            "h-712E31",
+            "h-71",
+            "h-7",
+            "hh-712e31",
+            "h--",
+            "a",
+            "A",
+            "m1",
+            "sdk:message/1.0",
+            "é",
+            "ü.ü",
+            "日本",
+            "a b",
+            "\u{7}",
+            "\u{0}",
+            "h-\u{e9}",
+            "🙂",
+            "h-🙂",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let seeds = ["q.1", "h-", "x", "é", "h-7", "9_-"];
+        for seed in seeds {
+            // Each seed, its key and its key's key, and the key's hex as a plain id.
+            let key = idempotency_key(seed).unwrap();
+            ids.push(key.clone());
+            if let Ok(twice) = idempotency_key(&key) {
+                ids.push(twice);
+            }
+            ids.push(key.trim_start_matches(ENCODED).to_string());
+        }
+        for n in [1, 61, 62, 63, 64, 127, 128, 129] {
+            ids.push("a".repeat(n));
+            ids.push(format!("h-{}", "a".repeat(n.saturating_sub(2))));
+            ids.push(".".repeat(n));
+        }
+        for byte in 0u8..=127 {
+            ids.push(format!("h-{byte:02x}"));
+            ids.push(char::from(byte).to_string());
+        }
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    #[test]
+    fn no_two_message_ids_share_a_key_and_each_key_turns_back_into_its_id() {
+        let mut owner_of = std::collections::HashMap::new();
+        let mut keyed = 0;
+        for id in sample_ids() {
+            let Ok(key) = idempotency_key(&id) else {
+                continue;
+            };
+            keyed += 1;
+            assert!(
+                is_key(&key),
+                "{id:?} gave {key:?}, which the validator refuses"
+            );
+            if let Some(other) = owner_of.insert(key.clone(), id.clone()) {
+                panic!("{other:?} and {id:?} share the key {key:?}");
+            }
+            assert_eq!(message_id_of(&key), id, "the key {key:?}");
+        }
+        assert!(keyed > 250, "only {keyed} ids were keyed");
+        assert_ne!(idempotency_key("q.1"), idempotency_key("h-712e31"));
+    }
+
+    #[test]
+    fn a_message_id_too_long_is_refused_with_the_limit() {
+        for id in [
+            "",
+            &"é".repeat(32),
+            &format!("h-{}", "a".repeat(62)),
+            &"a".repeat(129),
+        ] {
+            let refused = idempotency_key(id).unwrap_err();
+            assert!(refused.contains("1 to 63 bytes"), "{id:?}: {refused}");
+            assert!(
+                refused.contains("128 of a-zA-Z0-9_- not starting with h-"),
+                "{refused}"
+            );
+        }
+        assert_eq!(idempotency_key(&"a".repeat(128)), Ok("a".repeat(128)));
+        assert_eq!(idempotency_key(&"é".repeat(31)).map(|k| k.len()), Ok(126));
+        assert_eq!(
+            idempotency_key(&format!("h-{}", "a".repeat(61))).map(|k| k.len()),
+            Ok(128)
+        );
+    }
+
+    #[test]
+    fn keys_made_through_the_tool_api_are_shown_as_they_are() {
+        for key in ["h-41", "h-4A", "h-zz", "h-7", "h-", "plain"] {
+            assert_eq!(message_id_of(key), key);
+        }
+    }
 }

@@ -6,7 +6,8 @@
 //!   `"agentMessages":true` (a person makes it: `termsprawl-tools link A B --messages`;
 //!   [`grants_messages`]), both are agent nodes of the caller's project, and both are
 //!   `connected` or `cli-fallback`. The links are read from disk on every call, so an
-//!   `unlink` takes effect at once.
+//!   `unlink` takes effect at once, and only from a `.termsprawl/links/` that is a private
+//!   folder of this user (`runtime::context::read_links`).
 //! - **A task** is one message and its outcome: `submitted` until B answers (`completed`
 //!   or `failed`), or until it fails by itself: after [`PENDING_TIMEOUT_MS`] without a
 //!   reply, when either agent is closed or revoked, when the app stops. One pending task

@@ -6,15 +6,26 @@
 //! - `project.json`: the canvas, for the peers' titles.
 //!
 //! The transcript is read as Claude-style JSONL. Every file is untrusted: anything that is
-//! not what we expect is skipped, never an error.
+//! not what we expect is skipped, never an error. Nothing is read from a folder that is
+//! not private to this user ([`private_state_dir`], the one gate for every reader of
+//! links: `context_read`, messaging's consent, the canvas view, `link` and `unlink`).
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::{fs::File, path::Path};
 
 use serde_json::{json, Value};
 
+use crate::base::files::check_private_dir;
 use crate::{messaging::grants_messages, protocol::is_valid_node_id};
 
+/// A folder project's state folder.
+pub const STATE_DIR: &str = ".termsprawl";
+/// The folder of link files in [`STATE_DIR`].
+pub const LINKS_DIR: &str = "links";
+/// The folder of transcript pointers in [`STATE_DIR`].
+pub const TRANSCRIPTS_DIR: &str = "transcripts";
 /// The only transcript reader there is.
 pub const READER: &str = "claude-jsonl";
 /// `context_read` returns at most the last this many characters.
@@ -30,23 +41,60 @@ const MAX_SMALL_FILE: u64 = 64 * 1024;
 /// Link files looked at.
 const MAX_LINK_FILES: usize = 1_000;
 
+/// `<project>/.termsprawl` (`sub` empty) or its folder `sub`, once it and the state folder
+/// pass [`check_private_dir`]: a folder another user owns or could write to may hold
+/// their files, and a link there would be consent the person never gave. `NotFound` when
+/// either is missing; else an error that says how to fix the folder.
+pub fn private_state_dir(project_dir: &Path, sub: &str) -> io::Result<PathBuf> {
+    let state = project_dir.join(STATE_DIR);
+    check_private_dir(&state)?;
+    if sub.is_empty() {
+        return Ok(state);
+    }
+    let dir = state.join(sub);
+    check_private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Checks the state folder and those of its `links/` and `transcripts/` that exist, as
+/// `serve`, `link` and `unlink` do before using them: `NotFound` only when the state
+/// folder is missing.
+pub fn check_state_folders(project_dir: &Path) -> io::Result<()> {
+    private_state_dir(project_dir, "")?;
+    for sub in [LINKS_DIR, TRANSCRIPTS_DIR] {
+        match private_state_dir(project_dir, sub) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Reads the context for `node_id` in the folder project at `project_dir`:
 /// `{text, reader: "claude-jsonl", reason}`, `reason` set (and `text` empty) only when
 /// nothing was readable.
 pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
-    let state = project_dir.join(".termsprawl");
-    let peers = linked_peers(&state.join("links"), node_id);
+    let no_links = "No agents are linked to you; ask the user to link one";
+    let links = match links_in(project_dir) {
+        Ok(links) => links,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return answer("", Some(no_links)),
+        Err(e) => return refused_folder(&e),
+    };
+    let peers = linked_peers(links, node_id);
     if peers.is_empty() {
-        return answer(
-            "",
-            Some("No agents are linked to you; ask the user to link one"),
-        );
+        return answer("", Some(no_links));
     }
-    let project = read_small_json(&state.join("project.json")).unwrap_or_default();
+    let no_transcript = "Linked agents have no readable transcript yet";
+    let pointers = match private_state_dir(project_dir, TRANSCRIPTS_DIR) {
+        Ok(dir) => dir,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return answer("", Some(no_transcript)),
+        Err(e) => return refused_folder(&e),
+    };
+    let project = read_small_json(&project_dir.join(STATE_DIR).join("project.json"));
+    let project = project.unwrap_or_default();
     let mut blocks = Vec::new();
     for peer in &peers {
-        let pointer = state.join("transcripts").join(format!("{peer}.json"));
-        let Some(path) = transcript_path(&pointer) else {
+        let Some(path) = transcript_path(&pointers.join(format!("{peer}.json"))) else {
             continue;
         };
         let turns = read_claude_jsonl(Path::new(&path));
@@ -57,9 +105,15 @@ pub fn read_context(project_dir: &Path, node_id: &str) -> Value {
         blocks.push(format!("# {title} ({peer})\n\n{}", turns.join("\n\n")));
     }
     if blocks.is_empty() {
-        return answer("", Some("Linked agents have no readable transcript yet"));
+        return answer("", Some(no_transcript));
     }
     answer(last_chars(&blocks.join("\n---\n"), MAX_CONTEXT_CHARS), None)
+}
+
+/// The answer when the project's state folder is not private: nothing was read.
+fn refused_folder(problem: &io::Error) -> Value {
+    let reason = format!("Nothing was read: {problem}; ask the user to fix it");
+    answer("", Some(&reason))
 }
 
 fn answer(text: &str, reason: Option<&str>) -> Value {
@@ -67,9 +121,9 @@ fn answer(text: &str, reason: Option<&str>) -> Value {
 }
 
 /// Peers linked to `node_id`, sorted, each once.
-fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
+fn linked_peers(links: Vec<(String, String, bool)>, node_id: &str) -> Vec<String> {
     let mut peers: Vec<String> = Vec::new();
-    for (a, b, _) in read_links(links_dir) {
+    for (a, b, _) in links {
         if a != node_id && b != node_id {
             continue;
         }
@@ -81,22 +135,30 @@ fn linked_peers(links_dir: &Path, node_id: &str) -> Vec<String> {
     peers
 }
 
-/// Every well-formed link in `links_dir` (a `links/` folder) as `(a, b, agentMessages)`,
-/// in file-name order; malformed, oversized or non-regular files are skipped.
-pub fn read_links(links_dir: &Path) -> Vec<(String, String, bool)> {
-    let Ok(entries) = std::fs::read_dir(links_dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<_> = entries
+/// Every well-formed link of the folder project at `project_dir` as
+/// `(a, b, agentMessages)`, in file-name order; none when its `links/` is missing or not
+/// private ([`private_state_dir`]). Malformed, oversized or non-regular files, and files
+/// of another user, are skipped.
+pub fn read_links(project_dir: &Path) -> Vec<(String, String, bool)> {
+    links_in(project_dir).unwrap_or_default()
+}
+
+/// [`read_links`], with why there are none when `links/` cannot be read.
+fn links_in(project_dir: &Path) -> io::Result<Vec<(String, String, bool)>> {
+    let links_dir = private_state_dir(project_dir, LINKS_DIR)?;
+    let mut names: Vec<_> = std::fs::read_dir(links_dir)?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .take(MAX_LINK_FILES)
         .collect();
     names.sort();
+    let me = crate::sys::process::effective_uid();
     let mut links = Vec::new();
     for path in names {
-        let link = read_small_json(&path);
+        // Only `link` (this user) makes links; a file of anyone else is no consent.
+        let mine = open_regular(&path).filter(|f| f.metadata().is_ok_and(|m| m.uid() == me));
+        let link = mine.and_then(read_small);
         let Some(link) = link.filter(|l| l.get("version") == Some(&json!(1))) else {
             continue;
         };
@@ -110,7 +172,7 @@ pub fn read_links(links_dir: &Path) -> Vec<(String, String, bool)> {
         let messages = grants_messages(&path, a, b, &link);
         links.push((a.to_string(), b.to_string(), messages));
     }
-    links
+    Ok(links)
 }
 
 fn transcript_path(pointer: &Path) -> Option<String> {
@@ -121,7 +183,10 @@ fn transcript_path(pointer: &Path) -> Option<String> {
 }
 
 fn read_small_json(path: &Path) -> Option<Value> {
-    let file = open_regular(path)?;
+    read_small(open_regular(path)?)
+}
+
+fn read_small(file: File) -> Option<Value> {
     let mut bytes = Vec::new();
     file.take(MAX_SMALL_FILE + 1).read_to_end(&mut bytes).ok()?;
     if bytes.len() as u64 > MAX_SMALL_FILE {
@@ -224,14 +289,24 @@ pub fn last_chars(text: &str, max: usize) -> &str {
 mod tests {
     use super::*;
     use std::fs;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     use std::path::PathBuf;
 
     fn project(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("tst-context-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(dir.join(".termsprawl/links")).unwrap();
-        fs::create_dir_all(dir.join(".termsprawl/transcripts")).unwrap();
+        for sub in ["links", "transcripts"] {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir.join(".termsprawl").join(sub))
+                .unwrap();
+        }
         dir
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
     }
 
     fn link(dir: &Path, a: &str, b: &str) {
@@ -387,6 +462,57 @@ mod tests {
         assert!(read_context(&dir, "me")["reason"].is_string());
         let missing = std::env::temp_dir().join("tst-context-no-such-project");
         assert!(read_context(&missing, "me")["reason"].is_string());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn nothing_is_read_from_a_state_folder_that_is_not_private() {
+        let dir = project("loose");
+        link(&dir, "me", "peer");
+        transcript(&dir, "peer", &[line("assistant", json!("from peer"))]);
+        assert_eq!(read_links(&dir), vec![("me".into(), "peer".into(), false)]);
+        assert_eq!(read_context(&dir, "me")["reason"], Value::Null);
+        let state = dir.join(STATE_DIR);
+        for folder in [
+            state.clone(),
+            state.join(LINKS_DIR),
+            state.join(TRANSCRIPTS_DIR),
+        ] {
+            for mode in [0o755, 0o777] {
+                set_mode(&folder, mode);
+                let value = read_context(&dir, "me");
+                let reason = value["reason"].as_str().unwrap();
+                assert_eq!(value["text"], "");
+                assert!(reason.contains("chmod 700"), "{reason}");
+                assert!(reason.contains(&folder.display().to_string()), "{reason}");
+                assert!(check_state_folders(&dir).is_err());
+                if folder != state.join(TRANSCRIPTS_DIR) {
+                    assert!(
+                        read_links(&dir).is_empty(),
+                        "{} at {mode:o}",
+                        folder.display()
+                    );
+                }
+            }
+            set_mode(&folder, 0o700);
+        }
+        check_state_folders(&dir).unwrap();
+        if crate::sys::process::effective_uid() == 0 {
+            // Root hands things to `nobody`: a folder of theirs, then a link file of theirs.
+            let links = state.join(LINKS_DIR);
+            std::os::unix::fs::chown(&links, Some(65534), None).unwrap();
+            assert!(read_links(&dir).is_empty());
+            assert!(read_context(&dir, "me")["reason"]
+                .as_str()
+                .unwrap()
+                .contains("belongs to uid 65534"));
+            std::os::unix::fs::chown(&links, Some(0), None).unwrap();
+            let file = links.join("me--peer.json");
+            std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+            assert!(read_links(&dir).is_empty());
+            std::os::unix::fs::chown(&file, Some(0), None).unwrap();
+        }
+        assert_eq!(read_links(&dir).len(), 1);
         fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -159,9 +159,7 @@ impl Core {
             let session = self.server()?.session(node)?;
             (session.project_id == identity.project_id).then_some(session.status)
         });
-        let links = (project.cwd.as_ref())
-            .map(|cwd| read_links(&cwd.join(".termsprawl").join("links")))
-            .unwrap_or_default();
+        let links = (project.cwd.as_deref()).map(read_links).unwrap_or_default();
         let terminals = &self.host.terminals;
         let deliver = |node: &str, text: &str| match terminals.ended(node) {
             Some(end) => Delivery::Failed(format!("its program has ended ({})", end.describe())),

@@ -440,6 +440,17 @@ pub fn children(pid: u32) -> Vec<u32> {
     found
 }
 
+/// Creates `dir` and its missing parents 0700, as `serve` and `link` make the project's
+/// `.termsprawl/` and its folders (a looser one is refused).
+pub fn private_dirs(dir: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .unwrap();
+}
+
 /// Writes an executable script.
 pub fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;

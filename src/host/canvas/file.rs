@@ -17,10 +17,12 @@ use super::{
 };
 use crate::base::files::{private_dir, private_json, read_json};
 use crate::host::terminals::EndedTerminal;
+use crate::runtime::context::check_state_folders;
 
 impl Canvas {
     /// Loads the canvas of the folder project at `project_dir`, creating
-    /// `.termsprawl/` (0700) and `project.json` when missing.
+    /// `.termsprawl/` (0700) and `project.json` when missing; refused when `.termsprawl/`,
+    /// its `links/` or its `transcripts/` is not a private folder of this user.
     ///
     /// The project id is `project_id` when given, else the one kept in the file, else a
     /// new random one; whichever it is gets written to the file, so a later load without
@@ -52,10 +54,19 @@ impl Canvas {
             });
         }
         let dir = project_dir.join(PROJECT_DIR);
-        private_dir(&dir).map_err(|source| CanvasError::Io {
-            path: dir.clone(),
-            source,
-        })?;
+        // A state folder someone else owns or can write to is refused, never tightened:
+        // files put there meanwhile (links, a canvas) would stay and be read as ours.
+        if let Err(e) = check_state_folders(project_dir) {
+            if e.kind() != io::ErrorKind::NotFound {
+                return refused(e.to_string());
+            }
+            private_dir(&dir).map_err(|source| CanvasError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            // Ours now, unless another user made one between the check and the making.
+            check_state_folders(project_dir).or_else(|e| refused(e.to_string()))?;
+        }
         let file = dir.join(PROJECT_FILE);
         let raw = match read_json(&file) {
             Ok(raw) => raw,
@@ -237,6 +248,26 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
+    fn a_state_folder_that_is_not_private_is_refused_and_left_as_it_is() {
+        let dir = project("loose");
+        let state = dir.join(PROJECT_DIR);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        Canvas::load(&dir, None).unwrap();
+        for (folder, loose) in [(state.clone(), 0o755), (state.join("links"), 0o777)] {
+            private_dir(&folder).unwrap();
+            fs::set_permissions(&folder, fs::Permissions::from_mode(loose)).unwrap();
+            let refused = Canvas::load(&dir, None).unwrap_err().to_string();
+            assert!(
+                refused.contains(&format!("chmod 700 {}", folder.display())),
+                "{refused}"
+            );
+            assert_eq!(mode(&folder), loose, "refused, not tightened");
+            fs::set_permissions(&folder, fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        Canvas::load(&dir, None).unwrap();
+    }
+
+    #[test]
     fn load_creates_a_private_folder_and_a_stable_project_id() {
         let dir = project("create");
         let canvas = Canvas::load(&dir, None).unwrap();
@@ -354,7 +385,7 @@ mod tests {
     #[test]
     fn a_corrupt_project_file_is_reported_and_left_untouched() {
         let dir = project("corrupt");
-        fs::create_dir_all(dir.join(PROJECT_DIR)).unwrap();
+        private_dir(&dir.join(PROJECT_DIR)).unwrap();
         let file = dir.join(PROJECT_DIR).join(PROJECT_FILE);
         for bytes in [
             &b"{\"nodes\": [ truncated"[..],
@@ -386,7 +417,7 @@ mod tests {
     #[test]
     fn junk_node_entries_are_skipped_reported_and_kept_in_the_file() {
         let dir = project("junk");
-        fs::create_dir_all(dir.join(PROJECT_DIR)).unwrap();
+        private_dir(&dir.join(PROJECT_DIR)).unwrap();
         let file = dir.join(PROJECT_DIR).join(PROJECT_FILE);
         let good = json!({
             "id": "note-1", "type": "sticky", "position": {"x": 5, "y": 6},

@@ -59,7 +59,7 @@ pub use crate::protocol::is_valid_node_id;
 pub use node::{Node, NodeData, NodeKind, Position, Size, Tab};
 
 /// The folder inside a project that holds its canvas and links.
-pub const PROJECT_DIR: &str = ".termsprawl";
+pub const PROJECT_DIR: &str = crate::runtime::context::STATE_DIR;
 /// The canvas file inside [`PROJECT_DIR`].
 pub const PROJECT_FILE: &str = "project.json";
 /// The `version` written into `project.json`.

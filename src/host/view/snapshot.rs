@@ -105,8 +105,8 @@ impl ViewSource {
         for node in nodes.as_array_mut().into_iter().flatten() {
             self.add_live_parts(node, visible, screens);
         }
-        let links: Vec<Value> = folder
-            .map(|f| read_links(&f.join(".termsprawl").join("links")))
+        let links: Vec<Value> = (folder.as_deref())
+            .map(read_links)
             .unwrap_or_default()
             .into_iter()
             .map(|(a, b, messages)| json!({ "a": a, "b": b, "agentMessages": messages }))
