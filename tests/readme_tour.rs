@@ -144,6 +144,13 @@ fn the_readme_tour_runs_against_a_fresh_serve() {
                 "a cargo command the test does not know"
             );
         } else {
+            if command.starts_with("termsprawl-tools activity") {
+                // The trail's writer appends in batches on its own thread: wait (bounded)
+                // until it has written the tour's calls, as a person reading it later would.
+                script.push_str(
+                    "for _ in $(seq 100); do termsprawl-tools activity | grep -q terminal_submit && break; sleep 0.1; done\n",
+                );
+            }
             script.push_str(command);
             script.push_str(&format!("\nprintf '\\n%s\\n' '{STEP_END}'\n"));
             run.push(command.as_str());
