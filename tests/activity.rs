@@ -684,3 +684,18 @@ fn a_hand_made_trail_with_a_nine_megabyte_operation_is_printed_cut() {
         "--json is not the file's whole lines"
     );
 }
+
+#[test]
+fn a_command_line_message_quotes_a_name_escaped() {
+    let dirs = Dirs::new("activity-message");
+    let id = "\x1b]0;owned\x07\u{202e}p1";
+    let (code, _, stderr) = activity(&dirs.data, &["--project-id", id]);
+    assert_eq!(code, Some(1), "{stderr}");
+    if let Some(c) = stderr.chars().find(|c| acts_or_hides(*c)) {
+        panic!("a raw {c:?} reached the terminal: {stderr:?}");
+    }
+    assert!(
+        stderr.contains(r"\x1b]0;owned\x07\u202ep1 is not a project id"),
+        "{stderr}"
+    );
+}

@@ -1,5 +1,7 @@
 //! Text from agents, pages or files made safe to print for a person in a terminal: the
 //! characters a terminal would act on or hide are shown escaped, never written raw.
+//! `activity`, `doctor`, the command-line messages and `serve`'s log lines that quote
+//! such text print through it.
 //!
 //! Escaped ([`is_escaped_for_terminal`]):
 //! - C0 controls U+0000–U+001F (ESC starts cursor moves, erasing, window titles), DEL
