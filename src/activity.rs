@@ -204,7 +204,7 @@ const TIME_CHARS: usize = 32;
 fn pad(line: &mut String, text: &str, width: usize) {
     line.push_str(text);
     let missing = width.min(COLUMN_CHARS).saturating_sub(text.chars().count());
-    line.extend(std::iter::repeat_n(' ', missing));
+    line.extend(std::iter::repeat(' ').take(missing));
 }
 
 /// `text` cut to `max` characters (with `…` when cut) and escaped for a terminal.
