@@ -61,6 +61,19 @@ const BATCH_PAUSE: Duration = Duration::from_millis(20);
 pub const REPORT_EVERY: Duration = Duration::from_secs(60);
 /// Error texts are cut to this many characters (they may quote what an agent sent).
 const ERROR_CHARS: usize = 500;
+/// The node and operation columns are padded to at most this many characters; a longer
+/// value pushes the rest of its line to the right.
+pub const COLUMN_CHARS: usize = 40;
+/// Node ids are cut to this many characters when shown (a valid one has at most 128).
+const NAME_CHARS: usize = 128;
+/// An operation name that is not in the catalogue is shown cut to this many characters.
+const UNKNOWN_OPERATION_CHARS: usize = 60;
+/// A value that is not a string (an array, an object) is shown cut to this many
+/// characters of its JSON.
+const VALUE_CHARS: usize = 4 * TEXT_CHARS;
+/// The outcome and a time that is not RFC 3339 are shown cut to these many characters.
+const OUTCOME_CHARS: usize = 16;
+const TIME_CHARS: usize = 32;
 
 /// `<dir>/<project_id>.jsonl`, or `None` for a project id that is no safe file name
 /// (`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`, as node ids): such a project has no trail.
@@ -186,19 +199,6 @@ impl ActivityLine {
         }
     }
 }
-
-/// The node and operation columns are padded to at most this many characters; a longer
-/// value pushes the rest of its line to the right.
-pub const COLUMN_CHARS: usize = 40;
-/// Node ids are cut to this many characters when shown (a valid one has at most 128).
-const NAME_CHARS: usize = 128;
-/// An operation name that is not in the catalogue is shown cut to this many characters.
-const UNKNOWN_OPERATION_CHARS: usize = 60;
-/// A value that is not a string (an array, an object) is shown cut to this many
-/// characters of its JSON.
-const VALUE_CHARS: usize = 4 * TEXT_CHARS;
-const OUTCOME_CHARS: usize = 16;
-const TIME_CHARS: usize = 32;
 
 /// Appends `text`, then spaces up to `width` characters (at most [`COLUMN_CHARS`]).
 fn pad(line: &mut String, text: &str, width: usize) {

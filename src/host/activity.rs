@@ -6,6 +6,10 @@
 //! previous (rotated) file comes first, then the current one. `--follow` prints the last
 //! ten lines and then each new one as it is written (checked every [`FOLLOW_EVERY`]),
 //! starting over when the file is rotated. Times are UTC.
+//!
+//! Each line is shown for people with every character a terminal would act on or hide
+//! escaped and every field cut (`ActivityLine::display`); `--json` prints each line
+//! exactly as the file holds it (lines that do not parse are skipped either way).
 
 use std::fs::File;
 use std::io::{self, Write};
