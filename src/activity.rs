@@ -30,6 +30,7 @@
 //! HTTP `status`, the reason and the client's `peerPort`, and is written to the trail of
 //! every project the server has provisioned a session for.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -44,6 +45,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::base::terminal_text::{escape_for_terminal, is_escaped_for_terminal, push_escaped};
 use crate::base::{civil_from_days, lock_or_recover};
 use crate::protocol::{ToolResult, ToolSession};
 
@@ -59,6 +61,19 @@ const BATCH_PAUSE: Duration = Duration::from_millis(20);
 pub const REPORT_EVERY: Duration = Duration::from_secs(60);
 /// Error texts are cut to this many characters (they may quote what an agent sent).
 const ERROR_CHARS: usize = 500;
+/// The node and operation columns are padded to at most this many characters; a longer
+/// value pushes the rest of its line to the right.
+pub const COLUMN_CHARS: usize = 40;
+/// Node ids are cut to this many characters when shown (a valid one has at most 128).
+const NAME_CHARS: usize = 128;
+/// An operation name that is not in the catalogue is shown cut to this many characters.
+const UNKNOWN_OPERATION_CHARS: usize = 60;
+/// A value that is not a string (an array, an object) is shown cut to this many
+/// characters of its JSON.
+const VALUE_CHARS: usize = 4 * TEXT_CHARS;
+/// The outcome and a time that is not RFC 3339 are shown cut to these many characters.
+const OUTCOME_CHARS: usize = 16;
+const TIME_CHARS: usize = 32;
 
 /// `<dir>/<project_id>.jsonl`, or `None` for a project id that is no safe file name
 /// (`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$`, as node ids): such a project has no trail.
@@ -106,21 +121,21 @@ pub struct ActivityLine {
 
 impl ActivityLine {
     /// The line for people: `12:03:04.512  me  terminal_submit  ok  3 ms  term-1 "cargo test"`
-    /// (time of day in UTC; `widths` pads the node and operation columns).
+    /// (time of day in UTC; `widths` pads the node and operation columns, each to at most
+    /// [`COLUMN_CHARS`]).
+    ///
+    /// Nothing in it is written raw that a terminal would act on or hide (see
+    /// `base::terminal_text`), every field is cut to a bounded length, and an operation
+    /// name that is not in the catalogue is shown as `(unknown) "…"`: an agent cannot
+    /// forge, move or erase what a person reads, on any line a file may hold.
     pub fn display(&self, widths: (usize, usize)) -> String {
-        let clock = self.time.get(11..23).unwrap_or(&self.time);
-        let node = self.node_id.as_deref().unwrap_or("-");
-        let operation = match (&self.operation, self.status) {
-            (Some(operation), _) => operation.clone(),
-            (None, Some(status)) => format!("refused {status}"),
-            (None, None) => "refused".to_string(),
-        };
-        let mut line = format!(
-            "{clock}  {node:<nw$}  {operation:<ow$}  {:<5}",
-            self.outcome,
-            nw = widths.0,
-            ow = widths.1
-        );
+        let mut line = self.clock().into_owned();
+        line.push_str("  ");
+        pad(&mut line, &self.node_column(), widths.0);
+        line.push_str("  ");
+        pad(&mut line, &self.operation_column(), widths.1);
+        line.push_str("  ");
+        pad(&mut line, &shown(&self.outcome, OUTCOME_CHARS), 5);
         if let Some(ms) = self.duration_ms {
             line.push_str(&format!("  {ms} ms"));
         }
@@ -131,14 +146,7 @@ impl ActivityLine {
                     .filter(|(key, _)| *key != "nodeId")
                     .map(|(_, value)| value),
             );
-            let shown: Vec<String> = node_first
-                .map(|value| match value {
-                    Value::String(text) if !text.contains([' ', '"']) && !text.is_empty() => {
-                        text.clone()
-                    }
-                    other => other.to_string(),
-                })
-                .collect();
+            let shown: Vec<String> = node_first.map(shown_value).collect();
             if !shown.is_empty() {
                 line.push_str("  ");
                 line.push_str(&shown.join(" "));
@@ -148,9 +156,129 @@ impl ActivityLine {
             line.push_str(&format!("  port {port}"));
         }
         if let Some(error) = &self.error {
-            line.push_str(&format!("  {error}"));
+            line.push_str("  ");
+            line.push_str(&shown(error, ERROR_CHARS));
         }
         line
+    }
+
+    /// The node column's text, as [`display`](Self::display) shows it (for widths).
+    pub fn node_column(&self) -> String {
+        match &self.node_id {
+            Some(node) => shown(node, NAME_CHARS).into_owned(),
+            None => "-".to_string(),
+        }
+    }
+
+    /// The operation column's text, as [`display`](Self::display) shows it (for widths).
+    pub fn operation_column(&self) -> String {
+        match (&self.operation, self.status) {
+            (Some(operation), _) if crate::protocol::find_tool(operation).is_some() => {
+                operation.clone()
+            }
+            (Some(operation), _) => format!(
+                "(unknown) {}",
+                quoted(&cut_chars(operation, UNKNOWN_OPERATION_CHARS))
+            ),
+            (None, Some(status)) => format!("refused {status}"),
+            (None, None) => "refused".to_string(),
+        }
+    }
+
+    /// `HH:MM:SS.mmm` from a well-formed time, else the time as it is, escaped and cut.
+    fn clock(&self) -> Cow<'_, str> {
+        match self.time.get(11..23) {
+            Some(clock)
+                if clock
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b':' || b == b'.') =>
+            {
+                Cow::Borrowed(clock)
+            }
+            _ => Cow::Owned(shown(&self.time, TIME_CHARS).into_owned()),
+        }
+    }
+}
+
+/// Appends `text`, then spaces up to `width` characters (at most [`COLUMN_CHARS`]).
+fn pad(line: &mut String, text: &str, width: usize) {
+    line.push_str(text);
+    let missing = width.min(COLUMN_CHARS).saturating_sub(text.chars().count());
+    line.extend(std::iter::repeat(' ').take(missing));
+}
+
+/// `text` cut to `max` characters (with `…` when cut) and escaped for a terminal.
+fn shown(text: &str, max: usize) -> Cow<'_, str> {
+    match cut_chars(text, max) {
+        Cow::Borrowed(text) => escape_for_terminal(text),
+        Cow::Owned(text) => Cow::Owned(escape_for_terminal(&text).into_owned()),
+    }
+}
+
+/// An argument's value for people: a plain word as it is; other text quoted and cut to
+/// [`TEXT_CHARS`]; any other value as its JSON, cut to [`VALUE_CHARS`] and escaped.
+fn shown_value(value: &Value) -> String {
+    match value {
+        Value::String(text) if is_plain_word(text) && text.chars().count() <= TEXT_CHARS => {
+            text.clone()
+        }
+        Value::String(text) => quoted(&cut_chars(text, TEXT_CHARS)),
+        // serde_json escapes `"`, `\` and C0; the escaping catches the rest.
+        other => shown(&other.to_string(), VALUE_CHARS).into_owned(),
+    }
+}
+
+/// Whether `text` can be shown without quotes: not empty, and nothing that could pass
+/// for a separator, a quote or an escape.
+fn is_plain_word(text: &str) -> bool {
+    !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| matches!(c, ' ' | '"' | '\\') || is_escaped_for_terminal(c))
+}
+
+/// `text` in double quotes, `"` and `\` escaped as in JSON and the rest as for a
+/// terminal, so that quoted text can never end its quotes or pass for the line's words.
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => push_escaped(&mut out, c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `text` cut to its first `max` characters, with `…` when cut.
+fn cut_chars(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
+    }
+}
+
+/// A line of a trail as the file holds it, and what it says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrailLine {
+    /// The line's bytes exactly as in the file, without its newline.
+    pub bytes: Vec<u8>,
+    /// The line, parsed.
+    pub line: ActivityLine,
+}
+
+impl TrailLine {
+    /// `bytes` (one line, without its newline) as a trail line; `None` when they do not
+    /// parse as one (a torn line, junk): readers skip those.
+    pub fn parse(bytes: &[u8]) -> Option<TrailLine> {
+        let line = serde_json::from_slice(bytes).ok()?;
+        Some(TrailLine {
+            bytes: bytes.to_vec(),
+            line,
+        })
     }
 }
 
@@ -159,6 +287,14 @@ impl ActivityLine {
 /// parse (a torn last line) are skipped; a missing or untrusted file reads as empty.
 /// For a view that shows the latest calls; see `AgentToolServer::activity_file`.
 pub fn read_tail(dir: &Path, project_id: &str, n: usize) -> Vec<ActivityLine> {
+    read_tail_lines(dir, project_id, n)
+        .into_iter()
+        .map(|read| read.line)
+        .collect()
+}
+
+/// [`read_tail`] with each line's bytes as the file holds them.
+pub fn read_tail_lines(dir: &Path, project_id: &str, n: usize) -> Vec<TrailLine> {
     let Some(file) = trail_file(dir, project_id) else {
         return Vec::new();
     };
@@ -172,7 +308,7 @@ pub fn read_tail(dir: &Path, project_id: &str, n: usize) -> Vec<ActivityLine> {
 }
 
 /// The last `n` parsable lines of one file.
-fn tail_of(file: &Path, n: usize) -> Vec<ActivityLine> {
+fn tail_of(file: &Path, n: usize) -> Vec<TrailLine> {
     let Ok(mut opened) = open_private_for_reading(file) else {
         return Vec::new();
     };
@@ -194,10 +330,10 @@ fn tail_of(file: &Path, n: usize) -> Vec<ActivityLine> {
         }
         // The first line of a window that does not start the file may be partial.
         let skip_first = start > 0;
-        let mut parsed: Vec<ActivityLine> = bytes
+        let mut parsed: Vec<TrailLine> = bytes
             .split(|b| *b == b'\n')
             .skip(usize::from(skip_first))
-            .filter_map(|line| serde_json::from_slice(line).ok())
+            .filter_map(TrailLine::parse)
             .collect();
         if parsed.len() >= n || start == 0 {
             let from = parsed.len().saturating_sub(n);
@@ -220,7 +356,7 @@ pub fn open_private_for_reading(file: &Path) -> io::Result<File> {
 
 /// Every parsable line of `file` from byte `from`, and the offset after the last whole
 /// line read (for following a growing file).
-pub fn read_from(file: &mut File, from: u64) -> io::Result<(Vec<ActivityLine>, u64)> {
+pub fn read_from(file: &mut File, from: u64) -> io::Result<(Vec<TrailLine>, u64)> {
     file.seek(SeekFrom::Start(from))?;
     let mut reader = BufReader::new(file);
     let (mut lines, mut offset, mut buf) = (Vec::new(), from, Vec::new());
@@ -232,9 +368,7 @@ pub fn read_from(file: &mut File, from: u64) -> io::Result<(Vec<ActivityLine>, u
             return Ok((lines, offset));
         }
         offset += n as u64;
-        if let Ok(line) = serde_json::from_slice(&buf) {
-            lines.push(line);
-        }
+        lines.extend(TrailLine::parse(&buf[..n - 1]));
     }
 }
 
@@ -783,10 +917,7 @@ struct Cut<'a>(&'a str, usize);
 
 impl Serialize for Cut<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0.char_indices().nth(self.1) {
-            None => serializer.serialize_str(self.0),
-            Some((end, _)) => serializer.serialize_str(&format!("{}…", &self.0[..end])),
-        }
+        serializer.serialize_str(&cut_chars(self.0, self.1))
     }
 }
 
@@ -1053,6 +1184,57 @@ mod tests {
         trail.record("p1", &line(7));
         assert_eq!(read_tail(&dir, "p1", 200).len(), 101);
         assert_eq!(trail.dropped(), 0);
+    }
+
+    fn call_display(operation: &str, args: Value, error: Option<&str>) -> ActivityLine {
+        ActivityLine {
+            time: "2026-12-01T12:03:04.512Z".into(),
+            node_id: Some("me".into()),
+            operation: Some(operation.into()),
+            outcome: "error".into(),
+            error: error.map(str::to_string),
+            duration_ms: Some(1),
+            status: None,
+            peer_port: None,
+            args: args.as_object().cloned(),
+        }
+    }
+
+    #[test]
+    fn the_display_line_escapes_what_a_terminal_would_act_on_and_marks_unknown_operations() {
+        let forged = "\r\x1b[2K\x1b[1A12:03:04.000  me  canvas_list  ok";
+        let args = json!({
+            "nodeId": "t\u{9b}2J",
+            "command": "echo \u{202e}txt.exe",
+            "title": "\x1b]0;x\x07",
+            "path": "a\\b",
+            "nodeIds": ["\u{200b}"],
+        });
+        let line = call_display(forged, args, Some("Unknown node id: \x1b[8m\u{feff}"));
+        let shown = line.display((2, 20));
+        assert_eq!(
+            shown,
+            "12:03:04.512  me  (unknown) \"\\r\\x1b[2K\\x1b[1A12:03:04.000  me  canvas_list  ok\"  \
+             error  1 ms  \"t\\x9b2J\" \"echo \\u202etxt.exe\" [\"\\u200b\"] \"a\\\\b\" \
+             \"\\x1b]0;x\\x07\"  Unknown node id: \\x1b[8m\\ufeff"
+        );
+        assert!(!shown.chars().any(is_escaped_for_terminal), "{shown:?}");
+        // A catalogue operation is shown as it is.
+        let known = call_display("canvas_list", json!({}), None);
+        assert!(known.display((2, 11)).contains("  me  canvas_list  error"));
+    }
+
+    #[test]
+    fn every_field_is_cut_and_no_width_can_panic() {
+        let huge = "x".repeat(9_000_000);
+        let mut line = call_display(&huge, json!({ "text": huge }), Some(&huge));
+        line.node_id = Some(huge.clone());
+        line.outcome = huge.clone();
+        line.time = huge.clone();
+        let shown = line.display((usize::MAX, usize::MAX));
+        assert!(shown.len() < 2_000, "{} bytes", shown.len());
+        assert!(line.operation_column().starts_with("(unknown) \"xxx"));
+        assert!(line.operation_column().ends_with("…\""));
     }
 
     #[test]

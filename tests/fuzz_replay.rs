@@ -1,4 +1,4 @@
-//! The `http_request`, `mcp_line` and `transcript` fuzz targets' bodies
+//! The `http_request`, `mcp_line`, `transcript` and `trail` fuzz targets' bodies
 //! (`fuzz/check_*.rs`, the same files the libFuzzer targets include) run on stable Rust
 //! in every `cargo test`: over each checked-in seed corpus `fuzz/corpus/<target>/`, then
 //! over deterministic pseudo-random mutations of it (bit flips, inserts, deletions,
@@ -11,6 +11,10 @@ mod check_http;
 mod check_mcp;
 #[path = "../fuzz/check_transcript.rs"]
 mod check_transcript;
+// It prints the trail as `termsprawl-tools activity` does (the host feature).
+#[cfg(feature = "host")]
+#[path = "../fuzz/check_trail.rs"]
+mod check_trail;
 mod seeded;
 
 use seeded::{seeds, Rng};
@@ -147,5 +151,33 @@ fn transcript_holds_on_seeds_and_mutations() {
         3_000,
         snippets,
         0x0b5e_55ed_4777_0003,
+    );
+}
+
+#[cfg(feature = "host")]
+#[test]
+fn trail_holds_on_seeds_and_mutations() {
+    let snippets: &[&[u8]] = &[
+        b"\n",
+        b"\r\n",
+        b"\\u001b[2K",
+        b"\\u009b",
+        b"\xc2\x9b",
+        b"\xe2\x80\xae",
+        b"\xf3\xa0\x80\x81",
+        b"\\ud800",
+        b"\"operation\":\"x\",",
+        b"\"nodeId\":\"\\u202e\",",
+        b"\"args\":{\"k\":[\"\\u0007\",{}]},",
+        b"{\"time\":\"\",\"outcome\":\"\"}\n",
+        b"\x00",
+        b"\xff",
+    ];
+    replay(
+        "trail",
+        check_trail::check_trail,
+        3_000,
+        snippets,
+        0x0b5e_55ed_4777_0004,
     );
 }

@@ -342,3 +342,28 @@ fn stop_terminals_without_a_server_is_fine() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn a_canvas_warning_quotes_the_file_escaped_on_stderr() {
+    let dirs = Dirs::new("warning-escaped");
+    std::fs::create_dir_all(dirs.project.join(".termsprawl")).unwrap();
+    // A node whose type is a cursor move, an erase, a window title, a C1 CSI and a bidi
+    // override: serve warns about it, quoting the type.
+    let hostile = "g\r\x1b[1A\x1b[2K\x1b]0;x\x07\u{9b}\u{202e}";
+    let canvas = json!({ "nodes": [
+        { "id": "n1", "type": hostile, "position": { "x": 0, "y": 0 },
+          "size": { "width": 100, "height": 100 }, "data": { "text": "t" } }
+    ] });
+    std::fs::write(dirs.project_file(), canvas.to_string()).unwrap();
+    let serve = Serve::start(&dirs, PTY);
+    let stderr = serve.stderr();
+    assert!(serve.stop().success());
+    let raw = stderr
+        .chars()
+        .find(|c| (c.is_control() && *c != '\n') || ('\u{202a}'..='\u{202e}').contains(c));
+    assert_eq!(raw, None, "a raw control character: {stderr:?}");
+    assert!(
+        stderr.contains(r"g\r\x1b[1A\x1b[2K\x1b]0;x\x07\x9b\u202e"),
+        "{stderr}"
+    );
+}

@@ -1,12 +1,14 @@
 //! The small helpers the server and the default host share: private files (`files`),
 //! random ids, hex and 32-byte secrets, locks that survive a panic, and what tiny_http
-//! does not offer: socket calls (`sockets`, `listening`) and one-write answers (`answers`). It depends on nothing else of ours
+//! does not offer: socket calls (`sockets`, `listening`) and one-write answers (`answers`); and
+//! text escaped for a terminal (`terminal_text`). It depends on nothing else of ours
 //! (but `protocol`'s node-id rule), so `host` needs `server` only for the server's API.
 
 pub mod answers;
 pub mod files;
 pub mod listening;
 pub mod sockets;
+pub mod terminal_text;
 
 use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};

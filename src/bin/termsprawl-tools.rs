@@ -10,6 +10,7 @@ use termsprawl_tools::host::links;
 use termsprawl_tools::host::options::parse_stop_terminals;
 use termsprawl_tools::host::{pane, serve, terminals, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
+use termsprawl_tools::terminal_text::escape_for_terminal;
 
 const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
 activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
@@ -77,9 +78,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints `message` on stderr and exits with `code`.
+/// Prints `message` on stderr and exits with `code`. A message may quote names from
+/// files or the command line: each of its lines is escaped for the terminal.
 fn fail(message: &str, code: u8) -> ExitCode {
-    eprintln!("{message}");
+    for line in message.lines() {
+        eprintln!("{}", escape_for_terminal(line));
+    }
     ExitCode::from(code)
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{endpoint_path, http, is_token, loopback_port, ClientError};
+use crate::base::terminal_text::escape_for_terminal;
 use crate::protocol::ToolResult;
 
 /// How one line of the report came out.
@@ -69,7 +70,8 @@ impl Report {
     fn push(&mut self, outcome: Outcome, text: impl Into<String>) {
         self.lines.push(Line {
             outcome,
-            text: text.into(),
+            // A line may quote the session or endpoint file, or the host's answer.
+            text: escape_for_terminal(&text.into()).into_owned(),
         });
     }
 }

@@ -6,6 +6,10 @@
 //! previous (rotated) file comes first, then the current one. `--follow` prints the last
 //! ten lines and then each new one as it is written (checked every [`FOLLOW_EVERY`]),
 //! starting over when the file is rotated. Times are UTC.
+//!
+//! Each line is shown for people with every character a terminal would act on or hide
+//! escaped and every field cut (`ActivityLine::display`); `--json` prints each line
+//! exactly as the file holds it (lines that do not parse are skipped either way).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -14,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
-use crate::activity::{open_private_for_reading, read_from, read_tail, trail_file, ActivityLine};
+use crate::activity::{
+    open_private_for_reading, read_from, read_tail_lines, trail_file, TrailLine, COLUMN_CHARS,
+};
 
 /// How often `--follow` looks for new lines.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);
@@ -90,23 +96,22 @@ pub fn run(options: &ActivityOptions, out: &mut impl Write) -> Result<(), String
     };
     let file = trail_file(&dir, &project_id)
         .ok_or_else(|| format!("{project_id} is not a project id (letters, digits, - and _)"))?;
-    let printer = Printer { json: options.json };
     // A closed pipe (`activity | head`) is the reader being done, not a failure.
     let write_failed = |e: io::Error| match e.kind() {
         io::ErrorKind::BrokenPipe => String::new(),
         _ => format!("cannot write: {e}"),
     };
     if !options.follow {
-        let lines = read_tail(&dir, &project_id, usize::MAX);
-        return printer.print(&lines, out).map_err(write_failed);
+        let lines = read_tail_lines(&dir, &project_id, usize::MAX);
+        return print_lines(&lines, options.json, out).map_err(write_failed);
     }
-    let backlog = read_tail(&dir, &project_id, FOLLOW_BACKLOG);
-    printer.print(&backlog, out).map_err(write_failed)?;
-    follow(&file, &printer, out).map_err(write_failed)
+    let backlog = read_tail_lines(&dir, &project_id, FOLLOW_BACKLOG);
+    print_lines(&backlog, options.json, out).map_err(write_failed)?;
+    follow(&file, options.json, out).map_err(write_failed)
 }
 
 /// Prints each new line of `file` as it is written, forever.
-fn follow(file: &Path, printer: &Printer, out: &mut impl Write) -> io::Result<()> {
+fn follow(file: &Path, json: bool, out: &mut impl Write) -> io::Result<()> {
     // Start at the current end: what is there was printed as the backlog.
     let mut open = open_private_for_reading(file).ok();
     let mut offset = open
@@ -126,7 +131,7 @@ fn follow(file: &Path, printer: &Printer, out: &mut impl Write) -> io::Result<()
             if let Some(mut old) = open.take() {
                 // The rest of the file that was rotated away.
                 if let Ok((lines, _)) = read_from(&mut old, offset) {
-                    printer.print(&lines, out)?;
+                    print_lines(&lines, json, out)?;
                 }
             }
             open = open_private_for_reading(file).ok();
@@ -134,7 +139,7 @@ fn follow(file: &Path, printer: &Printer, out: &mut impl Write) -> io::Result<()
         }
         if let Some(f) = open.as_mut() {
             if let Ok((lines, next)) = read_from(f, offset) {
-                printer.print(&lines, out)?;
+                print_lines(&lines, json, out)?;
                 offset = next;
             }
         }
@@ -161,26 +166,31 @@ fn only_project(dir: &Path) -> Result<String, String> {
     }
 }
 
-struct Printer {
-    json: bool,
-}
-
-impl Printer {
-    fn print(&self, lines: &[ActivityLine], out: &mut impl Write) -> io::Result<()> {
-        // Columns as wide as this batch's longest node id and operation.
-        let width = |f: fn(&ActivityLine) -> usize| lines.iter().map(f).max().unwrap_or(0);
-        let widths = (
-            width(|l| l.node_id.as_deref().map_or(1, str::len)),
-            width(|l| l.operation.as_deref().map_or(11, str::len)),
-        );
-        for line in lines {
-            if self.json {
-                serde_json::to_writer(&mut *out, line)?;
-                out.write_all(b"\n")?;
-            } else {
-                writeln!(out, "{}", line.display(widths))?;
-            }
+/// Prints `lines` on `out`: with `json`, each exactly as the file holds it; else one
+/// line for people each ([`ActivityLine::display`](crate::activity::ActivityLine::display):
+/// escaped, cut, columns as wide as this batch's longest node id and operation up to
+/// [`COLUMN_CHARS`]).
+pub fn print_lines(lines: &[TrailLine], json: bool, out: &mut impl Write) -> io::Result<()> {
+    if json {
+        for read in lines {
+            out.write_all(&read.bytes)?;
+            out.write_all(b"\n")?;
         }
-        out.flush()
+        return out.flush();
     }
+    let width = |column: fn(&TrailLine) -> String| {
+        lines
+            .iter()
+            .map(|read| column(read).chars().count().min(COLUMN_CHARS))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths = (
+        width(|read| read.line.node_column()),
+        width(|read| read.line.operation_column()),
+    );
+    for read in lines {
+        writeln!(out, "{}", read.line.display(widths))?;
+    }
+    out.flush()
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::browser::{BrowserEngine, EngineConfig, PageId, PageInfo};
+use crate::base::terminal_text::escape_for_terminal;
 use crate::runtime::Browsers;
 
 /// How long the canvas owner waits for a new node's page before answering `browser_open`
@@ -213,6 +214,8 @@ impl ChromiumBrowsers {
                     tab.page = PageSlot::Open(page);
                 }
                 Err(error) => {
+                    // The error may quote the page or its address.
+                    let error = escape_for_terminal(&error.to_string()).into_owned();
                     eprintln!("termsprawl-tools: browser {} tab {}: {error}", key.0, key.1);
                 }
             }

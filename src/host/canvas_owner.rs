@@ -56,6 +56,7 @@ use super::canvas::{Canvas, Node, NodeKind};
 use super::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
 use super::workspace::HostWorkspace;
 use super::HostError;
+use crate::base::terminal_text::escape_for_terminal;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
 use crate::runtime::unix_millis;
 use crate::runtime::{AgentToolRuntime, CanvasOwner, PtyRequest, Workspace as _};
@@ -142,6 +143,8 @@ impl HeadlessCanvas {
         })?;
         let canvas = Canvas::load_with_agents(&folder, project_id, agents)?;
         for warning in canvas.warnings() {
+            // A warning may quote the canvas file's contents.
+            let warning = escape_for_terminal(&warning.to_string()).into_owned();
             eprintln!("termsprawl-tools: {}: {warning}", canvas.file().display());
         }
         let id = canvas.project_id().to_string();
