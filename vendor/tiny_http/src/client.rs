@@ -36,10 +36,22 @@ pub struct ClientConnection {
     secure: bool,
 }
 
+/// The most bytes a request's head may take: its request line and header lines, each
+/// with its CRLF, and the empty line that ends it. (termsprawl-tools patch: upstream
+/// reads a head without limit, so an endless header line grows memory without bound.)
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// The most header lines a request may have (termsprawl-tools patch).
+const MAX_HEADERS: usize = 100;
+
 /// Error that can happen when reading a request.
 #[derive(Debug)]
 enum ReadError {
     WrongRequestLine,
+    /// the head is over `MAX_HEAD_BYTES` or has over `MAX_HEADERS` header lines
+    HeadTooLarge,
+    /// a request line of an HTTP version over 1.1
+    UnsupportedVersion,
     WrongHeader(HTTPVersion),
     /// the client sent an unrecognized `Expect` header
     ExpectationFailed(HTTPVersion),
@@ -77,22 +89,39 @@ impl ClientConnection {
     ///
     /// Reads until `CRLF` is reached. The next read will start
     ///  at the first byte of the new line.
-    fn read_next_line(&mut self) -> IoResult<AsciiString> {
+    ///
+    /// Takes each byte read from `head_budget`, and fails with `HeadTooLarge` rather than
+    /// read a byte past it.
+    fn read_next_line(&mut self, head_budget: &mut usize) -> Result<AsciiString, ReadError> {
         let mut buf = Vec::new();
         let mut prev_byte_was_cr = false;
 
         loop {
+            if *head_budget == 0 {
+                return Err(ReadError::HeadTooLarge);
+            }
+            *head_budget -= 1;
+
             let byte = self.next_header_source.by_ref().bytes().next();
 
             let byte = match byte {
-                Some(b) => b?,
-                None => return Err(IoError::new(ErrorKind::ConnectionAborted, "Unexpected EOF")),
+                Some(b) => b.map_err(ReadError::ReadIoError)?,
+                None => {
+                    return Err(ReadError::ReadIoError(IoError::new(
+                        ErrorKind::ConnectionAborted,
+                        "Unexpected EOF",
+                    )))
+                }
             };
 
             if byte == b'\n' && prev_byte_was_cr {
                 buf.pop(); // removing the '\r'
-                return AsciiString::from_ascii(buf)
-                    .map_err(|_| IoError::new(ErrorKind::InvalidInput, "Header is not in ASCII"));
+                return AsciiString::from_ascii(buf).map_err(|_| {
+                    ReadError::ReadIoError(IoError::new(
+                        ErrorKind::InvalidInput,
+                        "Header is not in ASCII",
+                    ))
+                });
             }
 
             prev_byte_was_cr = byte == b'\r';
@@ -104,25 +133,36 @@ impl ClientConnection {
     /// Reads a request from the stream.
     /// Blocks until the header has been read.
     fn read(&mut self) -> Result<Request, ReadError> {
+        let mut head_budget = MAX_HEAD_BYTES;
         let (method, path, version, headers) = {
             // reading the request line
             let (method, path, version) = {
-                let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                let line = self.read_next_line(&mut head_budget)?;
 
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
                 )?
             };
 
+            // Refused before a writer is taken for it (termsprawl-tools patch: upstream
+            // answered it from `next` with a writer that waits for this request's own,
+            // which the request still held: the connection's thread blocked forever).
+            if version > (1, 1) {
+                return Err(ReadError::UnsupportedVersion);
+            }
+
             // getting all headers
             let headers = {
                 let mut headers = Vec::new();
                 loop {
-                    let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                    let line = self.read_next_line(&mut head_budget)?;
 
                     if line.is_empty() {
                         break;
                     };
+                    if headers.len() == MAX_HEADERS {
+                        return Err(ReadError::HeadTooLarge);
+                    }
                     headers.push(match FromStr::from_str(line.as_str().trim()) {
                         // TODO: remove this conversion
                         Ok(h) => h,
@@ -213,6 +253,31 @@ impl Iterator for ClientConnection {
                     return None; // closing the connection
                 }
 
+                Err(ReadError::HeadTooLarge) => {
+                    let writer = self.sink.next().unwrap();
+                    let response = Response::from_string(format!(
+                        "Request head over {} bytes or over {} header lines: send a shorter one",
+                        MAX_HEAD_BYTES, MAX_HEADERS
+                    ))
+                    .with_status_code(StatusCode(431));
+                    response
+                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
+                        .ok();
+                    return None; // the rest of the head is unread: closing
+                }
+
+                Err(ReadError::UnsupportedVersion) => {
+                    let writer = self.sink.next().unwrap();
+                    let response = Response::from_string(
+                        "This server only supports HTTP versions 1.0 and 1.1".to_owned(),
+                    )
+                    .with_status_code(StatusCode(505));
+                    response
+                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
+                        .ok();
+                    return None; // its head is unread and may not be HTTP/1: closing
+                }
+
                 Err(ReadError::ExpectationFailed(ver)) => {
                     let writer = self.sink.next().unwrap();
                     let response = Response::new_empty(StatusCode(417));
@@ -224,19 +289,6 @@ impl Iterator for ClientConnection {
 
                 Ok(rq) => rq,
             };
-
-            // checking HTTP version
-            if *rq.http_version() > (1, 1) {
-                let writer = self.sink.next().unwrap();
-                let response = Response::from_string(
-                    "This server only supports HTTP versions 1.0 and 1.1".to_owned(),
-                )
-                .with_status_code(StatusCode(505));
-                response
-                    .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
-                    .ok();
-                continue;
-            }
 
             // updating the status of the connection
             let connection_header = rq
