@@ -176,14 +176,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 pub fn check_http(bytes: &[u8]) {
     let fixture = fixture();
     let input = substitute(bytes, fixture);
-    // A known tiny_http 0.12 defect, reported and tested in tests/hostile_http.rs
-    // (ignored until fixed): a request line with HTTP/2.0 or HTTP/3.0 deadlocks its
-    // connection thread (the 505 waits for the writer of the request it has not
-    // dropped), leaking it. Not sent, so the run can look for anything else.
-    if find(&input, b" HTTP/2.0").is_some() || find(&input, b" HTTP/3.0").is_some() {
-        return;
-    }
-    // Likewise known and tested (`hostile_http`): a request declaring a body over
+    // Known and tested (`hostile_http`): a request declaring a body over
     // 64 MiB is answered and leaks one parked tiny_http thread for good. Not sent, so
     // the thread bound below can find any other leak.
     if declares_huge_length(&input) {

@@ -195,13 +195,13 @@ fn wait_for_stop(signal: &mut ShutdownSignal, host: &DefaultHost, ceiling: usize
         let now = parked();
         if ceiling > 0 && now >= ceiling {
             eprintln!(
-                "termsprawl-tools: {now} connection threads parked for good by tiny_http (HTTP/2.0 or 3.0 request lines, or bodies over 64 MiB); the ceiling is {ceiling}"
+                "termsprawl-tools: {now} connection threads parked for good by tiny_http (requests declaring bodies over 64 MiB); the ceiling is {ceiling}"
             );
             return true;
         }
         if now > said && said_at.elapsed() >= Duration::from_secs(10) {
             eprintln!(
-                "termsprawl-tools: {now} connection thread(s) parked for good by tiny_http (HTTP/2.0 or 3.0 request lines, or bodies over 64 MiB; their descriptors are closed within 15 s); serve restarts itself in place at {}",
+                "termsprawl-tools: {now} connection thread(s) parked for good by tiny_http (requests declaring bodies over 64 MiB; their descriptors are closed within 15 s); serve restarts itself in place at {}",
                 if ceiling > 0 { ceiling.to_string() } else { "no ceiling (0)".to_string() }
             );
             (said, said_at) = (now, Instant::now());

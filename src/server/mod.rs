@@ -446,8 +446,8 @@ impl AgentToolServer {
     }
 
     /// Connections whose tiny_http thread is parked for good since this server was
-    /// made (a request line with `HTTP/2.0` or `HTTP/3.0`, or a request leaked for its
-    /// declared body over 64 MiB): each is a thread only the end of the process frees.
+    /// made (a request leaked for its declared body over 64 MiB): each is a thread only
+    /// the end of the process frees.
     /// Their descriptors are closed. An app restarts the process past a ceiling it
     /// chooses, as `serve` does (`--parked-thread-ceiling`). Always 0 with the descriptor
     /// search off ([`ProcessEffects`]) but for leaked requests.

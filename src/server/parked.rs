@@ -1,16 +1,16 @@
 //! Connections whose tiny_http thread is parked for good, and how their descriptors are
 //! given back.
 //!
-//! tiny_http 0.12 answers a request line with `HTTP/2.0` or `HTTP/3.0` with a 505 whose
-//! writer waits for the writer of the very request it has not dropped yet: that
-//! connection's thread blocks on a channel forever, with the connection's two
-//! descriptors, and never hands us a request. Nothing but the end of the process frees
-//! the thread. (A request we leak on purpose, one declaring a body over 64 MiB, parks
-//! its thread the same way; `http::body` closes its descriptors at once.)
+//! A request we leak on purpose, one declaring a body over 64 MiB (`http::body`: tiny_http's
+//! drop would allocate that length), parks its connection's tiny_http thread for good:
+//! nothing but the end of the process frees it; `http::body` closes its descriptors at
+//! once. (Release 0.12.0 also parked the thread of every `HTTP/2.0` or `HTTP/3.0` request
+//! line; the patched copy in `vendor/tiny_http` answers those 505 and closes.)
 //!
-//! The reaper ends such a connection as it ends every quiet one (after 15 s, or at once
-//! beyond the cap of quiet connections) and then watches the connection's descriptors:
-//! a thread that is not parked sees end-of-file and closes them at once. Still open
+//! The reaper ends a connection that never reached us as it ends every quiet one (after
+//! 15 s, or at once beyond the cap of quiet connections) and then watches its descriptors,
+//! in case its thread was parked some other way: a thread that is not parked sees
+//! end-of-file and closes them at once. Still open
 //! [`SUSPECT_AFTER`] after the end, the connection counts as parked
 //! (`AgentToolServer::parked_threads`, which `serve` restarts itself on past a
 //! ceiling); still open [`CLOSE_AFTER`] after the end, long past any thread merely

@@ -4,8 +4,9 @@
 //! descriptors per open connection, with no upper bound. A reaper thread therefore looks
 //! at our connections every [`REAP_EVERY`]: one with no call in flight that has been
 //! quiet (no complete request since it connected or since its last answer) for
-//! [`REQUEST_DEADLINE`] is ended, which cuts header slowloris, a TLS or HTTP/2 preface
-//! and idle keep-alive alike; and when more than [`QUIET_CONNECTIONS_MAX`] are quiet,
+//! [`REQUEST_DEADLINE`] is ended, which cuts header slowloris, a TLS preface and idle
+//! keep-alive alike (a head past 64 KiB or 100 header lines is cut at once by the patched
+//! tiny_http, `vendor/tiny_http/PATCHES.md`); and when more than [`QUIET_CONNECTIONS_MAX`] are quiet,
 //! the longest-quiet ones beyond that are ended, so threads and descriptors fall back
 //! within one period after a flood of idle connections. Once no connection has been
 //! open for [`TRIM_AFTER`], it hands the heap the burst freed back to the OS. Its scan
