@@ -157,8 +157,8 @@ fn declares_huge_length(input: &[u8]) -> bool {
 /// tiny_http answers such a request with 417 at once, without waiting for the answer to
 /// the request before it on the connection (it drops the writer that would have made it
 /// wait), so on a pipelined connection the two answers can interleave byte-wise: a
-/// tiny_http 0.12 defect that garbles only that client's own answers, recorded in the
-/// README. The other checks still apply to such input.
+/// tiny_http 0.12 defect that garbles only that client's own answers, recorded in
+/// SECURITY.md's known limits. The other checks still apply to such input.
 fn unknown_expect(input: &[u8]) -> bool {
     header_values(input, "expect")
         .iter()
