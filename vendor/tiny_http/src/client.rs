@@ -6,6 +6,8 @@ use std::io::{BufReader, BufWriter, ErrorKind, Read};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::common::{HTTPVersion, Method};
 use crate::util::RefinedTcpStream;
@@ -20,20 +22,41 @@ pub struct ClientConnection {
 
     // sequence of Readers to the stream, so that the data is not read in
     //  the wrong order
-    source: SequentialReaderBuilder<BufReader<RefinedTcpStream>>,
+    source: SequentialReaderBuilder<UntilBodyLeftUnread>,
 
     // sequence of Writers to the stream, to avoid writing response #2 before
     //  response #1
     sink: SequentialWriterBuilder<BufWriter<RefinedTcpStream>>,
 
     // Reader to read the next header from
-    next_header_source: SequentialReader<BufReader<RefinedTcpStream>>,
+    next_header_source: SequentialReader<UntilBodyLeftUnread>,
+
+    // set when a request is dropped with part of its body unread (termsprawl-tools patch)
+    body_left_unread: Arc<AtomicBool>,
 
     // set to true if we know that the previous request is the last one
     no_more_requests: bool,
 
     // true if the connection goes through SSL
     secure: bool,
+}
+
+/// The connection's bytes until a request is dropped with part of its body unread
+/// (termsprawl-tools patch), then end-of-file: the rest of that body is never read,
+/// neither thrown away (upstream read up to the whole declared length) nor parsed as the
+/// next request, and the connection ends.
+struct UntilBodyLeftUnread {
+    stream: BufReader<RefinedTcpStream>,
+    body_left_unread: Arc<AtomicBool>,
+}
+
+impl Read for UntilBodyLeftUnread {
+    fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
+        if self.body_left_unread.load(Ordering::Acquire) {
+            return Ok(0);
+        }
+        self.stream.read(buf)
+    }
 }
 
 /// The most bytes a request's head may take: its request line and header lines, each
@@ -67,7 +90,11 @@ impl ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
 
-        let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
+        let body_left_unread = Arc::new(AtomicBool::new(false));
+        let mut source = SequentialReaderBuilder::new(UntilBodyLeftUnread {
+            stream: BufReader::with_capacity(1024, read_socket),
+            body_left_unread: body_left_unread.clone(),
+        });
         let first_header = source.next().unwrap();
 
         ClientConnection {
@@ -75,6 +102,7 @@ impl ClientConnection {
             sink: SequentialWriterBuilder::new(BufWriter::with_capacity(1024, write_socket)),
             remote_addr,
             next_header_source: first_header,
+            body_left_unread,
             no_more_requests: false,
             secure,
         }
@@ -193,6 +221,7 @@ impl ClientConnection {
             *self.remote_addr.as_ref().unwrap(),
             data_source,
             writer,
+            self.body_left_unread.clone(),
         )
         .map_err(|e| {
             use crate::request;

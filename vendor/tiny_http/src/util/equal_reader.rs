@@ -1,36 +1,32 @@
 use std::io::Read;
 use std::io::Result as IoResult;
-use std::sync::mpsc::channel;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A `Reader` that reads exactly the number of bytes from a sub-reader.
 ///
 /// If the limit is reached, it returns EOF. If the limit is not reached
-/// when the destructor is called, the remaining bytes will be read and
-/// thrown away.
+/// when the destructor is called, the remaining bytes are left unread and
+/// `left_unread` is set (termsprawl-tools patch; upstream read them here).
 pub struct EqualReader<R>
 where
     R: Read,
 {
     reader: R,
     size: usize,
-    last_read_signal: Sender<IoResult<()>>,
+    left_unread: Arc<AtomicBool>,
 }
 
 impl<R> EqualReader<R>
 where
     R: Read,
 {
-    pub fn new(reader: R, size: usize) -> (EqualReader<R>, Receiver<IoResult<()>>) {
-        let (tx, rx) = channel();
-
-        let r = EqualReader {
+    pub fn new(reader: R, size: usize, left_unread: Arc<AtomicBool>) -> EqualReader<R> {
+        EqualReader {
             reader,
             size,
-            last_read_signal: tx,
-        };
-
-        (r, rx)
+            left_unread,
+        }
     }
 }
 
@@ -64,24 +60,13 @@ where
     R: Read,
 {
     fn drop(&mut self) {
-        let mut remaining_to_read = self.size;
-
-        while remaining_to_read > 0 {
-            let mut buf = vec![0; remaining_to_read];
-
-            match self.reader.read(&mut buf) {
-                Err(e) => {
-                    self.last_read_signal.send(Err(e)).ok();
-                    break;
-                }
-                Ok(0) => {
-                    self.last_read_signal.send(Ok(())).ok();
-                    break;
-                }
-                Ok(other) => {
-                    remaining_to_read -= other;
-                }
-            }
+        // termsprawl-tools patch: upstream read the rest here, into one buffer of the
+        // whole unread length (a declared 10^14 bytes aborted the process), blocking
+        // until the client had sent it all. The rest is left unread instead, and the
+        // connection ends (`ClientConnection` reads nothing after it). Set before
+        // `reader` is dropped, which hands the stream to the connection's next reader.
+        if self.size > 0 {
+            self.left_unread.store(true, Ordering::Release);
         }
     }
 }
@@ -90,6 +75,8 @@ where
 mod tests {
     use super::EqualReader;
     use std::io::Read;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
 
     #[test]
     fn test_limit() {
@@ -97,13 +84,15 @@ mod tests {
 
         let mut org_reader = Cursor::new("hello world".to_string().into_bytes());
 
+        let left_unread = Arc::new(AtomicBool::new(false));
         {
-            let (mut equal_reader, _) = EqualReader::new(org_reader.by_ref(), 5);
+            let mut equal_reader = EqualReader::new(org_reader.by_ref(), 5, left_unread.clone());
 
             let mut string = String::new();
             equal_reader.read_to_string(&mut string).unwrap();
             assert_eq!(string, "hello");
         }
+        assert!(!left_unread.load(Ordering::Acquire));
 
         let mut string = String::new();
         org_reader.read_to_string(&mut string).unwrap();
@@ -116,16 +105,19 @@ mod tests {
 
         let mut org_reader = Cursor::new("hello world".to_string().into_bytes());
 
+        let left_unread = Arc::new(AtomicBool::new(false));
         {
-            let (mut equal_reader, _) = EqualReader::new(org_reader.by_ref(), 5);
+            let mut equal_reader = EqualReader::new(org_reader.by_ref(), 5, left_unread.clone());
 
             let mut vec = [0];
             equal_reader.read_exact(&mut vec).unwrap();
             assert_eq!(vec[0], b'h');
         }
+        assert!(left_unread.load(Ordering::Acquire));
 
+        // termsprawl-tools patch: the rest of the body is left where it was.
         let mut string = String::new();
         org_reader.read_to_string(&mut string).unwrap();
-        assert_eq!(string, " world");
+        assert_eq!(string, "ello world");
     }
 }
