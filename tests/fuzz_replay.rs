@@ -94,6 +94,7 @@ fn http_request_holds_on_seeds_and_mutations() {
         b"Transfer-Encoding: chunked\r\n",
         b"Content-Length: 0\r\n",
         b"Content-Length: 18446744073709551616\r\n",
+        b"Content-Length: 99999999999999\r\n",
         b"Expect: 100-continue\r\n",
         b"Connection: close\r\n",
         b"ffffffff\r\n",

@@ -41,18 +41,6 @@ pub fn response_bytes(request: &Request, status: u16, body: &[u8], now: SystemTi
     out
 }
 
-/// A complete HTTP/1.1 response that closes the connection.
-pub fn raw_response(status: u16, body: &[u8]) -> Vec<u8> {
-    let reason = StatusCode(status).default_reason_phrase();
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
-    out
-}
-
 /// Appends `n` in decimal.
 fn decimal(out: &mut Vec<u8>, mut n: usize) {
     let mut digits = [0u8; 20];

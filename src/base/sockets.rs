@@ -7,8 +7,8 @@
 //! (`/proc/self/fd`), the one connected from `peer` to our listening address. Each
 //! connection's peer address is unique, and while we hold its `Request` tiny_http keeps
 //! that descriptor open, so the match is the right socket. This is only done for the
-//! rare request whose body tiny_http has not already read (over 1 KiB), for a request
-//! leaked for its absurd length ([`close_leaked`]), by the reaper, and at close.
+//! rare request whose body tiny_http has not already read (over 1 KiB), by the reaper,
+//! and at close.
 //! [`KnownConnections`] remembers each connection's descriptor (the reaper refreshes it
 //! from its scan of all of them), so the search runs at most once per connection, not
 //! per request; a thread that must not block only ever asks it for a remembered one, to
@@ -25,14 +25,14 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use super::lock_or_recover;
-use crate::sys::fd::{close_unowned, socket_inode as inode};
+use crate::sys::fd::socket_inode as inode;
 use crate::sys::socket::{unacknowledged_bytes, unread_bytes, with_socket};
 
 /// How long writing one response may block on a client that does not read.
@@ -57,67 +57,17 @@ pub fn same_socket(fd: RawFd, listener: &TcpListener) -> bool {
     matches!((inode(fd), inode(listener.as_raw_fd())), (Some(a), Some(b)) if a == b)
 }
 
-/// Answers and closes a connection whose tiny_http objects were leaked on purpose (a
-/// `Request` that cannot be dropped, see `http`): writes `answer`, if any, ends the
-/// connection both ways, then closes both of tiny_http's descriptors for it. The leak
-/// then costs one parked tiny_http thread and no descriptors.
-///
-/// Closing descriptors that tiny_http owns is sound only because no tiny_http code will
-/// use or close them again: the read side belongs to the leaked `Request`, and the write
-/// side is shared with the connection's tiny_http thread, which waits forever for the
-/// leaked request to hand its reader back. Each descriptor is closed only if it still
-/// names the socket it named when found (same inode).
-pub fn close_leaked(local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) {
-    let found: Vec<(Connection, u64)> = connected_fds(local)
-        .filter(|fd| with_socket(*fd, |s| s.peer_addr().ok()) == Some(peer))
-        .filter_map(|fd| Some((Connection::at(fd, local, peer), inode(fd)?)))
-        .collect();
-    if let (Some(answer), Some((connection, _))) = (answer, found.first()) {
-        let _ = connection.act(|s| {
-            let mut writer: &TcpStream = s;
-            writer.write_all(answer)
-        });
-    }
-    for (connection, socket) in found {
-        connection.end();
-        if inode(connection.fd) == Some(socket) {
-            close_unowned(connection.fd);
-        }
-    }
-}
-
 /// One connection of ours, found by its addresses.
 #[derive(Clone, Copy, Debug)]
 pub struct Connection {
     fd: RawFd,
-    /// The connection's other descriptor, when a scan of all of them found it.
-    twin: Option<RawFd>,
     local: SocketAddr,
     peer: SocketAddr,
 }
 
 impl Connection {
     fn at(fd: RawFd, local: SocketAddr, peer: SocketAddr) -> Connection {
-        Connection {
-            fd,
-            twin: None,
-            local,
-            peer,
-        }
-    }
-
-    /// Its descriptors as found (two for a tiny_http connection found by a scan of all
-    /// of them, [`open_connections`]), with the socket's inode; empty once `fd` no
-    /// longer names this connection.
-    pub fn descriptors(self) -> (Vec<RawFd>, Option<u64>) {
-        if !self.is_current() {
-            return (Vec::new(), None);
-        }
-        let socket = inode(self.fd);
-        let fds = std::iter::once(self.fd)
-            .chain(self.twin.filter(|twin| inode(*twin) == socket))
-            .collect();
-        (fds, socket)
+        Connection { fd, local, peer }
     }
 
     /// The connection from `peer` to our listening address `local`, if still open.
@@ -230,13 +180,6 @@ impl KnownConnections {
         self.search.then(|| open_connections(local)).flatten()
     }
 
-    /// [`close_leaked`], unless searching is off (then the connection is left as it is).
-    pub fn close_leaked(&self, local: SocketAddr, peer: SocketAddr, answer: Option<&[u8]>) {
-        if self.search {
-            close_leaked(local, peer, answer);
-        }
-    }
-
     /// [`end_connections`], unless searching is off.
     pub fn end_all(&self, local: SocketAddr) {
         if self.search {
@@ -290,9 +233,9 @@ pub fn end_connections(local: SocketAddr) {
     }
 }
 
-/// Our open connections by peer address (each with its second descriptor, see
-/// [`Connection::descriptors`]); `None` when `/proc/self/fd` cannot be read (e.g. no
-/// descriptor left to open it).
+/// Our open connections by peer address (tiny_http holds two descriptors of each: the
+/// first found is kept); `None` when `/proc/self/fd` cannot be read (e.g. no descriptor
+/// left to open it).
 pub fn open_connections(local: SocketAddr) -> Option<HashMap<SocketAddr, Connection>> {
     let listing = fs::read_dir("/proc/self/fd").ok()?;
     let mut found: HashMap<SocketAddr, Connection> = HashMap::new();
@@ -300,26 +243,11 @@ pub fn open_connections(local: SocketAddr) -> Option<HashMap<SocketAddr, Connect
         let Some(peer) = with_socket(fd, |s| s.peer_addr().ok()) else {
             continue;
         };
-        match found.get_mut(&peer) {
-            Some(connection) => connection.twin = Some(fd),
-            None => drop(found.insert(peer, Connection::at(fd, local, peer))),
-        }
+        found
+            .entry(peer)
+            .or_insert_with(|| Connection::at(fd, local, peer));
     }
     Some(found)
-}
-
-/// The socket inode descriptor number `fd` names now (`None`: closed or not a socket).
-pub fn socket_of(fd: RawFd) -> Option<u64> {
-    inode(fd)
-}
-
-/// Closes descriptor `fd` of a connection whose tiny_http thread is parked for good
-/// (`server::parked`), if it still names `socket`: as for [`close_leaked`], no tiny_http
-/// code will use or close it again.
-pub fn close_parked(fd: RawFd, socket: u64) {
-    if inode(fd) == Some(socket) {
-        close_unowned(fd);
-    }
 }
 
 /// Descriptors of connected sockets whose local address is `local`.

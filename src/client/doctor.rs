@@ -258,12 +258,6 @@ fn check_host(port: u16, token: &str, timeout: Duration, report: &mut Report) {
             n => format!("activity trail: {n} line(s) dropped (disk full or writer behind; see serve's stderr)"),
         });
     }
-    if let Some(parked) = value["parkedThreads"].as_u64() {
-        report.info(match parked {
-            0 => "parked connection threads: none".to_string(),
-            n => format!("parked connection threads: {n} (tiny_http never frees them; serve restarts itself past its ceiling, see its stderr)"),
-        });
-    }
 }
 
 #[cfg(test)]

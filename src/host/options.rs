@@ -38,20 +38,13 @@ pub struct ServeOptions {
     /// the pane filter that drops terminal queries so tmux types no answers into them (see
     /// `serve::pane_filter`).
     pub query_filter: bool,
-    /// `--parked-thread-ceiling N` (default [`PARKED_THREAD_CEILING`]; 0: never): past
-    /// this many connection threads parked for good by tiny_http, `serve` restarts
-    /// itself in place (`serve::restart_in_place`).
-    pub parked_thread_ceiling: usize,
 }
-
-/// The default `--parked-thread-ceiling`.
-pub const PARKED_THREAD_CEILING: usize = 1000;
 
 /// The usage line printed on a usage error.
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
 [--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view] [--no-activity] [--no-query-filter] [--parked-thread-ceiling N]";
+[--no-view] [--no-activity] [--no-query-filter]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -74,7 +67,6 @@ impl ServeOptions {
         let mut no_view = false;
         let mut query_filter = true;
         let mut activity = true;
-        let mut parked_thread_ceiling = PARKED_THREAD_CEILING;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -102,11 +94,6 @@ impl ServeOptions {
                 "--no-view" if inline.is_none() => no_view = true,
                 "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
-                "--parked-thread-ceiling" => {
-                    parked_thread_ceiling = value()?.parse().map_err(|_| {
-                        format!("--parked-thread-ceiling needs a whole number\n{SERVE_USAGE}")
-                    })?
-                }
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }
         }
@@ -125,7 +112,6 @@ impl ServeOptions {
             no_view,
             activity,
             query_filter,
-            parked_thread_ceiling,
         })
     }
 }
@@ -195,16 +181,6 @@ mod tests {
         assert!(options.agents.is_empty() && !options.browser);
         assert_eq!(options.terminals, TerminalsMode::Auto);
         assert!(!options.kill_terminals);
-        assert_eq!(options.parked_thread_ceiling, PARKED_THREAD_CEILING);
-        assert_eq!(
-            parse(&["--parked-thread-ceiling=0"])
-                .unwrap()
-                .parked_thread_ceiling,
-            0
-        );
-        assert!(parse(&["--parked-thread-ceiling", "many"])
-            .unwrap_err()
-            .contains("whole number"));
     }
 
     #[test]

@@ -1,12 +1,10 @@
 //! `termsprawl-tools serve` (DESIGN.md, "Command-line contract"): one folder project, the
-//! default host, one JSON ready line on stdout, clean shutdown on SIGINT/SIGTERM, and a
-//! restart in place past the ceiling of connection threads tiny_http parked for good.
+//! default host, one JSON ready line on stdout, clean shutdown on SIGINT/SIGTERM.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -96,7 +94,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     for name in inherited {
         std::env::remove_var(name);
     }
-    let mut signal = ShutdownSignal::install()
+    let signal = ShutdownSignal::install()
         .map_err(|e| HostError::Other(format!("cannot install signal handlers: {e}")))?;
     let mut host = DefaultHost::new(HostConfig {
         data: options.data.clone(),
@@ -158,71 +156,14 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     let stop_watching = Arc::new(AtomicBool::new(false));
     let agent_tools = options.data.join("agent-tools");
     browser_control::watch(agent_tools, host.workspace().clone(), stop_watching.clone());
-    let restart = wait_for_stop(&mut signal, &host, options.parked_thread_ceiling);
+    signal.wait();
     stop_watching.store(true, Ordering::SeqCst);
-    eprintln!(
-        "termsprawl-tools: {}",
-        if restart {
-            "restarting in place"
-        } else {
-            "stopping"
-        }
-    );
+    eprintln!("termsprawl-tools: stopping");
     if let Some(view) = view.as_mut() {
         view.stop();
     }
-    // A restart keeps the tmux terminals whatever `--kill-terminals` says.
-    host.shutdown(options.kill_terminals && !restart);
-    if restart {
-        return Err(restart_in_place());
-    }
+    host.shutdown(options.kill_terminals);
     Ok(())
-}
-
-/// How often `serve`'s main thread looks at the parked-thread count.
-const PARKED_LOOK_EVERY: Duration = Duration::from_secs(1);
-
-/// Waits for SIGINT or SIGTERM (false) or for the count of connection threads that
-/// tiny_http parked for good to reach `ceiling` (true; never with 0), saying on stderr
-/// when that count grows (at most every 10 s).
-fn wait_for_stop(signal: &mut ShutdownSignal, host: &DefaultHost, ceiling: usize) -> bool {
-    let parked = || host.runtime().map_or(0, |r| r.server().parked_threads());
-    let (mut said, mut said_at) = (0, Instant::now() - Duration::from_secs(10));
-    loop {
-        if signal.wait_for(PARKED_LOOK_EVERY) {
-            return false;
-        }
-        let now = parked();
-        if ceiling > 0 && now >= ceiling {
-            eprintln!(
-                "termsprawl-tools: {now} connection threads parked for good by tiny_http (requests declaring bodies over 64 MiB); the ceiling is {ceiling}"
-            );
-            return true;
-        }
-        if now > said && said_at.elapsed() >= Duration::from_secs(10) {
-            eprintln!(
-                "termsprawl-tools: {now} connection thread(s) parked for good by tiny_http (requests declaring bodies over 64 MiB; their descriptors are closed within 15 s); serve restarts itself in place at {}",
-                if ceiling > 0 { ceiling.to_string() } else { "no ceiling (0)".to_string() }
-            );
-            (said, said_at) = (now, Instant::now());
-        }
-    }
-}
-
-/// Replaces this process with a new `serve` of the same arguments (`execve` of
-/// `/proc/self/exe`, same pid): the only way to free the threads tiny_http parked for
-/// good. Everything the server keeps on disk carries over, as at any restart: tokens,
-/// canvas, tmux terminals (left running by the shutdown before this), activity trail;
-/// the new process listens on a new port, writes the new `endpoint.json` (clients read
-/// it on every call) and prints a new ready line. Every descriptor of this process is
-/// close-on-exec (std's default), so the old connections, PTY terminals (whose programs
-/// get SIGHUP) and browsers end with it. Returns only if `execve` failed.
-fn restart_in_place() -> HostError {
-    use std::os::unix::process::CommandExt;
-    let error = std::process::Command::new("/proc/self/exe")
-        .args(std::env::args_os().skip(1))
-        .exec();
-    HostError::Other(format!("cannot restart in place: {error}"))
 }
 
 /// At most this many glibc malloc arenas in `serve`. glibc gives threads their own arena

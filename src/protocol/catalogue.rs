@@ -304,7 +304,6 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             text("guidesDirectory"),
             text("preferencesFile"),
             field("activityDropped", FieldKind::Integer),
-            field("parkedThreads", FieldKind::Integer),
         ]),
         hints: READ,
     },

@@ -4,8 +4,7 @@
 //! as `termsprawl-tools serve` runs it):
 //! - **searches this process's descriptors** (`/proc/self/fd`) for the sockets of the
 //!   connections tiny_http owns, and acts on them: read timeouts for a body's deadline,
-//!   `shutdown` to end a connection, `SIOCINQ`/`SIOCOUTQ`, `close` of a connection whose
-//!   request it leaked on purpose (a declared body over 64 MiB), and throw-away loopback
+//!   `shutdown` to end a connection, `SIOCINQ`/`SIOCOUTQ`, and throw-away loopback
 //!   connections to its own port that give a thread to a connection tiny_http's pool
 //!   left without one ([`ProcessEffects::search_descriptors`]);
 //! - **trims the C heap** (`malloc_trim(0)`) once a burst of calls is over
@@ -34,8 +33,8 @@
 //! and nothing run for a refused call. What weakens:
 //! - a body still on the socket is read without a timeout: a client trickling it holds
 //!   one handler thread for as long as it trickles (the 15 s deadline is checked only
-//!   between reads), and a refused request's unread body is read to its end by
-//!   tiny_http before the connection is freed;
+//!   between reads); a refused request's unread body is left unread and its connection
+//!   ended by the patched tiny_http (`vendor/tiny_http/PATCHES.md`), as with the search on;
 //! - nothing ends quiet connections (header slowloris, idle keep-alive, a flood of idle
 //!   connections): each holds a tiny_http thread and two descriptors until its client
 //!   closes it; `close` does not end open connections either;
@@ -43,8 +42,6 @@
 //!   another connection closes;
 //! - once a connection's answers come to 8 KiB, each further one is written by a handler
 //!   thread (whether a write can block is not known), which costs a thread hop per call;
-//! - a request declaring a body over 64 MiB gets no answer, and its connection keeps its
-//!   two descriptors and a parked tiny_http thread for the life of the process;
 //! - a connection ended for pipelining past the cap, or refused before its body was read,
 //!   is remembered for [`FORGET_ENDED_AFTER`](crate::server::FORGET_ENDED_AFTER) only:
 //!   requests its client still sends after that would be run.

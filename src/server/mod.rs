@@ -19,7 +19,6 @@
 mod effects;
 mod http;
 mod lock;
-mod parked;
 mod queue;
 mod session;
 mod unserved;
@@ -29,7 +28,6 @@ use std::fmt;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -324,8 +322,6 @@ pub struct AgentToolServer {
     activity: activity::Recorder,
     /// What the server may do to its process; read by `start`.
     effects: Mutex<ProcessEffects>,
-    /// tiny_http threads parked for good (`parked`), counted by the HTTP front.
-    parked_threads: Arc<AtomicUsize>,
 }
 
 /// What a `session_info` answer depends on beyond the server's fixed paths and ids.
@@ -336,7 +332,6 @@ struct SessionInfoSource {
     browser_enabled: bool,
     app_version: String,
     activity_dropped: u64,
-    parked_threads: usize,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -356,7 +351,6 @@ struct SessionInfo<'a> {
     instance_id: &'a str,
     node_id: &'a str,
     operations: &'static [&'static str],
-    parked_threads: usize,
     preferences_file: &'a Path,
     project_id: &'a str,
     status: Value,
@@ -417,7 +411,6 @@ impl AgentToolServer {
             session_info_answers: Mutex::default(),
             at_once_answer: Mutex::default(),
             effects: Mutex::default(),
-            parked_threads: Arc::default(),
         }))
     }
 
@@ -443,16 +436,6 @@ impl AgentToolServer {
     /// Activity lines dropped so far (the writer was behind, or the disk full).
     pub fn activity_dropped(&self) -> u64 {
         self.activity.dropped()
-    }
-
-    /// Connections whose tiny_http thread is parked for good since this server was
-    /// made (a request leaked for its declared body over 64 MiB): each is a thread only
-    /// the end of the process frees.
-    /// Their descriptors are closed. An app restarts the process past a ceiling it
-    /// chooses, as `serve` does (`--parked-thread-ceiling`). Always 0 with the descriptor
-    /// search off ([`ProcessEffects`]) but for leaked requests.
-    pub fn parked_threads(&self) -> usize {
-        self.parked_threads.load(Ordering::Relaxed)
     }
 
     /// `<data>/agent-tools` (mode 0700).
@@ -750,7 +733,6 @@ impl AgentToolServer {
         let value = &SessionInfo {
             activity_dropped: source.activity_dropped,
             app_version: &source.app_version,
-            parked_threads: source.parked_threads,
             browser_enabled: source.browser_enabled,
             guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
             host: "local",
@@ -790,7 +772,6 @@ impl AgentToolServer {
             browser_enabled: self.callbacks.browser_enabled(),
             app_version: self.callbacks.app_version(),
             activity_dropped: self.activity_dropped(),
-            parked_threads: self.parked_threads(),
         }
     }
 
@@ -824,7 +805,7 @@ impl AgentToolServer {
     /// Starts the HTTP front and writes `endpoint.json` (the front stopped if it cannot).
     fn listen(&self) -> io::Result<(http::Http, Endpoint)> {
         let effects = *lock_or_recover(&self.effects);
-        let http = http::Http::start(self.me.clone(), effects, self.parked_threads.clone())?;
+        let http = http::Http::start(self.me.clone(), effects)?;
         let port = http.port();
         let endpoint = Endpoint {
             url: format!("http://127.0.0.1:{port}/call"),

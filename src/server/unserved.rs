@@ -22,10 +22,9 @@
 //! connections wait unread, every connection the reaper saw before the newest of them that
 //! has not reached us either (it may be queued ahead) gets one kick too, once. A connection
 //! that stays unread is kicked again at doubling intervals (from [`REKICK_FIRST`]): a kick
-//! can be taken by a thread that was already about to run, and a connection whose tiny_http
-//! thread stopped reading it (a thread parked for good: `server::parked`) is not helped
-//! by kicks at all, so their number must stay small (6 in the 15 s until such a connection
-//! is cut as quiet). Our own kicks are never kicked for.
+//! can be taken by a thread that was already about to run, so their number must stay
+//! small (6 in the 15 s until such a connection is cut as quiet). Our own kicks are never
+//! kicked for.
 //!
 //! Why this is sound: a kick touches no client's connection, so no call is cut, lost or
 //! answered twice, and the accept thread is not involved. The reaper waits for nothing

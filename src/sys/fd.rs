@@ -76,16 +76,6 @@ pub fn socket_inode(fd: RawFd) -> Option<u64> {
     (done == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFSOCK).then_some(stat.st_ino)
 }
 
-/// Closes descriptor number `fd`, which no Rust value of ours owns: one that tiny_http
-/// opened and will never use or close again (`sockets::close_leaked` says when that
-/// holds). `close` on any number is memory-safe; what the caller must ensure is only
-/// that no owner will act on the number afterwards.
-pub fn close_unowned(fd: RawFd) {
-    // SAFETY: close takes a number and touches no memory of ours; ownership is the
-    // caller's concern, as documented above.
-    unsafe { libc::close(fd) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,8 @@
 //! `execve`, so terminals and browsers started later see default signal handling.
 
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::io::{self, Read};
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::fd::pipe;
@@ -42,19 +42,15 @@ impl ShutdownSignal {
         })
     }
 
-    /// Waits up to `timeout` for a shutdown signal: true once one has arrived.
-    pub fn wait_for(&mut self, timeout: std::time::Duration) -> bool {
-        let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        let mut fds = [libc::pollfd {
-            fd: self.read_end.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        match super::fd::poll(&mut fds, millis) {
-            Ok(0) => false,
-            // Readable (a byte or end-of-file) or a poll error other than EINTR: stop.
-            Ok(_) => true,
-            Err(e) => e.kind() != io::ErrorKind::Interrupted,
+    /// Blocks until a shutdown signal has arrived.
+    pub fn wait(mut self) {
+        let mut byte = [0u8; 1];
+        loop {
+            match self.read_end.read(&mut byte) {
+                Ok(1) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                _ => return,
+            }
         }
     }
 }

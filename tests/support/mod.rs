@@ -266,7 +266,7 @@ fn answer(head: &str, body: &Value, port: u16) -> (u16, ToolResult) {
             "appVersion": "7.7.7-test", "browserEnabled": true,
             "operations": termsprawl_tools::protocol::AGENT_TOOLS.iter().map(|t| t.name).collect::<Vec<_>>(),
             "guidesDirectory": "/test/launch/agent-1/skills", "preferencesFile": "/test/preferences.json",
-            "activityDropped": 0, "parkedThreads": 0,
+            "activityDropped": 0,
         }),
         // A 1x1 PNG, as browser_screenshot returns it: {image: base64}.
         "browser_screenshot" => json!({

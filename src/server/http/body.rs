@@ -1,26 +1,17 @@
-//! Reading a request's body under the deadline, and what becomes of requests whose body
-//! we stop reading.
+//! Reading a request's body under the deadline.
 //!
-//! Before answering a request whose body is still partly unread on the socket, the
-//! handler shuts the connection's read side, so tiny_http's drop sees end-of-file
-//! instead of waiting for the rest; that connection then closes after the answer.
-//! tiny_http's drop also allocates the unread remainder of a declared length in one
-//! buffer (a length of 10^14 aborts the process), so for a declared length over
-//! [`DROP_SAFE_BYTES`] the handler writes its answer itself, never drops the `Request`
-//! and closes the connection's two descriptors (`sockets::close_leaked` says why that
-//! is sound). That leaks one tiny_http thread, parked for good, and the request's few
-//! hundred bytes per such request; tiny_http 0.12 offers no way to release them. (A
-//! request tiny_http queues after `close()` has drained the queue is dropped by
-//! tiny_http itself.)
+//! A request answered before its body was read to the end is dropped with the rest
+//! unread: the patched tiny_http (`vendor/tiny_http/PATCHES.md`) then reads none of it
+//! and ends the connection after the answer, whatever length was declared (`Front::finish`
+//! also shuts the read side, for a chunked body).
 
 use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tiny_http::Request;
 
-use super::{Front, DROP_SAFE_BYTES, EAGER_BODY_BYTES, READ_SLICE};
+use super::{EAGER_BODY_BYTES, READ_SLICE};
 use crate::base::sockets::Connection;
 use crate::protocol::limits::MAX_BODY_BYTES;
 
@@ -33,27 +24,6 @@ pub(super) const NOT_JSON: Refusal = (
     400,
     "Request body is not JSON; send {\"operation\":…,\"args\":{…}}",
 );
-
-/// Drops `request`, unless tiny_http's drop would allocate its absurd unread length
-/// (module docs): that one is leaked instead, as `Front::finish` does.
-pub(super) fn drop_unless_huge(request: Request, front: &Front) {
-    if request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
-        leak(request, front, None);
-    }
-}
-
-/// Leaks `request` without running tiny_http's drop (module docs), after answering
-/// with the raw `answer`, if any, and closes its connection's descriptors (with the
-/// descriptor search off, neither: the client gets no answer and the connection stays).
-/// Its tiny_http thread is parked for good, and counted so (`server::parked`).
-pub(super) fn leak(request: Request, front: &Front, answer: Option<&[u8]>) {
-    let peer = request.remote_addr().copied();
-    std::mem::forget(request);
-    front.parked_threads.fetch_add(1, Ordering::Relaxed);
-    if let Some(peer) = peer {
-        front.known.close_leaked(front.local, peer, answer);
-    }
-}
 
 /// The body tiny_http already holds in memory (at most [`EAGER_BODY_BYTES`]): no
 /// deadline and no read buffer needed.

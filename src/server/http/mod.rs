@@ -47,9 +47,8 @@
 //!
 //! ## Files
 //! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
-//! `checks` (the head's checks), `body` (reading bodies under the deadline, and making
-//! sure tiny_http's drop of a request whose body is still partly unread on the socket
-//! cannot block or allocate without bound), `in_order` (one call in flight per
+//! `checks` (the head's checks), `body` (reading bodies under the deadline),
+//! `in_order` (one call in flight per
 //! connection), `reaper` (connections without a call in flight: tiny_http reads their
 //! heads with no timeout, a thread each), `handlers` (the handler threads).
 //!
@@ -65,7 +64,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -79,14 +78,14 @@ mod handlers;
 mod in_order;
 mod reaper;
 
-use body::{drop_unless_huge, error_body, leak, read_body, read_memory_body, Refusal, NOT_JSON};
+use body::{error_body, read_body, read_memory_body, Refusal, NOT_JSON};
 use checks::{body_in_memory, check_headers, writes_status};
 use handlers::Handlers;
 use in_order::{Admitted, InOrder};
 use reaper::reap_loop;
 
 use super::{lock_or_recover, AgentToolServer, Invoked, ProcessEffects, WireAnswer};
-use crate::base::answers::{raw_response, response_bytes};
+use crate::base::answers::response_bytes;
 use crate::base::listening::Listening;
 use crate::base::sockets::{self, KnownConnections};
 use crate::messaging::a2a::Dialect;
@@ -96,8 +95,6 @@ use crate::protocol::ToolSession;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(15);
 /// An idle handler thread exits after this long.
 pub const HANDLER_IDLE: Duration = Duration::from_secs(5);
-/// Above this declared length tiny_http's drop would allocate too much (module docs).
-pub const DROP_SAFE_BYTES: usize = 64 * 1024 * 1024;
 /// How often the reaper looks at our connections (module docs).
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 /// At most this many connections without a call in flight are kept open.
@@ -137,12 +134,8 @@ pub struct Http {
 
 impl Http {
     /// Binds `127.0.0.1:0` and starts the accept thread for `owner`, doing to the process
-    /// only what `effects` allows; `parked_threads` counts threads parked for good.
-    pub fn start(
-        owner: Weak<AgentToolServer>,
-        effects: ProcessEffects,
-        parked_threads: Arc<AtomicUsize>,
-    ) -> io::Result<Http> {
+    /// only what `effects` allows.
+    pub fn start(owner: Weak<AgentToolServer>, effects: ProcessEffects) -> io::Result<Http> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         sockets::set_listener_write_timeout(&listener)?;
         let local = listener.local_addr()?;
@@ -153,7 +146,6 @@ impl Http {
             in_order: InOrder::default(),
             known: KnownConnections::new(effects.search_descriptors),
             trim_heap: effects.trim_heap,
-            parked_threads,
             handlers: Handlers::new(HANDLER_IDLE),
             local,
             hosts: [
@@ -223,8 +215,6 @@ struct Front {
     queued: QueuedCalls,
     /// Whether the reaper trims the heap after a burst (`ProcessEffects::trim_heap`).
     trim_heap: bool,
-    /// Connections whose tiny_http thread is parked for good (`server::parked`).
-    parked_threads: Arc<AtomicUsize>,
 }
 
 /// The requests of calls whose operation went to a project queue, by a number of their
@@ -297,12 +287,7 @@ impl Front {
                 if let Some(connection) = peer.and_then(|p| self.known.find(self.local, p)) {
                     connection.end();
                 }
-                let front = Arc::clone(self);
-                self.handlers.run(Box::new(move || {
-                    for call in calls {
-                        drop_unless_huge(call.request, &front);
-                    }
-                }));
+                self.handlers.run(Box::new(move || drop(calls)));
             }
         }
         true
@@ -424,17 +409,12 @@ impl Front {
         on: On,
     ) -> Option<Call> {
         let peer = request.remote_addr().copied();
-        if !body_read && request.body_length().unwrap_or(0) > DROP_SAFE_BYTES {
-            // Never drop this request: tiny_http's drop would allocate the whole rest.
-            let answer = raw_response(status, &answer);
-            leak(request, self, Some(&answer));
-            self.in_order.discard(peer);
-            return None;
-        }
         if !body_read && !body_in_memory(&request) {
-            // tiny_http's drop then sees end-of-file instead of waiting for the rest. What
-            // it had already read past the head (a smuggled request) it may still parse
-            // as requests: the connection counts as ended, so none of them ever runs.
+            // The patched tiny_http leaves the rest of a declared length unread and ends
+            // the connection; the rest of a chunked body, or what it had already read
+            // past the head (a smuggled request), it may still parse as requests: the
+            // read side is shut, and the connection counts as ended, so none of them
+            // ever runs.
             if let Some(peer) = peer {
                 lock_or_recover(&self.in_order.ended).insert(peer, Instant::now());
             }

@@ -29,7 +29,6 @@ use super::{
     Front, On, FORGET_ENDED_AFTER, QUIET_CONNECTIONS_MAX, REAP_EVERY, REQUEST_DEADLINE, TRIM_AFTER,
 };
 use crate::base::sockets::{self, Connection};
-use crate::server::parked::Parked;
 use crate::server::unserved::{self, NotReached, Unserved};
 use crate::server::{lock_or_recover, ANSWER_TIMEOUT_ERROR};
 use crate::sys::process::release_free_heap;
@@ -43,8 +42,6 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
     let mut unserved = Unserved::default();
     // Since when no connection has been open, and whether the heap was trimmed since.
     let (mut closed_since, mut trimmed) = (None::<Instant>, true);
-    // Ended connections that never reached us, watched for a parked thread.
-    let mut parked = Parked::default();
     loop {
         // `Http::stop` unparks it: a stop does not wait out the period.
         thread::park_timeout(REAP_EVERY);
@@ -71,8 +68,6 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         };
         let busy = !open.is_empty();
         trim_after_a_burst(front, busy, now, &mut closed_since, &mut trimmed);
-        let names = |fd, socket| sockets::socket_of(fd) == Some(socket);
-        parked.look(now, &front.parked_threads, names, sockets::close_parked);
         // Entries made since the scan began are kept: their connection may be newer.
         let current = |peer: &SocketAddr, at: Instant| open.contains_key(peer) || at >= now;
         seen.retain(|peer, _| open.contains_key(peer));
@@ -94,11 +89,6 @@ pub(super) fn reap_loop(front: &Arc<Front>, stopping: &AtomicBool) {
         let over_cap = quiet.len().saturating_sub(QUIET_CONNECTIONS_MAX);
         for (n, (since, connection)) in quiet.into_iter().enumerate() {
             if n < over_cap || now.saturating_duration_since(since) >= REQUEST_DEADLINE {
-                if !in_order.reached(&connection.peer()) {
-                    if let (fds, Some(socket)) = connection.descriptors() {
-                        parked.watch(now, fds, socket);
-                    }
-                }
                 connection.end();
             }
         }
