@@ -4,11 +4,11 @@
 //!
 //! ## Who may block on a client, and who must not
 //! tiny_http reads a body over 1 KiB lazily, from the socket, on whichever thread reads
-//! the `Request`, with no timeout; dropping a `Request` reads and discards the rest of
-//! its declared body; writing a response blocks while the client does not read. Any of
-//! these on the accept thread (or on a project worker, or the reaper) would let one
-//! client stall every other. The accept thread first checks the headers, in the spec's
-//! order:
+//! the `Request`, with no timeout (dropping a `Request` with its body unread reads none
+//! of it and ends the connection: the patch in `vendor/tiny_http`); writing a response
+//! blocks while the client does not read. Either on the accept thread (or on a project
+//! worker, or the reaper) would let one client stall every other. The accept thread
+//! first checks the headers, in the spec's order:
 //! 1. `Origin` or `Sec-Fetch-Site` present, method and path not POST `/call` (nor A2A's:
 //!    `messaging::a2a::Dialect`), or a protocol upgrade -> 403 `Unsupported request`;
 //! 2. `Host` not `127.0.0.1:PORT` / `localhost:PORT` -> 403 (DNS-rebinding defence);
@@ -47,10 +47,10 @@
 //!
 //! ## Files
 //! This file: the accept thread, [`Http`], and `Front` (who runs and answers a call).
-//! `checks` (the head's checks), `body` (reading bodies under the deadline),
-//! `in_order` (one call in flight per
-//! connection), `reaper` (connections without a call in flight: tiny_http reads their
-//! heads with no timeout, a thread each), `handlers` (the handler threads).
+//! `checks` (the head's checks), `body` (reading bodies under the deadline), `in_order`
+//! (one call in flight per connection), `reaper` (connections without a call in flight:
+//! tiny_http reads their heads with no timeout, a thread each), `handlers` (the handler
+//! threads).
 //!
 //! ## Threads
 //! Handlers are reused when idle and exit after [`HANDLER_IDLE`] without work. A
@@ -467,8 +467,8 @@ impl Front {
 
     /// Writes the answer (the whole body read: one write, `response_bytes`, through
     /// tiny_http's writer, which keeps pipelined answers in order; else tiny_http's
-    /// `respond`, which writes before the request's drop reads the rest of its body), then
-    /// gives the connection's next call. A failed write ends the connection.
+    /// `respond`, which writes before the request's drop leaves the rest of its body
+    /// unread and ends the connection), then gives the connection's next call. A failed write ends the connection.
     fn respond(
         &self,
         request: Request,
