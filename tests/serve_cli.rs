@@ -346,7 +346,7 @@ fn stop_terminals_without_a_server_is_fine() {
 #[test]
 fn a_canvas_warning_quotes_the_file_escaped_on_stderr() {
     let dirs = Dirs::new("warning-escaped");
-    std::fs::create_dir_all(dirs.project.join(".termsprawl")).unwrap();
+    private_dirs(&dirs.project.join(".termsprawl"));
     // A node whose type is a cursor move, an erase, a window title, a C1 CSI and a bidi
     // override: serve warns about it, quoting the type.
     let hostile = "g\r\x1b[1A\x1b[2K\x1b]0;x\x07\u{9b}\u{202e}";
