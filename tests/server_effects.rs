@@ -118,6 +118,19 @@ fn with_the_descriptor_search_off_every_check_still_holds() {
         (refused.status, refused.error()),
         (400, "Request too large".into())
     );
+    // A declared 10^14 bytes is answered and its connection ends, nothing of the body
+    // read, with no descriptor search to shut it: the patched tiny_http's drop does both.
+    let mut absurd = Client::connect(t.port);
+    absurd.send(
+        format!(
+            "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Length: 99999999999999\r\n\r\n{{",
+            t.port
+        )
+        .as_bytes(),
+    );
+    assert_eq!(absurd.read_reply().unwrap().status, 400);
+    assert!(absurd.read_reply().is_none(), "the connection is ended");
     let executed = t.app.executed().len();
     let mut smuggling = format!(
         "POST /call HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {token}\r\n\
