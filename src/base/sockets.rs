@@ -77,7 +77,8 @@ impl Connection {
             .map(|fd| Connection::at(fd, local, peer))
     }
 
-    /// The address it is connected from.
+    /// The address it is connected from (the canvas view's reaper reads it).
+    #[cfg(feature = "host")]
     pub fn peer(self) -> SocketAddr {
         self.peer
     }
