@@ -34,7 +34,8 @@ pub use artifact::check_artifact_path;
 pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
 pub use context::read_context;
 pub use host::{
-    Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
+    Browsers, CanvasOwner, Host, NoBrowsers, NoTerminals, ProgramEnd, ProjectSnapshot, PtyRequest,
+    Terminals, Workspace, NO_BROWSERS, NO_TERMINALS,
 };
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
