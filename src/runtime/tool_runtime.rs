@@ -15,6 +15,7 @@ use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::host::{Host, ProgramEnd, ProjectSnapshot, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
+    LAUNCHER_NAME,
 };
 use super::{canvas::CanvasBridge, execute::node_field, owners::BrowserOwners};
 use crate::base::unix_millis;
@@ -40,6 +41,8 @@ pub enum RuntimeError {
     Io(std::io::Error),
     /// `preferences.json` is malformed (the message names the file).
     Preferences(String),
+    /// [`AgentToolRuntime::start`]'s `termsprawlctl` path is not an executable file.
+    NotExecutable(PathBuf),
 }
 
 impl fmt::Display for RuntimeError {
@@ -48,6 +51,13 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Server(e) => write!(f, "{e}"),
             RuntimeError::Io(e) => write!(f, "agent tools: {e}"),
             RuntimeError::Preferences(message) => f.write_str(message),
+            RuntimeError::NotExecutable(path) => write!(
+                f,
+                "agent tools: {} is not an executable file; pass the path of the \
+                 termsprawlctl binary, or of your app's binary that calls \
+                 termsprawl_tools::client::run",
+                path.display()
+            ),
         }
     }
 }
@@ -133,13 +143,52 @@ impl AgentToolRuntime {
     }
 
     /// Starts the server and installs the launcher `<data>/agent-tools/termsprawlctl`,
-    /// which `exec`s `ctl_executable`.
+    /// which `exec`s `ctl_executable` (refused unless an executable file: the launcher
+    /// would point nowhere). Cargo builds no binary of a dependency: ship the CLI as
+    /// your own binary calling [`crate::client::run`].
     pub fn start(&self, ctl_executable: &Path) -> Result<Endpoint, RuntimeError> {
+        use std::os::unix::fs::PermissionsExt;
+        let metadata = std::fs::metadata(ctl_executable);
+        if !metadata.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+            return Err(RuntimeError::NotExecutable(ctl_executable.to_path_buf()));
+        }
         let endpoint = self.server.start()?;
         let launcher = install_launcher(self.server.directory(), ctl_executable)
             .inspect_err(|_| self.server.close())?;
         *lock(&self.core.launcher) = Some(launcher);
         Ok(endpoint)
+    }
+
+    /// Provisions an agent that runs outside your terminals as `serve --agent` does, and
+    /// returns the session file to give it: its session (`cli-fallback`, adapter
+    /// `external`; the token kept when node and project match) and its launch folder
+    /// (the guides `session_info`'s `guidesDirectory` names, its system prompt). Call it
+    /// after [`start`](Self::start); agents your app starts go through `prepare` instead.
+    pub fn provision_agent(&self, agent: &ToolIdentity) -> Result<PathBuf, RuntimeError> {
+        let status = IntegrationStatus {
+            state: IntegrationState::CliFallback,
+            adapter: "external".into(),
+            version: None,
+            reason: None,
+        };
+        self.server.provision(agent, status, true)?;
+        let session_file = self.server.session_file(&agent.node_id)?;
+        let (directory, probe) = (self.server.directory(), AgentProbe::default());
+        prepare_tool_launch(&LaunchInput {
+            launch_root: &directory.join("launch"),
+            node_id: &agent.node_id,
+            command: "",
+            probe: &AgentProbe {
+                name: "external-cli".into(),
+                ..probe
+            },
+            instruction_flag: None,
+            session_file: &session_file,
+            launcher: &self
+                .launcher()
+                .unwrap_or_else(|| directory.join(LAUNCHER_NAME)),
+        })?;
+        Ok(session_file)
     }
 
     /// The installed launcher, once started.
