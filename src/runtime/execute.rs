@@ -131,6 +131,16 @@ impl ServerCallbacks for Core {
         on_canvas.is_some_and(|on_canvas| on_canvas || lock(&self.active).contains(node))
     }
 
+    fn why_invalid(&self, identity: &ToolIdentity) -> Option<String> {
+        let (node, project) = (&identity.node_id, &identity.project_id);
+        Some(match self.host.workspace.has_node(project, node) {
+            None => format!("project {project} is not open and local in the host's Workspace"),
+            Some(_) => format!(
+                "node {node} is not on project {project}'s canvas in the host's Workspace snapshot"
+            ),
+        })
+    }
+
     fn browser_enabled(&self) -> bool {
         self.host.workspace.browser_control_enabled()
     }
