@@ -198,7 +198,8 @@ impl AgentToolRuntime {
 
     /// Stops: later revocations are ignored (the app is quitting, sessions stay), every
     /// pending canvas request fails with `App stopped during request <id>`, the server
-    /// closes. Idempotent.
+    /// closes. Idempotent. It joins the accept thread, the reaper and the trail's writer:
+    /// a [`Workspace`](super::Workspace) call blocked on the accept thread holds it.
     pub fn close(&self) {
         self.core.stopping.store(true, Ordering::SeqCst);
         self.core.bridge.fail_all();
