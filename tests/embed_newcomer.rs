@@ -39,20 +39,38 @@ impl Workspace for App {
     }
 }
 
-struct Canvas(Mutex<Sender<CanvasToolRequest>>);
+/// The canvas owner; it records each trip to the canvas thread, and with `offer_current`
+/// answers `current_list` from the list the canvas thread last published.
+struct Canvas {
+    inbox: Mutex<Sender<CanvasToolRequest>>,
+    trips: Mutex<Vec<String>>,
+    offer_current: bool,
+    current: Arc<Mutex<Arc<Value>>>,
+}
 
 impl CanvasOwner for Canvas {
     fn target(&self, project_id: &str) -> Option<u64> {
         (project_id == PROJECT).then_some(7)
     }
     fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
-        let inbox = self.0.lock().map_err(|_| "the canvas is gone")?;
+        self.trips.lock().unwrap().push(request.operation.clone());
+        let inbox = self.inbox.lock().map_err(|_| "the canvas is gone")?;
         inbox.send(request).map_err(|_| "the canvas is gone".into())
+    }
+    fn current_list(&self, _project_id: &str) -> Option<Arc<Value>> {
+        // Published by the canvas thread before it replies, so always current; `Null`
+        // until the first list.
+        let list = Arc::clone(&self.current.lock().unwrap());
+        (self.offer_current && !list.is_null()).then_some(list)
     }
 }
 
 /// The app's canvas thread: `canvas_list` and `canvas_move`, replies through the runtime.
-fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolRuntime>) {
+fn canvas_thread(
+    requests: Receiver<CanvasToolRequest>,
+    runtime: Weak<AgentToolRuntime>,
+    current: Arc<Mutex<Arc<Value>>>,
+) {
     let mut nodes = json!([
         {"id": AGENT, "type": "terminal", "position": {"x": 0, "y": 0},
          "size": {"width": 480, "height": 320}, "data": {"title": "Agent", "agentId": "custom"}},
@@ -72,6 +90,7 @@ fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolR
             }
             other => ToolResult::Err(format!("{other} is not supported")),
         };
+        *current.lock().unwrap() = Arc::new(nodes.clone());
         let reply = CanvasToolReply {
             request_id: request.request_id,
             result,
@@ -86,25 +105,38 @@ fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolR
 struct Embedded {
     runtime: Arc<AgentToolRuntime>,
     app: Arc<App>,
+    canvas: Arc<Canvas>,
     data: PathBuf,
 }
 
-fn embed(name: &str) -> Embedded {
+fn embed(name: &str, offer_current: bool) -> Embedded {
     let data = scratch(name);
     let app = Arc::new(App {
         node_ids: Mutex::new(vec![AGENT.into(), NOTE.into()]),
     });
     let (inbox, requests) = mpsc::channel();
+    let current = Arc::new(Mutex::new(Arc::new(Value::Null)));
+    let canvas = Arc::new(Canvas {
+        inbox: Mutex::new(inbox),
+        trips: Mutex::default(),
+        offer_current,
+        current: current.clone(),
+    });
     let host = Host {
         workspace: app.clone(),
-        canvas: Arc::new(Canvas(Mutex::new(inbox))),
+        canvas: canvas.clone(),
         browsers: Arc::new(NoBrowsers),
         terminals: Arc::new(NoTerminals),
     };
     let runtime = Arc::new(AgentToolRuntime::new(&data, host).unwrap());
     let weak = Arc::downgrade(&runtime);
-    std::thread::spawn(move || canvas_thread(requests, weak));
-    Embedded { runtime, app, data }
+    std::thread::spawn(move || canvas_thread(requests, weak, current));
+    Embedded {
+        runtime,
+        app,
+        canvas,
+        data,
+    }
 }
 
 /// `<launcher> --session FILE call OPERATION ARGS`: its exit code and its ToolResult.
@@ -126,7 +158,7 @@ fn call(launcher: &Path, session: &Path, operation: &str, args: Value) -> (i32, 
 
 #[test]
 fn a_newcomers_host_answers_an_agent_through_the_launcher() {
-    let e = embed("newcomer");
+    let e = embed("newcomer", false);
     e.runtime
         .start(Path::new(env!("CARGO_BIN_EXE_termsprawlctl")))
         .unwrap();
@@ -183,7 +215,7 @@ fn a_newcomers_host_answers_an_agent_through_the_launcher() {
 
 #[test]
 fn start_refuses_a_termsprawlctl_that_is_not_an_executable_file() {
-    let e = embed("newcomer-ctl");
+    let e = embed("newcomer-ctl", false);
     let plain = e.data.join("termsprawlctl.txt");
     std::fs::write(&plain, "not a program").unwrap();
     for ctl in [e.data.join("missing"), plain, e.data.clone()] {
@@ -201,4 +233,57 @@ fn start_refuses_a_termsprawlctl_that_is_not_an_executable_file() {
         .unwrap();
     e.runtime.close();
     let _ = std::fs::remove_dir_all(&e.data);
+}
+
+/// The trips through the app's canvas thread each call costs: the caller's presence
+/// check (a `canvas_list`, unless `current_list` answers it) and the operation itself.
+fn trips_of(offer_current: bool) -> Vec<Vec<String>> {
+    let name = if offer_current {
+        "trips-current"
+    } else {
+        "trips"
+    };
+    let e = embed(name, offer_current);
+    e.runtime
+        .start(Path::new(env!("CARGO_BIN_EXE_termsprawlctl")))
+        .unwrap();
+    let agent = ToolIdentity {
+        node_id: AGENT.into(),
+        project_id: PROJECT.into(),
+    };
+    let session = e.runtime.provision_agent(&agent).unwrap();
+    let launcher = e.runtime.launcher().unwrap();
+    let mut trips = Vec::new();
+    for (operation, args) in [
+        ("canvas_list", json!({})),
+        ("canvas_move", json!({"nodeId": NOTE, "x": 1, "y": 2})),
+        ("canvas_move", json!({"nodeId": NOTE, "x": 3, "y": 4})),
+        ("canvas_list", json!({})),
+    ] {
+        let (code, result) = call(&launcher, &session, operation, args);
+        assert_eq!(code, 0, "{operation}: {result}");
+        trips.push(std::mem::take(&mut *e.canvas.trips.lock().unwrap()));
+    }
+    e.runtime.close();
+    let _ = std::fs::remove_dir_all(&e.data);
+    trips
+}
+
+#[test]
+fn an_owner_with_a_current_list_pays_one_trip_per_operation() {
+    let asked = trips_of(false);
+    println!("owner trips without current_list: {asked:?}");
+    let expected: [&[&str]; 4] = [
+        &["canvas_list"],
+        &["canvas_list", "canvas_move"],
+        &["canvas_list", "canvas_move"],
+        &["canvas_list"],
+    ];
+    assert_eq!(asked, expected);
+    let current = trips_of(true);
+    println!("owner trips with current_list: {current:?}");
+    // Only the first list is asked for (nothing published yet); then the presence check
+    // and `canvas_list` itself come from the current list.
+    let expected: [&[&str]; 4] = [&["canvas_list"], &["canvas_move"], &["canvas_move"], &[]];
+    assert_eq!(current, expected);
 }

@@ -82,7 +82,13 @@ impl ServerCallbacks for Core {
         let Some(project) = self.local_project(&identity.project_id) else {
             return Err("Local project not found".into());
         };
-        let list = self.canvas(identity, "canvas_list", Map::new())?;
+        // The caller must still be on the canvas: by the owner's current list if it shows
+        // the caller (no trip through the app), else by asking the owner.
+        let current = self.host.canvas.current_list(&identity.project_id);
+        let list = match current.filter(|l| find_node(nodes_of(l), &identity.node_id).is_some()) {
+            Some(list) => Value::clone(&list),
+            None => self.canvas(identity, "canvas_list", Map::new())?,
+        };
         let nodes = nodes_of(&list);
         if find_node(nodes, &identity.node_id).is_none() {
             return Err("Agent node is no longer on this canvas".into());
