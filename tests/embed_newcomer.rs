@@ -8,8 +8,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use common::scratch;
 use serde_json::{json, Value};
@@ -26,10 +28,16 @@ const NOTE: &str = "note1";
 /// The app's one project; the test takes nodes off its canvas.
 struct App {
     node_ids: Mutex<Vec<String>>,
+    /// A lock the app's own UI holds at times; `project` takes it, as a real app would.
+    ui: Mutex<()>,
+    /// How many times `project` was entered.
+    asked: AtomicUsize,
 }
 
 impl Workspace for App {
     fn project(&self, project_id: &str) -> Option<ProjectSnapshot> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let _ui = self.ui.lock().unwrap();
         (project_id == PROJECT).then(|| ProjectSnapshot {
             id: PROJECT.into(),
             cwd: None,
@@ -113,6 +121,8 @@ fn embed(name: &str, offer_current: bool) -> Embedded {
     let data = scratch(name);
     let app = Arc::new(App {
         node_ids: Mutex::new(vec![AGENT.into(), NOTE.into()]),
+        ui: Mutex::new(()),
+        asked: AtomicUsize::new(0),
     });
     let (inbox, requests) = mpsc::channel();
     let current = Arc::new(Mutex::new(Arc::new(Value::Null)));
@@ -286,4 +296,54 @@ fn an_owner_with_a_current_list_pays_one_trip_per_operation() {
     // and `canvas_list` itself come from the current list.
     let expected: [&[&str]; 4] = [&["canvas_list"], &["canvas_move"], &["canvas_move"], &[]];
     assert_eq!(current, expected);
+}
+
+/// `close` joins the accept thread, so a `Workspace` call blocked there (the app holding
+/// its UI lock) holds `close` until it returns, as the runtime's page says; then `close`
+/// finishes. Prints how long `close` took after the callback was let go.
+#[test]
+fn close_waits_for_a_workspace_call_blocked_on_the_accept_thread() {
+    let e = embed("newcomer-close", false);
+    e.runtime
+        .start(Path::new(env!("CARGO_BIN_EXE_termsprawlctl")))
+        .unwrap();
+    let agent = ToolIdentity {
+        node_id: AGENT.into(),
+        project_id: PROJECT.into(),
+    };
+    let session = e.runtime.provision_agent(&agent).unwrap();
+    let launcher = e.runtime.launcher().unwrap();
+
+    let ui = e.app.ui.lock().unwrap();
+    let asked = e.app.asked.load(Ordering::SeqCst);
+    let mut agent_call = Command::new(&launcher)
+        .arg("--session")
+        .arg(&session)
+        .args(["call", "canvas_list"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_until("the call to reach Workspace::project", || {
+        e.app.asked.load(Ordering::SeqCst) > asked
+    });
+    let runtime = e.runtime.clone();
+    let closing = std::thread::spawn(move || {
+        runtime.close();
+        Instant::now()
+    });
+    // Not a time limit: whatever the delay, close must still be waiting for the callback.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !closing.is_finished(),
+        "close returned under a blocked callback"
+    );
+    let released = Instant::now();
+    drop(ui);
+    let closed = closing.join().unwrap();
+    println!(
+        "close returned {:?} after the blocked Workspace::project was let go",
+        closed.duration_since(released)
+    );
+    let _ = agent_call.wait();
+    let _ = std::fs::remove_dir_all(&e.data);
 }
