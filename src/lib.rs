@@ -36,6 +36,7 @@
 //! - `host` (the default feature `host`): the embedded default host (headless canvas,
 //!   terminals, browsers, the canvas view) of `serve`. Built with
 //!   `--no-default-features`, the crate is the core alone.
+//! - `stand_in` (crate-private, re-exported by [`runtime`]): `NoTerminals`, `NoBrowsers`.
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 //! - `sys` (crate-private): the thin libc wrappers, the only module allowed `unsafe`.
 #![warn(missing_docs)]
@@ -51,6 +52,7 @@ pub mod messaging;
 pub mod protocol;
 pub mod runtime;
 pub mod server;
+mod stand_in;
 #[allow(unsafe_code)]
 mod sys;
 

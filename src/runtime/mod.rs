@@ -14,6 +14,7 @@ mod tool_runtime;
 mod url;
 
 pub use crate::base::unix_millis;
+pub use crate::stand_in::{NoBrowsers, NoTerminals, NO_BROWSERS, NO_TERMINALS};
 pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
@@ -22,8 +23,7 @@ pub use artifact::check_artifact_path;
 pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
 pub use context::read_context;
 pub use host::{
-    Browsers, CanvasOwner, Host, NoBrowsers, NoTerminals, ProgramEnd, ProjectSnapshot, PtyRequest,
-    Terminals, Workspace, NO_BROWSERS, NO_TERMINALS,
+    Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
 };
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
