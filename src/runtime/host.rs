@@ -50,7 +50,7 @@ pub trait Workspace: Send + Sync + 'static {
     fn status_changed(&self, _node_id: &str, _status: &IntegrationStatus) {}
 }
 
-#[doc = include_str!("../../docs/canvas-owner.md")]
+#[doc = include_str!("../../docs/api/canvas-owner.md")]
 pub trait CanvasOwner: Send + Sync + 'static {
     /// The sender id of whoever shows this project's canvas now; `None` when nobody does.
     fn target(&self, project_id: &str) -> Option<u64>;

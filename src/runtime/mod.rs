@@ -1,4 +1,4 @@
-#![doc = include_str!("../../docs/runtime.md")]
+#![doc = include_str!("../../docs/api/runtime.md")]
 
 pub(crate) mod agents;
 mod artifact;

@@ -1,7 +1,7 @@
-//! What the server does to its process: `docs/process-effects.md`, shown on
+//! What the server does to its process: `docs/api/process-effects.md`, shown on
 //! [`ProcessEffects`]'s page.
 
-#[doc = include_str!("../../docs/process-effects.md")]
+#[doc = include_str!("../../docs/api/process-effects.md")]
 ///
 /// [`Default`]: everything on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
