@@ -13,13 +13,13 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use termsprawl_tools::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult};
 use termsprawl_tools::runtime::{
-    unix_millis, AgentToolRuntime, CanvasOwner, Host, NoBrowsers, NoTerminals, ProjectSnapshot,
-    Workspace,
+    unix_millis, AgentToolRuntime, CanvasOwner, CanvasReplier, Host, NoBrowsers, NoTerminals,
+    ProjectSnapshot, Workspace,
 };
 
 const PROJECT: &str = "demo";
@@ -57,7 +57,7 @@ impl CanvasOwner for Canvas {
 
 /// The only writer of the canvas: answers `canvas_list` and `canvas_move`, refuses the
 /// rest, and replies through the runtime.
-fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolRuntime>) {
+fn canvas_thread(requests: Receiver<CanvasToolRequest>, replier: CanvasReplier) {
     // The shape `canvas_list` publishes; `data.agentId` is what makes a node an agent.
     let mut nodes = json!([
         {"id": AGENT, "type": "terminal", "position": {"x": 0, "y": 0},
@@ -88,11 +88,10 @@ fn canvas_thread(requests: Receiver<CanvasToolRequest>, runtime: Weak<AgentToolR
             request_id: request.request_id,
             result,
         };
-        // Weak: the runtime owns this thread's inbox and must not be kept alive by it.
-        let Some(runtime) = runtime.upgrade() else {
-            return;
-        };
-        runtime.canvas_reply(CANVAS, true, reply);
+        // Refused only when nobody waits any more (timed out, or the app stopped).
+        if let Err(why) = replier.reply(CANVAS, reply) {
+            eprintln!("canvas reply refused: {why}");
+        }
     }
 }
 
@@ -119,8 +118,8 @@ fn serve_one_agent(data: &Path, serve: bool) -> Result<(), Box<dyn std::error::E
         terminals: Arc::new(NoTerminals),
     };
     let runtime = Arc::new(AgentToolRuntime::new(data, host)?);
-    let weak = Arc::downgrade(&runtime);
-    std::thread::spawn(move || canvas_thread(requests, weak));
+    let replier = runtime.canvas_replier();
+    std::thread::spawn(move || canvas_thread(requests, replier));
 
     // The launcher agents run execs this symlink to our own binary.
     std::fs::create_dir_all(data)?;

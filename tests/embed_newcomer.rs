@@ -10,15 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::scratch;
 use serde_json::{json, Value};
 use termsprawl_tools::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult};
 use termsprawl_tools::runtime::{
-    AgentToolRuntime, CanvasOwner, Host, NoBrowsers, NoTerminals, ProjectSnapshot, RuntimeError,
-    Workspace,
+    AgentToolRuntime, CanvasOwner, CanvasReplier, Host, NoBrowsers, NoTerminals, ProjectSnapshot,
+    RuntimeError, Workspace,
 };
 
 const PROJECT: &str = "demo";
@@ -54,6 +54,8 @@ struct Canvas {
     trips: Mutex<Vec<String>>,
     offer_current: bool,
     current: Arc<Mutex<Arc<Value>>>,
+    /// Why the runtime refused the stray replies the canvas thread sends first.
+    refusals: Arc<Mutex<Vec<String>>>,
 }
 
 impl CanvasOwner for Canvas {
@@ -76,8 +78,9 @@ impl CanvasOwner for Canvas {
 /// The app's canvas thread: `canvas_list` and `canvas_move`, replies through the runtime.
 fn canvas_thread(
     requests: Receiver<CanvasToolRequest>,
-    runtime: Weak<AgentToolRuntime>,
+    replier: CanvasReplier,
     current: Arc<Mutex<Arc<Value>>>,
+    refusals: Arc<Mutex<Vec<String>>>,
 ) {
     let mut nodes = json!([
         {"id": AGENT, "type": "terminal", "position": {"x": 0, "y": 0},
@@ -103,10 +106,16 @@ fn canvas_thread(
             request_id: request.request_id,
             result,
         };
-        let Some(runtime) = runtime.upgrade() else {
+        // Strays first: the wrong request id, then the wrong sender; both refused.
+        let mut stray = reply.clone();
+        stray.request_id = "no-such-request".into();
+        let refused = [replier.reply(7, stray), replier.reply(8, reply.clone())];
+        let mut log = refusals.lock().unwrap();
+        log.extend(refused.into_iter().filter_map(Result::err));
+        drop(log);
+        if replier.reply(7, reply).is_err() {
             return;
-        };
-        runtime.canvas_reply(7, true, reply);
+        }
     }
 }
 
@@ -126,11 +135,13 @@ fn embed(name: &str, offer_current: bool) -> Embedded {
     });
     let (inbox, requests) = mpsc::channel();
     let current = Arc::new(Mutex::new(Arc::new(Value::Null)));
+    let refusals = Arc::new(Mutex::new(Vec::new()));
     let canvas = Arc::new(Canvas {
         inbox: Mutex::new(inbox),
         trips: Mutex::default(),
         offer_current,
         current: current.clone(),
+        refusals: refusals.clone(),
     });
     let host = Host {
         workspace: app.clone(),
@@ -139,8 +150,8 @@ fn embed(name: &str, offer_current: bool) -> Embedded {
         terminals: Arc::new(NoTerminals),
     };
     let runtime = Arc::new(AgentToolRuntime::new(&data, host).unwrap());
-    let weak = Arc::downgrade(&runtime);
-    std::thread::spawn(move || canvas_thread(requests, weak, current));
+    let replier = runtime.canvas_replier();
+    std::thread::spawn(move || canvas_thread(requests, replier, current, refusals));
     Embedded {
         runtime,
         app,
@@ -195,6 +206,17 @@ fn a_newcomers_host_answers_an_agent_through_the_launcher() {
     let (code, listed) = call(&launcher, &session, "canvas_list", json!({}));
     assert_eq!(code, 0, "{listed}");
     assert_eq!(listed["value"][1]["position"], json!({"x": 40, "y": 60}));
+
+    // Every stray reply was refused with its reason, none was taken.
+    let refusals = e.canvas.refusals.lock().unwrap().clone();
+    assert!(!refusals.is_empty());
+    for pair in refusals.chunks(2) {
+        assert!(
+            pair[0].starts_with("No canvas request no-such-request is waiting"),
+            "{pair:?}"
+        );
+        assert!(pair[1].ends_with("went to sender 7, not 8"), "{pair:?}");
+    }
 
     // Its terminal node with `data.agentId` is an agent.
     let (code, cards) = call(&launcher, &session, "agent_cards", json!({}));

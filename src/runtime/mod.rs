@@ -30,6 +30,7 @@ pub use launch::{
     PreparedLaunch, LAUNCHER_NAME,
 };
 pub use tool_runtime::{
-    AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
+    AgentToolRuntime, CanvasReplier, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY,
+    GUEST_READY_TIMEOUT,
 };
 pub use url::{normalize_browser_url, URL_NOT_ALLOWED};

@@ -96,6 +96,21 @@ pub(super) struct Core {
     launcher: Mutex<Option<PathBuf>>,
 }
 
+/// Answers canvas requests: [`AgentToolRuntime::canvas_replier`]. Cloneable.
+#[derive(Clone)]
+pub struct CanvasReplier(Weak<Core>);
+
+impl CanvasReplier {
+    /// Hands `reply` to the request waiting for it, as the sender `CanvasOwner::target`
+    /// named. Refused with the reason when no request with that id waits (answered
+    /// already, timed out, the app stopped), it went to another sender, or the runtime
+    /// is gone; the agent's call then ends by its own deadline.
+    pub fn reply(&self, sender_id: u64, reply: CanvasToolReply) -> Result<(), String> {
+        let core = self.0.upgrade().ok_or("The agent tool runtime is gone")?;
+        core.bridge.answer(sender_id, reply)
+    }
+}
+
 // Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
 // stays consistent between statements.
 pub(super) use crate::base::lock_or_recover as lock;
@@ -212,6 +227,12 @@ impl AgentToolRuntime {
     /// to, or for an unknown (finished, timed out) request id is ignored.
     pub fn canvas_reply(&self, sender_id: u64, main_frame: bool, reply: CanvasToolReply) -> bool {
         self.core.bridge.reply(sender_id, main_frame, reply)
+    }
+
+    /// A handle to answer canvas requests with, from any thread, without holding the
+    /// runtime (it holds the runtime weakly: keep it in your canvas thread, no cycle).
+    pub fn canvas_replier(&self) -> CanvasReplier {
+        CanvasReplier(Arc::downgrade(&self.core))
     }
 
     /// Sends one canvas operation for `identity`'s project and waits for the owner.
