@@ -106,9 +106,10 @@ impl CanvasBridge {
             ));
         }
         // The waiter may have timed out a moment ago; then nobody listens.
-        (waiting.finish.send(reply.result).is_ok())
-            .then_some(())
-            .ok_or_else(|| format!("Canvas request {id} timed out before this reply"))
+        if waiting.finish.send(reply.result).is_err() {
+            return Err(format!("Canvas request {id} timed out before this reply"));
+        }
+        Ok(())
     }
 
     /// Fails every waiting request with `App stopped during request <id>`, and from now on
