@@ -7,21 +7,22 @@
 //!
 //! ```no_run
 //! # use std::path::Path;
-//! # use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
+//! # use termsprawl_tools::protocol::ToolIdentity;
 //! # use termsprawl_tools::runtime::{AgentToolRuntime, Host};
 //! # fn embed(host: Host) -> Result<(), Box<dyn std::error::Error>> {
 //! let runtime = AgentToolRuntime::new(Path::new("/var/lib/my-app"), host)?;
+//! // An executable file: the termsprawlctl binary, or yours calling client::run.
 //! let endpoint = runtime.start(Path::new("/usr/local/bin/termsprawlctl"))?;
 //! let agent = ToolIdentity { node_id: "agent1".into(), project_id: "demo".into() };
-//! let status = IntegrationStatus {
-//!     state: IntegrationState::CliFallback, adapter: "external".into(), version: None, reason: None,
-//! };
-//! runtime.server().provision(&agent, status, true)?;
-//! // Your canvas owner answers with runtime.canvas_reply(sender, true, reply);
+//! let session_file = runtime.provision_agent(&agent)?;
+//! // Your canvas thread answers with runtime.canvas_replier().reply(sender, reply);
 //! // every terminal start goes through runtime.prepare(request) first.
-//! println!("agents call {}", endpoint.url);
+//! println!("agents call {} with {}", endpoint.url, session_file.display());
 //! # Ok(()) }
 //! ```
+//!
+//! An app without terminals or browsers hands [`runtime::NoTerminals`] and
+//! [`runtime::NoBrowsers`]; `docs/embedding.md` is the guide.
 //!
 //! Layers, each depending only on those before it (see ARCHITECTURE.md):
 //! - [`protocol`]: wire types, the `AGENT_TOOLS` catalogue, the validator, the guides.
@@ -35,6 +36,7 @@
 //! - `host` (the default feature `host`): the embedded default host (headless canvas,
 //!   terminals, browsers, the canvas view) of `serve`. Built with
 //!   `--no-default-features`, the crate is the core alone.
+//! - `stand_in` (crate-private, re-exported by [`runtime`]): `NoTerminals`, `NoBrowsers`.
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 //! - `sys` (crate-private): the thin libc wrappers, the only module allowed `unsafe`.
 #![warn(missing_docs)]
@@ -50,6 +52,7 @@ pub mod messaging;
 pub mod protocol;
 pub mod runtime;
 pub mod server;
+mod stand_in;
 #[allow(unsafe_code)]
 mod sys;
 

@@ -66,7 +66,7 @@ fn run_in_shell(rig: &Rig, command: &str) -> Vec<String> {
 fn claude_gets_mcp_config_system_prompt_and_private_launch_files() {
     let rig = Rig::new("launch-claude", &["a"]);
     rig.runtime
-        .start(Path::new("/usr/local/bin/termsprawlctl"))
+        .start(Path::new(env!("CARGO_BIN_EXE_termsprawlctl")))
         .unwrap();
     let cli = fake_cli(
         &rig.dir,

@@ -10,9 +10,12 @@
 //! Each call has one overall deadline ([`DEFAULT_TIMEOUT`], 45 s; [`TIMEOUT_ENV`]
 //! `TERMSPRAWL_CTL_TIMEOUT_MS` overrides it in milliseconds, which the tests use).
 
+mod cli;
 pub mod doctor;
 pub mod http;
 pub mod mcp;
+
+pub use cli::run;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

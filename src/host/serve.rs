@@ -24,11 +24,12 @@ pub fn ctl_beside_current_exe() -> Result<PathBuf, HostError> {
     let exe = std::env::current_exe()
         .map_err(|e| HostError::Other(format!("cannot find this executable: {e}")))?;
     let ctl = exe.with_file_name(CTL_NAME);
+    // `start` refuses a launcher pointing nowhere; say how to get the binary.
     if !ctl.is_file() {
-        eprintln!(
-            "termsprawl-tools: warning: {} does not exist yet; build it (cargo build --release --bins) before agents call the launcher",
+        return Err(HostError::Other(format!(
+            "{} does not exist; build it (cargo build --release --bins) and start again",
             ctl.display()
-        );
+        )));
     }
     Ok(ctl)
 }

@@ -72,7 +72,7 @@ pub struct TypedTails {
 
 impl TypedTails {
     /// Records `text` as typed by an agent into agent terminal `node`, or refuses it
-    /// (an error saying so and naming `agent_send`, nothing recorded) when with what agents typed there before it
+    /// (`FORGED_FRAMING`, nothing recorded) when with what agents typed there before it
     /// would hold a message's framing. Call it before the write; a refused text must not
     /// be written, and a text let in counts as written even if the write then fails part
     /// way (the stricter reading).

@@ -48,7 +48,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 pub const PROBE_OUTPUT_CAP: usize = 256 * 1024;
 
 /// What probing an agent CLI found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AgentProbe {
     /// The executable, as found on `PATH` (not resolved through symlinks).
     pub path: PathBuf,

@@ -88,18 +88,28 @@ impl CanvasBridge {
 
     /// Implements [`crate::runtime::AgentToolRuntime::canvas_reply`].
     pub fn reply(&self, sender_id: u64, main_frame: bool, reply: CanvasToolReply) -> bool {
-        if !main_frame {
-            return false;
-        }
+        main_frame && self.answer(sender_id, reply).is_ok()
+    }
+
+    /// Hands `reply` to the request waiting for it from `sender_id`, or says why not.
+    pub fn answer(&self, sender_id: u64, reply: CanvasToolReply) -> Result<(), String> {
+        let id = &reply.request_id;
         let pending = &mut self.lock().pending;
-        match pending.get(&reply.request_id) {
-            Some(waiting) if waiting.sender_id == sender_id => {
-                let waiting = pending.remove(&reply.request_id).expect("just found");
-                // The waiter may have timed out a moment ago; then nobody listens.
-                waiting.finish.send(reply.result).is_ok()
-            }
-            _ => false,
+        let waiting = pending.remove(id).ok_or_else(|| {
+            format!("No canvas request {id} is waiting: answered already, timed out, or the app stopped")
+        })?;
+        if waiting.sender_id != sender_id {
+            let to = waiting.sender_id;
+            pending.insert(id.clone(), waiting);
+            return Err(format!(
+                "Canvas request {id} went to sender {to}, not {sender_id}"
+            ));
         }
+        // The waiter may have timed out a moment ago; then nobody listens.
+        if waiting.finish.send(reply.result).is_err() {
+            return Err(format!("Canvas request {id} timed out before this reply"));
+        }
+        Ok(())
     }
 
     /// Fails every waiting request with `App stopped during request <id>`, and from now on

@@ -42,8 +42,7 @@ const MAX_SMALL_FILE: u64 = 64 * 1024;
 const MAX_LINK_FILES: usize = 1_000;
 
 /// `<project>/.termsprawl` (`sub` empty) or its folder `sub`, once it and the state folder
-/// pass `check_private_dir` (a real folder of this user, no group or other permission
-/// bits): a folder another user owns or could write to may hold
+/// pass `check_private_dir`: a folder another user owns or could write to may hold
 /// their files, and a link there would be consent the person never gave. `NotFound` when
 /// either is missing; else an error that says how to fix the folder.
 pub fn private_state_dir(project_dir: &Path, sub: &str) -> io::Result<PathBuf> {

@@ -82,7 +82,13 @@ impl ServerCallbacks for Core {
         let Some(project) = self.local_project(&identity.project_id) else {
             return Err("Local project not found".into());
         };
-        let list = self.canvas(identity, "canvas_list", Map::new())?;
+        // The caller must still be on the canvas: by the owner's current list if it shows
+        // the caller (no trip through the app), else by asking the owner.
+        let current = self.host.canvas.current_list(&identity.project_id);
+        let list = match current.filter(|l| find_node(nodes_of(l), &identity.node_id).is_some()) {
+            Some(list) => Value::clone(&list),
+            None => self.canvas(identity, "canvas_list", Map::new())?,
+        };
         let nodes = nodes_of(&list);
         if find_node(nodes, &identity.node_id).is_none() {
             return Err("Agent node is no longer on this canvas".into());
@@ -129,6 +135,16 @@ impl ServerCallbacks for Core {
         let node = &identity.node_id;
         let on_canvas = self.host.workspace.has_node(&identity.project_id, node);
         on_canvas.is_some_and(|on_canvas| on_canvas || lock(&self.active).contains(node))
+    }
+
+    fn why_invalid(&self, identity: &ToolIdentity) -> Option<String> {
+        let (node, project) = (&identity.node_id, &identity.project_id);
+        Some(match self.host.workspace.has_node(project, node) {
+            None => format!("project {project} is not open and local in the host's Workspace"),
+            Some(_) => format!(
+                "node {node} is not on project {project}'s canvas in the host's Workspace snapshot"
+            ),
+        })
     }
 
     fn browser_enabled(&self) -> bool {

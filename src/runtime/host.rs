@@ -25,9 +25,15 @@ pub struct ProjectSnapshot {
     pub node_ids: Vec<String>,
 }
 
-/// The app's state: its projects, its settings and where status changes are shown.
+/// The app's state: its projects, its settings and where status changes are shown. Its
+/// methods run on the server's threads (the accept thread that every call passes, handlers,
+/// project workers): answer from state at hand, never wait on a lock your UI holds
+/// for long, as every agent's call waits with you and [`close`] joins the accept thread.
+///
+/// [`close`]: crate::runtime::AgentToolRuntime::close
 pub trait Workspace: Send + Sync + 'static {
-    /// The project with this id, if the app has it open.
+    /// The project with this id, if the app has it open. Asked up to three times per
+    /// queued call (admission, its turn, the operation), through the default `has_node`.
     fn project(&self, project_id: &str) -> Option<ProjectSnapshot>;
     /// Whether `node_id` is on the canvas of open local project `project_id` (`None`: no
     /// such project). Asked on every call; the default copies [`project`](Self::project).
@@ -35,19 +41,21 @@ pub trait Workspace: Send + Sync + 'static {
         let project = self.project(project_id).filter(|p| !p.remote)?;
         Some(project.node_ids.iter().any(|id| id == node_id))
     }
-    /// Whether the user enabled agent browser control (off by default).
-    fn browser_control_enabled(&self) -> bool;
-    /// An agent's integration status changed (show it in the UI; optional).
+    /// Whether the user enabled agent browser control; the default: off.
+    fn browser_control_enabled(&self) -> bool {
+        false
+    }
+    /// An agent's integration status changed (show it in the UI; optional). On the thread
+    /// that changed it (yours in `provision_agent` or `prepare`, or a server thread).
     fn status_changed(&self, _node_id: &str, _status: &IntegrationStatus) {}
 }
 
-/// The single writer of canvas state (the spec's renderer). It receives requests and
-/// answers each later through [`crate::runtime::AgentToolRuntime::canvas_reply`], giving
-/// the sender id that [`CanvasOwner::target`] named.
+#[doc = include_str!("../../docs/api/canvas-owner.md")]
 pub trait CanvasOwner: Send + Sync + 'static {
     /// The sender id of whoever shows this project's canvas now; `None` when nobody does.
     fn target(&self, project_id: &str) -> Option<u64>;
-    /// Delivers a request to that sender. It must not be applied after `expires_at`.
+    /// Delivers a request to that sender (on the project's worker: hand it over, do not
+    /// apply it here). It must not be applied after `expires_at`.
     fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String>;
     /// `canvas_list`'s answer for `project_id` when the owner can give it at once, never
     /// waiting (its last one, known to be current), so the call skips its project's
@@ -62,11 +70,11 @@ pub trait CanvasOwner: Send + Sync + 'static {
 pub trait Browsers: Send + Sync + 'static {
     /// Asks to be told when the guest showing `tab_id` of browser node `node_id` is ready:
     /// send its target id on `ready` once (at once if it already is). Dropping `ready`
-    /// without sending means the tab is gone.
+    /// without sending means the tab is gone. On the project's worker: return at once.
     fn watch_guest(&self, node_id: &str, tab_id: &str, ready: Sender<String>);
     /// Runs a page operation (`browser_navigate`, `browser_inspect`, `browser_click`,
-    /// `browser_type`, `browser_screenshot`) on a ready guest. May block; the runtime
-    /// gives up waiting after 15 s.
+    /// `browser_type`, `browser_screenshot`) on a ready guest. On a thread of its own: it
+    /// may block; the runtime gives up waiting after 15 s.
     fn run(
         &self,
         target_id: &str,
@@ -75,7 +83,9 @@ pub trait Browsers: Send + Sync + 'static {
     ) -> Result<Value, String>;
 }
 
-/// Terminal sessions of terminal nodes (node ids are unique across projects).
+/// Terminal sessions of terminal nodes (node ids are unique across projects). Called on
+/// the project's worker (`ended` also on the accept thread, `is_warm` and
+/// `has_ready_session` also in `prepare`): answer promptly, that project's calls wait.
 pub trait Terminals: Send + Sync + 'static {
     /// A session exists for the node, possibly started before this runtime (warm).
     fn is_warm(&self, node_id: &str) -> bool;

@@ -1,16 +1,4 @@
-//! The host-agnostic runtime (the spec's "Main-Process Runtime"): it binds the
-//! [`crate::server`] to an app through four small traits ([`Workspace`], [`CanvasOwner`],
-//! [`Browsers`], [`Terminals`]) and fulfils accepted operations against the app's live
-//! state: identity checks, the canvas bridge with acknowledgement deadlines, browser guest
-//! lookup and ownership, terminal access rules, agent launch preparation, artifact and
-//! context checks. It knows nothing about what implements the traits.
-//!
-//! Embedding it: see the [crate docs](crate) and `examples/embed.rs`, a complete, runnable app.
-//!
-//! Threads: the runtime has none of its own. `execute` runs on the server's project
-//! worker, so the operations of one project run one at a time; it blocks on
-//! `recv_timeout` for canvas acknowledgements (10 s), guest readiness (3 s) and page
-//! operations (15 s, run on a short-lived thread).
+#![doc = include_str!("../../docs/api/runtime.md")]
 
 pub(crate) mod agents;
 mod artifact;
@@ -26,6 +14,7 @@ mod tool_runtime;
 mod url;
 
 pub use crate::base::unix_millis;
+pub use crate::stand_in::{NoBrowsers, NoTerminals, NO_BROWSERS, NO_TERMINALS};
 pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
@@ -41,6 +30,7 @@ pub use launch::{
     PreparedLaunch, LAUNCHER_NAME,
 };
 pub use tool_runtime::{
-    AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
+    AgentToolRuntime, CanvasReplier, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY,
+    GUEST_READY_TIMEOUT,
 };
 pub use url::{normalize_browser_url, URL_NOT_ALLOWED};

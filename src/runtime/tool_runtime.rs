@@ -15,6 +15,7 @@ use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
 use super::host::{Host, ProgramEnd, ProjectSnapshot, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
+    LAUNCHER_NAME,
 };
 use super::{canvas::CanvasBridge, execute::node_field, owners::BrowserOwners};
 use crate::base::unix_millis;
@@ -40,6 +41,8 @@ pub enum RuntimeError {
     Io(std::io::Error),
     /// `preferences.json` is malformed (the message names the file).
     Preferences(String),
+    /// [`AgentToolRuntime::start`]'s `termsprawlctl` path is not an executable file.
+    NotExecutable(PathBuf),
 }
 
 impl fmt::Display for RuntimeError {
@@ -48,6 +51,13 @@ impl fmt::Display for RuntimeError {
             RuntimeError::Server(e) => write!(f, "{e}"),
             RuntimeError::Io(e) => write!(f, "agent tools: {e}"),
             RuntimeError::Preferences(message) => f.write_str(message),
+            RuntimeError::NotExecutable(path) => write!(
+                f,
+                "agent tools: {} is not an executable file; pass the path of the \
+                 termsprawlctl binary, or of your app's binary that calls \
+                 termsprawl_tools::client::run",
+                path.display()
+            ),
         }
     }
 }
@@ -84,6 +94,21 @@ pub(super) struct Core {
     pub(super) typed: TypedTails,
     probes: Mutex<HashMap<PathBuf, AgentProbe>>,
     launcher: Mutex<Option<PathBuf>>,
+}
+
+/// Answers canvas requests: [`AgentToolRuntime::canvas_replier`]. Cloneable.
+#[derive(Clone)]
+pub struct CanvasReplier(Weak<Core>);
+
+impl CanvasReplier {
+    /// Hands `reply` to the request waiting for it, as the sender `CanvasOwner::target`
+    /// named. Refused with the reason when no request with that id waits (answered
+    /// already, timed out, the app stopped), it went to another sender, or the runtime
+    /// is gone; the agent's call then ends by its own deadline.
+    pub fn reply(&self, sender_id: u64, reply: CanvasToolReply) -> Result<(), String> {
+        let core = self.0.upgrade().ok_or("The agent tool runtime is gone")?;
+        core.bridge.answer(sender_id, reply)
+    }
 }
 
 // Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
@@ -133,13 +158,52 @@ impl AgentToolRuntime {
     }
 
     /// Starts the server and installs the launcher `<data>/agent-tools/termsprawlctl`,
-    /// which `exec`s `ctl_executable`.
+    /// which `exec`s `ctl_executable` (refused unless an executable file: the launcher
+    /// would point nowhere). Cargo builds no binary of a dependency: ship the CLI as
+    /// your own binary calling [`crate::client::run`].
     pub fn start(&self, ctl_executable: &Path) -> Result<Endpoint, RuntimeError> {
+        use std::os::unix::fs::PermissionsExt;
+        let metadata = std::fs::metadata(ctl_executable);
+        if !metadata.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+            return Err(RuntimeError::NotExecutable(ctl_executable.to_path_buf()));
+        }
         let endpoint = self.server.start()?;
         let launcher = install_launcher(self.server.directory(), ctl_executable)
             .inspect_err(|_| self.server.close())?;
         *lock(&self.core.launcher) = Some(launcher);
         Ok(endpoint)
+    }
+
+    /// Provisions an agent that runs outside your terminals as `serve --agent` does, and
+    /// returns the session file to give it: its session (`cli-fallback`, adapter
+    /// `external`; the token kept when node and project match) and its launch folder
+    /// (the guides `session_info`'s `guidesDirectory` names, its system prompt). Call it
+    /// after [`start`](Self::start); agents your app starts go through `prepare` instead.
+    pub fn provision_agent(&self, agent: &ToolIdentity) -> Result<PathBuf, RuntimeError> {
+        let status = IntegrationStatus {
+            state: IntegrationState::CliFallback,
+            adapter: "external".into(),
+            version: None,
+            reason: None,
+        };
+        self.server.provision(agent, status, true)?;
+        let session_file = self.server.session_file(&agent.node_id)?;
+        let (directory, probe) = (self.server.directory(), AgentProbe::default());
+        prepare_tool_launch(&LaunchInput {
+            launch_root: &directory.join("launch"),
+            node_id: &agent.node_id,
+            command: "",
+            probe: &AgentProbe {
+                name: "external-cli".into(),
+                ..probe
+            },
+            instruction_flag: None,
+            session_file: &session_file,
+            launcher: &self
+                .launcher()
+                .unwrap_or_else(|| directory.join(LAUNCHER_NAME)),
+        })?;
+        Ok(session_file)
     }
 
     /// The installed launcher, once started.
@@ -149,7 +213,8 @@ impl AgentToolRuntime {
 
     /// Stops: later revocations are ignored (the app is quitting, sessions stay), every
     /// pending canvas request fails with `App stopped during request <id>`, the server
-    /// closes. Idempotent.
+    /// closes. Idempotent. It joins the accept thread, the reaper and the trail's writer:
+    /// a [`Workspace`](super::Workspace) call blocked on the accept thread holds it.
     pub fn close(&self) {
         self.core.stopping.store(true, Ordering::SeqCst);
         self.core.bridge.fail_all();
@@ -162,6 +227,12 @@ impl AgentToolRuntime {
     /// to, or for an unknown (finished, timed out) request id is ignored.
     pub fn canvas_reply(&self, sender_id: u64, main_frame: bool, reply: CanvasToolReply) -> bool {
         self.core.bridge.reply(sender_id, main_frame, reply)
+    }
+
+    /// A handle to answer canvas requests with, from any thread, without holding the
+    /// runtime (it holds the runtime weakly: keep it in your canvas thread, no cycle).
+    pub fn canvas_replier(&self) -> CanvasReplier {
+        CanvasReplier(Arc::downgrade(&self.core))
     }
 
     /// Sends one canvas operation for `identity`'s project and waits for the owner.

@@ -156,6 +156,11 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String>;
     /// Whether this identity may still act (its project and node still exist).
     fn valid(&self, identity: &ToolIdentity) -> bool;
+    /// Why `identity` is not [`valid`](Self::valid), said after `Session revoked: `;
+    /// `None` (the default): `Session revoked` alone.
+    fn why_invalid(&self, _identity: &ToolIdentity) -> Option<String> {
+        None
+    }
     /// Whether the user has enabled agent browser control.
     fn browser_enabled(&self) -> bool;
     /// Told every time a node's integration status is set.
@@ -658,11 +663,22 @@ impl AgentToolServer {
         let request = validate_tool_request(raw).map_err(|e| ToolResult::Err(e.to_string()))?;
         // 2. The session's token must still be the node's current one, and its identity
         // still valid: a session revoked since it authenticated is never answered.
-        let current = lock_or_recover(&self.sessions).is_current(session);
-        if !current || !self.callbacks.valid(&session.identity()) {
-            return Err(ToolResult::Err("Session revoked".into()));
+        self.revoked(session).map_or(Ok(request), Err)
+    }
+
+    /// `Session revoked` when `session` may no longer act: its token is no longer the
+    /// node's, or its identity is not valid (then with the app's reason, if it has one).
+    fn revoked(&self, session: &ToolSession) -> Option<ToolResult> {
+        if !lock_or_recover(&self.sessions).is_current(session) {
+            return Some(ToolResult::Err("Session revoked".into()));
         }
-        Ok(request)
+        let identity = session.identity();
+        (!self.callbacks.valid(&identity)).then(|| {
+            ToolResult::Err(match self.callbacks.why_invalid(&identity) {
+                Some(reason) => format!("Session revoked: {reason}"),
+                None => "Session revoked".into(),
+            })
+        })
     }
 
     /// Steps 3 to 5: the answer of a request answered without its project's queue
@@ -707,11 +723,10 @@ impl AgentToolServer {
                 "Queued operation expired before execution; no change applied".into(),
             );
         }
-        let identity = session.identity();
-        let current = lock_or_recover(&self.sessions).is_current(session);
-        if !current || !self.callbacks.valid(&identity) {
-            return ToolResult::Err("Session revoked".into());
+        if let Some(revoked) = self.revoked(session) {
+            return revoked;
         }
+        let identity = session.identity();
         if is_browser_operation(&request.operation) && !self.callbacks.browser_enabled() {
             return ToolResult::Err("Browser control was disabled while waiting".into());
         }
