@@ -367,3 +367,36 @@ fn a_canvas_warning_quotes_the_file_escaped_on_stderr() {
         "{stderr}"
     );
 }
+
+/// `cargo run --bin termsprawl-tools` builds that binary alone: its `serve` points the
+/// agents' launcher at itself, and it answers termsprawlctl's commands, so an agent's
+/// `call` works without `termsprawlctl` beside it.
+#[test]
+fn serve_built_alone_gives_agents_a_working_launcher() {
+    let dirs = Dirs::new("built-alone");
+    let alone = dirs.root.join("bin");
+    std::fs::create_dir_all(&alone).unwrap();
+    let exe = alone.join("termsprawl-tools");
+    std::fs::copy(env!("CARGO_BIN_EXE_termsprawl-tools"), &exe).unwrap();
+    assert!(!alone.join("termsprawlctl").exists());
+    let mut command = serve_command(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    let mut alone_command = Command::new(&exe);
+    alone_command
+        .args(command.get_args())
+        .env("SHELL", "/bin/sh")
+        .env_remove("TMUX")
+        .stdin(std::process::Stdio::null());
+    let serve = Serve::start_command(alone_command);
+    let launcher = dirs.agent_tools().join("termsprawlctl");
+    let session = serve.ready["sessions"][0]["sessionFile"].as_str().unwrap();
+    let output = Command::new(&launcher)
+        .args(["--session", session, "call", "session_info"])
+        .output()
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)));
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    assert_eq!(answer["value"]["nodeId"], json!("me"), "{answer}");
+    assert!(output.status.success());
+    assert!(serve.stop().success());
+}

@@ -20,6 +20,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var(name).ok();
     match args.first().map(String::as_str) {
+        // termsprawlctl's commands (no name is shared): `serve` built alone points the
+        // agents' launcher at this binary (`serve::ctl_beside_current_exe`).
+        Some("call" | "doctor" | "mcp" | "--session") => termsprawl_tools::client::run(args),
         Some("serve") => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
             match ServeOptions::parse(&args[1..], env, cwd) {

@@ -19,19 +19,18 @@ use crate::sys::signals::ShutdownSignal;
 /// The name of the agent-side binary the launcher execs.
 pub const CTL_NAME: &str = "termsprawlctl";
 
-/// `termsprawlctl` beside the running executable (cargo builds both into one folder).
+/// What the launcher execs: `termsprawlctl` beside the running executable (cargo builds
+/// both into one folder), else this executable itself, which answers termsprawlctl's
+/// commands too (see the `termsprawl-tools` binary): `cargo run --bin termsprawl-tools`
+/// builds only that one, and its `serve` must still give agents a working launcher.
 pub fn ctl_beside_current_exe() -> Result<PathBuf, HostError> {
+    use std::os::unix::fs::PermissionsExt;
     let exe = std::env::current_exe()
         .map_err(|e| HostError::Other(format!("cannot find this executable: {e}")))?;
     let ctl = exe.with_file_name(CTL_NAME);
-    // `start` refuses a launcher pointing nowhere; say how to get the binary.
-    if !ctl.is_file() {
-        return Err(HostError::Other(format!(
-            "{} does not exist; build it (cargo build --release --bins) and start again",
-            ctl.display()
-        )));
-    }
-    Ok(ctl)
+    let executable =
+        std::fs::metadata(&ctl).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    Ok(if executable { ctl } else { exe })
 }
 
 /// This executable, for tmux terminals' pane filter (`termsprawl-tools pane`): `serve`
