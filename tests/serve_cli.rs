@@ -379,7 +379,7 @@ fn serve_built_alone_gives_agents_a_working_launcher() {
     let exe = alone.join("termsprawl-tools");
     std::fs::copy(env!("CARGO_BIN_EXE_termsprawl-tools"), &exe).unwrap();
     assert!(!alone.join("termsprawlctl").exists());
-    let mut command = serve_command(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    let command = serve_command(&dirs, &["--agent", "me", "--terminals", "pty"]);
     let mut alone_command = Command::new(&exe);
     alone_command
         .args(command.get_args())
