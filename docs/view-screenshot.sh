@@ -8,7 +8,7 @@ out=$(realpath -m "${1:-docs/canvas-view.png}")
 bin=$(realpath target/release)
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; wait; "$bin/termsprawl-tools" stop-terminals --data "$work/data" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-mkdir -p "$work/project/.termsprawl/links" "$work/www"
+(umask 077; mkdir -p "$work/project/.termsprawl/links") && mkdir -p "$work/www"
 printf '<!doctype html><title>Build dashboard</title><body style="font:20px sans-serif;padding:24px"><h1>All green</h1><p>112 tests passed.</p>' > "$work/www/index.html"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 (cd "$work/www" && exec python3 -m http.server "$port" --bind 127.0.0.1 > "$work/http.log" 2>&1) &
