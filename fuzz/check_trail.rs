@@ -31,8 +31,8 @@ fn dir() -> &'static PathBuf {
 
 /// What must never reach a terminal raw, written out independently of the printer's
 /// own rule: C0 (the newline ending each line aside), DEL, C1, and the bidi and
-/// invisible formatting characters.
-fn acts_or_hides(c: char) -> bool {
+/// invisible formatting characters. (`tests/activity.rs` judges `serve`'s output by it too.)
+pub fn acts_or_hides(c: char) -> bool {
     matches!(
         c,
         '\u{0}'..='\u{9}'

@@ -4,6 +4,10 @@
 #![cfg(feature = "host")] // drives `serve` or the default host
 #![deny(unsafe_code)]
 
+// Only its character rule is used here: what must never reach a terminal raw.
+#[allow(dead_code)]
+#[path = "../fuzz/check_trail.rs"]
+mod check_trail;
 mod common;
 mod serve_harness;
 mod sys;
@@ -18,6 +22,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use check_trail::acts_or_hides;
 use common::*;
 use serde_json::{json, Value};
 use serve_harness::{poll, Dirs, Serve};
@@ -534,24 +539,6 @@ fn activity_follow_shows_a_new_call() {
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words[1..4], ["me", "guide_read", "ok"], "{line}");
     assert!(serve.stop().success());
-}
-
-/// What must never reach a person's terminal raw (the newline ending each line aside):
-/// C0, DEL, C1, and bidi and invisible formatting characters.
-fn acts_or_hides(c: char) -> bool {
-    matches!(
-        c,
-        '\u{0}'..='\u{9}'
-            | '\u{b}'..='\u{1f}'
-            | '\u{7f}'..='\u{9f}'
-            | '\u{ad}'
-            | '\u{61c}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{206f}'
-            | '\u{feff}'
-            | '\u{e0000}'..='\u{e007f}'
-    )
 }
 
 /// `termsprawl-tools activity --data DATA` with `extra`: (exit code, stdout, stderr).
