@@ -107,6 +107,148 @@ pub trait Terminals: Send + Sync + 'static {
     fn ended(&self, _node_id: &str) -> Option<ProgramEnd> {
         None
     }
+    /// Whether the terminal's shell reports its commands (shell integration). The
+    /// default, [`ShellIntegration::None`], keeps the calls that wait for a command to
+    /// what [`foreground`](Self::foreground) and the output can tell.
+    fn integration(&self, _node_id: &str) -> ShellIntegration {
+        ShellIntegration::None
+    }
+    /// A command the shell reported: the one with this id, or the last one (`None`).
+    /// Only a host with integration keeps records; the default has none.
+    fn command(&self, _node_id: &str, _id: Option<u64>) -> Option<CommandRecord> {
+        None
+    }
+    /// What the terminal's foreground is doing now, as the host sees it from the
+    /// kernel and the screen, with or without integration; `None`: it cannot tell.
+    fn foreground(&self, _node_id: &str) -> Option<Foreground> {
+        None
+    }
+    /// Where the terminal's output stands: everything its program wrote counts, so a
+    /// caller can ask later for the text written since. `None` (the default): the host
+    /// keeps no output positions.
+    fn output_mark(&self, _node_id: &str) -> Option<OutputMark> {
+        None
+    }
+    /// The output written since `position` (from an [`OutputMark`]) as plain text, at
+    /// most what the host keeps (its head and tail when longer), and the mark now.
+    fn output_since(&self, _node_id: &str, _position: u64) -> Option<(CommandOutput, OutputMark)> {
+        None
+    }
+}
+
+/// Whether a terminal's shell tells the host where each command starts and ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShellIntegration {
+    /// Nothing reports commands: no exit status; states come from [`Foreground`].
+    None,
+    /// This shell reports each command's line, start, end, exit status and folder.
+    Bash,
+    /// As `Bash`.
+    Zsh,
+    /// A POSIX `sh` (e.g. dash): the host marks a command's start when it sends Enter.
+    Sh,
+    /// As `Bash`.
+    Fish,
+}
+
+impl ShellIntegration {
+    /// The wire name: `none`, `bash`, `zsh`, `sh` or `fish`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShellIntegration::None => "none",
+            ShellIntegration::Bash => "bash",
+            ShellIntegration::Zsh => "zsh",
+            ShellIntegration::Sh => "sh",
+            ShellIntegration::Fish => "fish",
+        }
+    }
+}
+
+/// What a terminal's foreground is doing, as the kernel and the screen show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreground {
+    /// The shell itself has the terminal (at its prompt, or between commands).
+    Shell,
+    /// Another process group has the terminal and is not waiting to read it.
+    Running,
+    /// The foreground process is blocked reading the terminal: it waits for typing.
+    AwaitingInput,
+    /// A full-screen program (the alternate screen: vim, less, htop).
+    Fullscreen,
+    /// The terminal's program (the shell) has exited.
+    Ended,
+}
+
+/// What a reported command is doing now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandState {
+    /// It has not ended yet.
+    Running,
+    /// It ended; [`CommandRecord::exit_code`] says how.
+    Exited,
+    /// It waits for someone to type (see [`Foreground::AwaitingInput`]).
+    AwaitingInput,
+    /// It shows a full-screen program.
+    Fullscreen,
+    /// The shell itself exited before reporting the command's end.
+    Ended,
+}
+
+impl CommandState {
+    /// The wire name: `running`, `exited`, `awaiting_input`, `fullscreen`, `ended`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CommandState::Running => "running",
+            CommandState::Exited => "exited",
+            CommandState::AwaitingInput => "awaiting_input",
+            CommandState::Fullscreen => "fullscreen",
+            CommandState::Ended => "ended",
+        }
+    }
+}
+
+/// Plain text a command or a terminal wrote (controls removed, a `\r` progress line
+/// kept as its last state): all of it, or its head and tail when the host keeps less.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// The text from the start (all of it when `omitted` is 0 and `tail` is empty).
+    pub head: String,
+    /// The text up to the end, after the omitted middle.
+    pub tail: String,
+    /// How many characters were left out between `head` and `tail`.
+    pub omitted: u64,
+}
+
+/// A position in a terminal's output, and when output last came.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputMark {
+    /// How many bytes the terminal's program has written so far.
+    pub position: u64,
+    /// Unix milliseconds of the last output (0: none yet).
+    pub last_output_at: u64,
+}
+
+/// One command a shell ran in a terminal, as its (verified) marks reported it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandRecord {
+    /// Its id in its terminal: 1, 2, 3… in the order the shell started them.
+    pub id: u64,
+    /// The command line as the shell read it.
+    pub command: String,
+    /// What it is doing now.
+    pub state: CommandState,
+    /// Its exit status, once [`CommandState::Exited`].
+    pub exit_code: Option<i32>,
+    /// Unix milliseconds when it started.
+    pub started_at: u64,
+    /// Unix milliseconds when it ended.
+    pub ended_at: Option<u64>,
+    /// The shell's folder: when the command ended, or when it started while it runs.
+    pub cwd: Option<String>,
+    /// Its output so far.
+    pub output: CommandOutput,
+    /// Unix milliseconds of its last output (its start when none yet).
+    pub last_output_at: u64,
 }
 
 /// How a terminal's program ended.

@@ -23,7 +23,8 @@ pub use artifact::check_artifact_path;
 pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
 pub use context::read_context;
 pub use host::{
-    Browsers, CanvasOwner, Host, ProgramEnd, ProjectSnapshot, PtyRequest, Terminals, Workspace,
+    Browsers, CanvasOwner, CommandOutput, CommandRecord, CommandState, Foreground, Host,
+    OutputMark, ProgramEnd, ProjectSnapshot, PtyRequest, ShellIntegration, Terminals, Workspace,
 };
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
