@@ -4,7 +4,7 @@
 //! The runtime's [`CanvasOwner::send`] applies each `CanvasToolRequest` on the caller's
 //! thread (a project worker) under that lock: it refuses a request that arrives after its
 //! `expiresAt` (nothing applied), applies the rest, does their side effects and answers
-//! through [`AgentToolRuntime::canvas_reply`] with [`CANVAS_SENDER_ID`] before `send`
+//! through the [`CanvasReplier`] that came with it before `send`
 //! returns, so the runtime's `recv_timeout` finds the reply waiting. Host code that needs
 //! the canvases (adding a project or an `--agent` node, restoring terminals at start) runs
 //! under the same lock with [`HeadlessCanvas::with`], so there is never a second writer.
@@ -59,7 +59,7 @@ use super::HostError;
 use crate::base::terminal_text::escape_for_terminal;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
 use crate::runtime::unix_millis;
-use crate::runtime::{AgentToolRuntime, CanvasOwner, PtyRequest, Workspace as _};
+use crate::runtime::{AgentToolRuntime, CanvasOwner, CanvasReplier, PtyRequest, Workspace as _};
 
 /// The sender id the owner answers with (there is one canvas view per project).
 pub const CANVAS_SENDER_ID: u64 = 1;
@@ -216,9 +216,14 @@ impl CanvasOwner for HeadlessCanvas {
     }
 
     /// Applies `request` now and replies before returning (module docs).
-    fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
+    fn send(
+        &self,
+        _target: u64,
+        request: CanvasToolRequest,
+        replier: CanvasReplier,
+    ) -> Result<(), String> {
         let mut state = self.lock()?;
-        state.as_mut().ok_or(STOPPED)?.handle(request);
+        state.as_mut().ok_or(STOPPED)?.handle(request, &replier);
         Ok(())
     }
 
@@ -412,15 +417,14 @@ impl OwnerState {
     }
 
     /// Answers one request through the runtime's reply path.
-    fn handle(&mut self, request: CanvasToolRequest) {
+    fn handle(&mut self, request: CanvasToolRequest, replier: &CanvasReplier) {
         let result = self.answer(&request);
         let reply = CanvasToolReply {
             request_id: request.request_id,
             result,
         };
-        if let Some(runtime) = self.runtime() {
-            runtime.canvas_reply(CANVAS_SENDER_ID, true, reply);
-        }
+        // Refused only when nobody waits any more (the runtime stopped meanwhile).
+        let _ = replier.reply(reply);
     }
 
     fn apply(&mut self, request: &CanvasToolRequest) -> Result<Value, String> {
@@ -708,7 +712,8 @@ mod tests {
         let (root, _, canvas, id) = owner("canvas-reuse");
         let send = |operation: &str, args: Value| {
             let request = request(&id, operation, args, unix_millis() + 9_000);
-            canvas.send(CANVAS_SENDER_ID, request).unwrap();
+            let replier = CanvasReplier::unconnected(CANVAS_SENDER_ID);
+            canvas.send(CANVAS_SENDER_ID, request, replier).unwrap();
         };
         assert_eq!(canvas.current_list(&id), None, "nothing listed yet");
         send("canvas_list", json!({}));
@@ -762,7 +767,7 @@ mod tests {
             unix_millis() + 9_000,
         );
         assert_eq!(
-            canvas.send(CANVAS_SENDER_ID, sticky),
+            canvas.send(CANVAS_SENDER_ID, sticky, CanvasReplier::unconnected(1)),
             Err(STOPPED.to_string())
         );
         canvas.stop();

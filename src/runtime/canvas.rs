@@ -2,7 +2,7 @@
 //! acknowledgement. A request goes out once; if no acknowledgement comes in time the agent
 //! is told to inspect the canvas, because the mutation may or may not have been applied.
 
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::{collections::HashMap, time::Duration};
 
 use serde_json::{Map, Value};
@@ -36,6 +36,43 @@ struct BridgeState {
     closed: bool,
 }
 
+/// Answers canvas requests: the owner gets one with each request
+/// ([`CanvasOwner::send`]). Cloneable and `Send`; it holds the runtime's bridge weakly, so
+/// the app's canvas thread can keep it without keeping the runtime alive.
+#[derive(Clone)]
+pub struct CanvasReplier {
+    bridge: Weak<CanvasBridge>,
+    sender_id: u64,
+}
+
+impl CanvasReplier {
+    /// Hands `reply` to the request waiting for it. Refused with the reason when no
+    /// request with that id waits (answered already, timed out, the app stopped), it was
+    /// sent to another target than this replier's, or the runtime is gone; the agent's
+    /// call then ends by its own deadline.
+    pub fn reply(&self, reply: CanvasToolReply) -> Result<(), String> {
+        let bridge = self
+            .bridge
+            .upgrade()
+            .ok_or("The agent tool runtime is gone")?;
+        bridge.answer(self.sender_id, reply)
+    }
+
+    /// The target ([`CanvasOwner::target`]) the request this came with went to.
+    pub fn target(&self) -> u64 {
+        self.sender_id
+    }
+
+    /// A replier no request waits on (its replies are refused): for owners' unit tests.
+    #[cfg(test)]
+    pub(crate) fn unconnected(sender_id: u64) -> CanvasReplier {
+        CanvasReplier {
+            bridge: Weak::new(),
+            sender_id,
+        }
+    }
+}
+
 /// Requests waiting for the owner's reply, by request id.
 #[derive(Default)]
 pub struct CanvasBridge {
@@ -47,9 +84,10 @@ fn stopped_error(request_id: &str) -> String {
 }
 
 impl CanvasBridge {
-    /// Sends `operation` for `project_id` to the owner once and waits for its reply.
+    /// Sends `operation` for `project_id` to the owner once, with a replier, and waits
+    /// for its reply.
     pub fn request(
-        &self,
+        self: &Arc<Self>,
         owner: &dyn CanvasOwner,
         project_id: &str,
         operation: &str,
@@ -73,7 +111,11 @@ impl CanvasBridge {
             operation: operation.to_string(),
             args,
         };
-        if let Err(error) = owner.send(sender_id, request) {
+        let replier = CanvasReplier {
+            bridge: Arc::downgrade(self),
+            sender_id,
+        };
+        if let Err(error) = owner.send(sender_id, request, replier) {
             self.lock().pending.remove(&request_id);
             return Err(error);
         }
@@ -131,7 +173,6 @@ impl CanvasBridge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     /// Records requests and replies from a thread, as a real owner would.
     struct Owner {
@@ -157,7 +198,12 @@ mod tests {
         fn target(&self, project_id: &str) -> Option<u64> {
             (project_id == "p").then_some(7)
         }
-        fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
+        fn send(
+            &self,
+            _target: u64,
+            request: CanvasToolRequest,
+            _replier: CanvasReplier,
+        ) -> Result<(), String> {
             self.sent.lock().unwrap().push(request.clone());
             let bridge = self.bridge.clone();
             let (sender, main) = (self.answer_as, self.main_frame);
@@ -195,7 +241,7 @@ mod tests {
 
     #[test]
     fn ignores_unknown_ids_wrong_senders_and_subframes() {
-        let bridge = CanvasBridge::default();
+        let bridge = Arc::new(CanvasBridge::default());
         let (finish, result) = mpsc::channel();
         bridge.lock().pending.insert(
             "r1".into(),

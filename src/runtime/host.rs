@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::canvas::CanvasReplier;
 use crate::protocol::{CanvasToolRequest, IntegrationStatus};
 
 /// One project as the workspace sees it right now.
@@ -55,8 +56,14 @@ pub trait CanvasOwner: Send + Sync + 'static {
     /// The sender id of whoever shows this project's canvas now; `None` when nobody does.
     fn target(&self, project_id: &str) -> Option<u64>;
     /// Delivers a request to that sender (on the project's worker: hand it over, do not
-    /// apply it here). It must not be applied after `expires_at`.
-    fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String>;
+    /// apply it here). It must not be applied after `expires_at`, and is answered once,
+    /// from any thread, with `replier`.
+    fn send(
+        &self,
+        target: u64,
+        request: CanvasToolRequest,
+        replier: CanvasReplier,
+    ) -> Result<(), String>;
     /// `canvas_list`'s answer for `project_id` when the owner can give it at once, never
     /// waiting (its last one, known to be current), so the call skips its project's
     /// queue; `None` (the default): ask through [`send`](Self::send). The same `Arc` while

@@ -3,6 +3,7 @@
 pub(crate) mod agents;
 mod artifact;
 mod canvas;
+mod canvas_node;
 // Public as a path for the fuzz crate's transcript target (fuzz/check_transcript.rs),
 // which checks the reader's internals (`read_claude_jsonl`, `last_chars`, its limits).
 pub mod context;
@@ -20,7 +21,10 @@ pub use agents::{
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
 pub use artifact::check_artifact_path;
-pub use canvas::{CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR};
+pub use canvas::{
+    CanvasReplier, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR,
+};
+pub use canvas_node::{CanvasNode, CanvasTab, NodeKind};
 pub use context::read_context;
 pub use host::{
     Browsers, CanvasOwner, CommandOutput, CommandRecord, CommandState, Foreground, Host,
@@ -31,7 +35,6 @@ pub use launch::{
     PreparedLaunch, LAUNCHER_NAME,
 };
 pub use tool_runtime::{
-    AgentToolRuntime, CanvasReplier, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY,
-    GUEST_READY_TIMEOUT,
+    AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
 };
 pub use url::{normalize_browser_url, URL_NOT_ALLOWED};

@@ -83,7 +83,7 @@ pub(super) struct Core {
     pub(super) host: Host,
     pub(super) server: OnceLock<Weak<AgentToolServer>>,
     pub(super) directory: PathBuf,
-    pub(super) bridge: CanvasBridge,
+    pub(super) bridge: Arc<CanvasBridge>,
     pub(super) statuses: Mutex<HashMap<String, IntegrationStatus>>,
     pub(super) owners: Mutex<BrowserOwners>,
     pub(super) active: Mutex<HashSet<String>>,
@@ -94,21 +94,6 @@ pub(super) struct Core {
     pub(super) typed: TypedTails,
     probes: Mutex<HashMap<PathBuf, AgentProbe>>,
     launcher: Mutex<Option<PathBuf>>,
-}
-
-/// Answers canvas requests: [`AgentToolRuntime::canvas_replier`]. Cloneable.
-#[derive(Clone)]
-pub struct CanvasReplier(Weak<Core>);
-
-impl CanvasReplier {
-    /// Hands `reply` to the request waiting for it, as the sender `CanvasOwner::target`
-    /// named. Refused with the reason when no request with that id waits (answered
-    /// already, timed out, the app stopped), it went to another sender, or the runtime
-    /// is gone; the agent's call then ends by its own deadline.
-    pub fn reply(&self, sender_id: u64, reply: CanvasToolReply) -> Result<(), String> {
-        let core = self.0.upgrade().ok_or("The agent tool runtime is gone")?;
-        core.bridge.answer(sender_id, reply)
-    }
 }
 
 // Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
@@ -133,7 +118,7 @@ impl AgentToolRuntime {
             messaging: Messaging::new(Some(directory.join("tasks")), unix_millis()),
             typed: TypedTails::default(),
             directory,
-            bridge: CanvasBridge::default(),
+            bridge: Arc::default(),
             statuses: Mutex::default(),
             active: Mutex::default(),
             stopping: AtomicBool::new(false),
@@ -213,8 +198,10 @@ impl AgentToolRuntime {
 
     /// Stops: later revocations are ignored (the app is quitting, sessions stay), every
     /// pending canvas request fails with `App stopped during request <id>`, the server
-    /// closes. Idempotent. It joins the accept thread, the reaper and the trail's writer:
-    /// a [`Workspace`](super::Workspace) call blocked on the accept thread holds it.
+    /// closes. Idempotent. It joins the reaper, the trail's writer and the accept thread,
+    /// but waits at most [`ACCEPT_JOIN_WAIT`](crate::server::ACCEPT_JOIN_WAIT) for a
+    /// [`Workspace`](super::Workspace) call blocked there: that thread then ends once the
+    /// call returns, and answers nothing more.
     pub fn close(&self) {
         self.core.stopping.store(true, Ordering::SeqCst);
         self.core.bridge.fail_all();
@@ -227,12 +214,6 @@ impl AgentToolRuntime {
     /// to, or for an unknown (finished, timed out) request id is ignored.
     pub fn canvas_reply(&self, sender_id: u64, main_frame: bool, reply: CanvasToolReply) -> bool {
         self.core.bridge.reply(sender_id, main_frame, reply)
-    }
-
-    /// A handle to answer canvas requests with, from any thread, without holding the
-    /// runtime (it holds the runtime weakly: keep it in your canvas thread, no cycle).
-    pub fn canvas_replier(&self) -> CanvasReplier {
-        CanvasReplier(Arc::downgrade(&self.core))
     }
 
     /// Sends one canvas operation for `identity`'s project and waits for the owner.

@@ -15,7 +15,8 @@ use termsprawl_tools::protocol::{
     CanvasToolReply, CanvasToolRequest, IntegrationStatus, ToolIdentity, ToolRequest, ToolResult,
 };
 use termsprawl_tools::runtime::{
-    AgentToolRuntime, Browsers, CanvasOwner, Host, ProjectSnapshot, Terminals, Workspace,
+    AgentToolRuntime, Browsers, CanvasOwner, CanvasReplier, Host, ProjectSnapshot, Terminals,
+    Workspace,
 };
 
 pub const PROJECT: &str = "proj";
@@ -148,7 +149,12 @@ impl CanvasOwner for FakeCanvas {
         current.filter(|_| project_id == PROJECT).map(Arc::new)
     }
 
-    fn send(&self, target: u64, request: CanvasToolRequest) -> Result<(), String> {
+    fn send(
+        &self,
+        target: u64,
+        request: CanvasToolRequest,
+        replier: CanvasReplier,
+    ) -> Result<(), String> {
         assert_eq!(target, SENDER);
         self.sent.lock().unwrap().push(request.clone());
         let answer = self
@@ -169,10 +175,10 @@ impl CanvasOwner for FakeCanvas {
                 result,
             };
             match answer {
-                Answer::Now => drop(runtime.canvas_reply(SENDER, true, reply)),
+                Answer::Now => drop(replier.reply(reply)),
                 Answer::Late(delay) => {
                     std::thread::sleep(delay);
-                    runtime.canvas_reply(SENDER, true, reply);
+                    let _ = replier.reply(reply);
                 }
                 Answer::WrongSender => drop(runtime.canvas_reply(SENDER + 1, true, reply)),
                 Answer::Subframe => drop(runtime.canvas_reply(SENDER, false, reply)),
