@@ -48,7 +48,7 @@ pub use crate::base::files::{
 };
 use crate::base::lock_or_recover;
 pub use effects::ProcessEffects;
-pub use http::FORGET_ENDED_AFTER;
+pub use http::{ACCEPT_JOIN_WAIT, FORGET_ENDED_AFTER};
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -845,7 +845,8 @@ impl AgentToolServer {
         }
     }
 
-    /// Stops listening, ends open connections, joins the accept thread, and removes
+    /// Stops listening, ends open connections, joins the accept thread (waiting at most
+    /// [`ACCEPT_JOIN_WAIT`] for an app callback it is inside), and removes
     /// `endpoint.json` and `server.lock` where they are this instance's. Idempotent.
     /// Call it from an ordinary thread (e.g. one woken by SIGTERM), not from inside a
     /// signal handler. Operations already running finish on their own threads.

@@ -65,6 +65,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
@@ -118,6 +119,9 @@ const WRITE_NOW_BYTES: usize = 8 * 1024;
 /// What an answer counts beyond its body: its head (with a `100 Continue` before it)
 /// and the kernel's overhead for one write.
 const ANSWER_OVERHEAD: usize = 1024;
+/// How long stopping waits for the accept thread, which may be inside an app's callback
+/// (`Workspace`, `CanvasOwner::current_list`) that blocks.
+pub const ACCEPT_JOIN_WAIT: Duration = Duration::from_secs(2);
 /// The longest one body read may block before the deadline is checked again.
 const READ_SLICE: Duration = Duration::from_secs(1);
 
@@ -127,6 +131,8 @@ pub struct Http {
     /// accept thread ends: `listening`).
     listening: Arc<Listening>,
     accept: JoinHandle<()>,
+    /// Disconnected when the accept thread ends (its sender is dropped with the thread).
+    accept_ended: Receiver<()>,
     reaper: JoinHandle<()>,
     stopping: Arc<AtomicBool>,
     front: Arc<Front>,
@@ -154,11 +160,15 @@ impl Http {
             ],
             queued: QueuedCalls::default(),
         });
+        let (ending, accept_ended) = mpsc::channel::<()>();
         let accept = {
             let (listening, stopping, front) = (listening.clone(), stopping.clone(), front.clone());
             thread::Builder::new()
                 .name("agent-tools-accept".into())
-                .spawn(move || accept_loop(&listening, &stopping, &front))?
+                .spawn(move || {
+                    let _ending = ending;
+                    accept_loop(&listening, &stopping, &front);
+                })?
         };
         let reaper = {
             let (stopping, front) = (stopping.clone(), front.clone());
@@ -169,6 +179,7 @@ impl Http {
         Ok(Http {
             listening,
             accept,
+            accept_ended,
             reaper,
             stopping,
             front,
@@ -181,11 +192,17 @@ impl Http {
     }
 
     /// Stops listening, joins the accept thread (which answers requests still queued
-    /// with 503), ends every open connection and releases idle handlers.
+    /// with 503) unless it is still inside an app callback after [`ACCEPT_JOIN_WAIT`]
+    /// (then it is left to end when the callback returns, answering nothing more), ends
+    /// every open connection and releases idle handlers.
     pub fn stop(self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.listening.stop();
-        let _ = self.accept.join();
+        if let Err(RecvTimeoutError::Disconnected) =
+            self.accept_ended.recv_timeout(ACCEPT_JOIN_WAIT)
+        {
+            let _ = self.accept.join();
+        }
         self.reaper.thread().unpark();
         let _ = self.reaper.join();
         self.front.known.end_all(self.front.local);
