@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use termsprawl_tools::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult};
 use termsprawl_tools::runtime::{
-    unix_millis, AgentToolRuntime, CanvasOwner, CanvasReplier, Host, NoBrowsers, NoTerminals,
-    ProjectSnapshot, Workspace,
+    unix_millis, AgentToolRuntime, CanvasNode, CanvasOwner, CanvasReplier, Host, NoBrowsers,
+    NoTerminals, NodeKind, ProjectSnapshot, Workspace,
 };
 
 const PROJECT: &str = "demo";
@@ -42,43 +42,55 @@ impl Workspace for App {
     }
 }
 
+/// A canvas request and how to answer it.
+type Job = (CanvasToolRequest, CanvasReplier);
+
 /// Hands canvas requests to the canvas thread.
-struct Canvas(Mutex<Sender<CanvasToolRequest>>);
+struct Canvas(Mutex<Sender<Job>>);
 
 impl CanvasOwner for Canvas {
     fn target(&self, project_id: &str) -> Option<u64> {
         (project_id == PROJECT).then_some(CANVAS)
     }
-    fn send(&self, _target: u64, request: CanvasToolRequest) -> Result<(), String> {
+    fn send(
+        &self,
+        _: u64,
+        request: CanvasToolRequest,
+        replier: CanvasReplier,
+    ) -> Result<(), String> {
         let inbox = self.0.lock().map_err(|_| "the canvas is gone")?;
-        inbox.send(request).map_err(|_| "the canvas is gone".into())
+        inbox
+            .send((request, replier))
+            .map_err(|_| "the canvas is gone".into())
     }
 }
 
 /// The only writer of the canvas: answers `canvas_list` and `canvas_move`, refuses the
-/// rest, and replies through the runtime.
-fn canvas_thread(requests: Receiver<CanvasToolRequest>, replier: CanvasReplier) {
-    // The shape `canvas_list` publishes; `data.agentId` is what makes a node an agent.
-    let mut nodes = json!([
-        {"id": AGENT, "type": "terminal", "position": {"x": 0, "y": 0},
-         "size": {"width": 480, "height": 320}, "data": {"title": "Agent", "agentId": "custom"}},
-        {"id": NOTE, "type": "sticky", "position": {"x": 500, "y": 0},
-         "size": {"width": 240, "height": 160}, "data": {"title": "Note", "text": "hello"}},
-    ]);
-    for request in requests {
+/// rest, and replies with the request's replier.
+fn canvas_thread(jobs: Receiver<Job>) {
+    // An agent's node names its agent: `agent_cards` lists it.
+    let agent = NodeKind::Agent {
+        agent_id: "custom".into(),
+        command: "my-agent".into(),
+        remote: false,
+    };
+    let note = NodeKind::Sticky {
+        text: "hello".into(),
+    };
+    let mut nodes = [CanvasNode::new(AGENT, agent), CanvasNode::new(NOTE, note)];
+    for (request, replier) in jobs {
         let args = &request.args;
         let result = match request.operation.as_str() {
             _ if request.expires_at < unix_millis() => ToolResult::Err("Request expired".into()),
-            "canvas_list" => ToolResult::Ok(nodes.clone()),
-            "canvas_move" => match nodes
-                .as_array_mut()
-                .and_then(|all| all.iter_mut().find(|n| n["id"] == args["nodeId"]))
-            {
+            "canvas_list" => ToolResult::Ok(CanvasNode::list(&nodes)),
+            "canvas_move" => match nodes.iter_mut().find(|n| args["nodeId"] == n.id.as_str()) {
                 Some(node) => {
-                    node["position"] = json!({"x": args["x"], "y": args["y"]});
-                    let answer = json!({"nodeId": node["id"], "position": node["position"],
-                                        "relativeTo": null});
-                    ToolResult::Ok(answer)
+                    node.x = args["x"].as_f64().unwrap_or(node.x);
+                    node.y = args["y"].as_f64().unwrap_or(node.y);
+                    let position = json!({"x": node.x, "y": node.y});
+                    ToolResult::Ok(
+                        json!({"nodeId": node.id, "position": position, "relativeTo": null}),
+                    )
                 }
                 None => ToolResult::Err("No such node; call canvas_list".into()),
             },
@@ -89,7 +101,7 @@ fn canvas_thread(requests: Receiver<CanvasToolRequest>, replier: CanvasReplier) 
             result,
         };
         // Refused only when nobody waits any more (timed out, or the app stopped).
-        if let Err(why) = replier.reply(CANVAS, reply) {
+        if let Err(why) = replier.reply(reply) {
             eprintln!("canvas reply refused: {why}");
         }
     }
@@ -117,9 +129,8 @@ fn serve_one_agent(data: &Path, serve: bool) -> Result<(), Box<dyn std::error::E
         browsers: Arc::new(NoBrowsers),
         terminals: Arc::new(NoTerminals),
     };
-    let runtime = Arc::new(AgentToolRuntime::new(data, host)?);
-    let replier = runtime.canvas_replier();
-    std::thread::spawn(move || canvas_thread(requests, replier));
+    let runtime = AgentToolRuntime::new(data, host)?;
+    std::thread::spawn(move || canvas_thread(requests));
 
     // The launcher agents run execs this symlink to our own binary.
     std::fs::create_dir_all(data)?;
@@ -175,7 +186,7 @@ fn self_test(
         .args(["--session", &session, "call", "canvas_list"])
         .output()?;
     let listed: Value = serde_json::from_slice(&run.stdout)?;
-    if !run.status.success() || listed["value"][1]["position"] != json!({"x": 40, "y": 60}) {
+    if !run.status.success() || listed["value"][1]["position"] != json!({"x": 40.0, "y": 60.0}) {
         return Err(format!("the launcher's canvas_list: {listed}").into());
     }
     Ok(())

@@ -15,7 +15,7 @@
 //! let endpoint = runtime.start(Path::new("/usr/local/bin/termsprawlctl"))?;
 //! let agent = ToolIdentity { node_id: "agent1".into(), project_id: "demo".into() };
 //! let session_file = runtime.provision_agent(&agent)?;
-//! // Your canvas thread answers with runtime.canvas_replier().reply(sender, reply);
+//! // Your CanvasOwner::send gets each request with its replier: reply(reply) from any thread;
 //! // every terminal start goes through runtime.prepare(request) first.
 //! println!("agents call {} with {}", endpoint.url, session_file.display());
 //! # Ok(()) }
