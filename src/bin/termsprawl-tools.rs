@@ -1,4 +1,4 @@
-//! `termsprawl-tools`: the host binary (see DESIGN.md, "Command-line contract").
+//! `termsprawl-tools`: the host binary (see docs/guide.md).
 #![deny(unsafe_code)]
 
 use std::io::{Read, Write};

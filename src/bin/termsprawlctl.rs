@@ -1,4 +1,4 @@
-//! `termsprawlctl`: what agents run (see DESIGN.md, "Command-line contract").
+//! `termsprawlctl`: what agents run (see docs/guide.md, "`termsprawlctl`").
 //!
 //! ```text
 //! termsprawlctl [--session FILE] call OPERATION [JSON_ARGS]

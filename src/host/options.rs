@@ -1,4 +1,4 @@
-//! `termsprawl-tools serve` options, as DESIGN.md's command-line contract gives them.
+//! `termsprawl-tools serve` options, as docs/guide.md gives them.
 
 use std::path::PathBuf;
 

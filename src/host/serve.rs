@@ -1,4 +1,4 @@
-//! `termsprawl-tools serve` (DESIGN.md, "Command-line contract"): one folder project, the
+//! `termsprawl-tools serve` (docs/guide.md, "`termsprawl-tools serve`"): one folder project, the
 //! default host, one JSON ready line on stdout, clean shutdown on SIGINT/SIGTERM.
 
 use std::io::Write;

@@ -1,5 +1,9 @@
 //! The operation contract: wire types, the `AGENT_TOOLS` catalogue, the request
 //! validator and the guides. Depends on nothing else in this crate.
+//!
+//! # The wire format
+//!
+#![doc = include_str!("../../docs/protocol.md")]
 
 mod catalogue;
 mod guides;
