@@ -11,14 +11,17 @@
 //! are read from /proc the same way as ours): `baseline-server [--sessions N]` and
 //! `lib-server --data DIR [--sessions N] [--projects P]`. For profiling one workload
 //! against a server you started (e.g. under `perf record`):
-//! `load --port P --token T --pid PID [--operation OP] [--connections N] [--duration S]`.
+//! `load --port P --token T --pid PID [--operation OP] [--args JSON] [--connections N] [--duration S]`.
 //! What an open canvas view costs the calls: `viewer [--duration S] [--repeat N]`
-//! (`viewer.rs`).
+//! (`viewer.rs`). An embedder's canvas owner with a UI thread of its own, with and
+//! without `current_list`: `owner-server --data DIR [--sessions N] [--current-list on|off]`
+//! (`owner.rs`; `owner-ab.sh` runs `canvas_move` x16 on both side by side).
 #![deny(unsafe_code)]
 
 mod baseline;
 mod libserver;
 mod load;
+mod owner;
 mod procfs;
 mod report;
 // The bench's one unsafe module: thin libc wrappers, each with a `// SAFETY:` comment.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
     let outcome = match args.first().map(String::as_str) {
         Some("baseline-server") => baseline::main(&args[1..]),
         Some("lib-server") => libserver::main(&args[1..]),
+        Some("owner-server") => owner::main(&args[1..]),
         Some("load") => load_only(&args[1..]),
         Some("viewer") => viewer::main(&args[1..]),
         Some("-h" | "--help" | "help") => {
@@ -72,13 +76,17 @@ fn load_only(args: &[String]) -> Result<(), String> {
     let token: String = flag(args, "--token", String::new())?;
     let pid: u32 = flag(args, "--pid", 0)?;
     let operation: String = flag(args, "--operation", "canvas_list".to_string())?;
+    let call_args: String = flag(args, "--args", "{}".to_string())?;
     let connections: usize = flag(args, "--connections", 64)?;
     let seconds: f64 = flag(args, "--duration", 5.0)?;
     if port == 0 || token.is_empty() || pid == 0 {
         return Err("load needs --port, --token and --pid".into());
     }
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let request = target::request(addr, &token, &target::body(&operation, 0));
+    let call_args: serde_json::Value =
+        serde_json::from_str(&call_args).map_err(|e| format!("--args is not JSON: {e}"))?;
+    let body = serde_json::json!({"operation": operation, "args": call_args}).to_string();
+    let request = target::request(addr, &token, body.as_bytes());
     let result = load::run(LoadSpec {
         addr,
         requests: vec![request; connections],
@@ -344,7 +352,7 @@ const BARE: Kind = Kind::Baseline {
 
 /// The fsyncs `kind` waits for before its ready line on a fresh data directory: `serve
 /// --agent` fsyncs `server.lock`, then `project.json` and the session file, each and its
-/// folder after the rename (DESIGN.md's write rule); `lib-server` has no canvas. Checked
+/// folder after the rename (the private-file write rule, docs/protocol.md); `lib-server` has no canvas. Checked
 /// with `strace -f -c -e trace=fsync` on the start (docs/performance.md).
 fn start_fsyncs(kind: Kind) -> usize {
     match kind {
