@@ -355,11 +355,19 @@ fn the_users_zsh_start_up_keeps_working() {
         return;
     }
     let zshrc = "setopt nounset\nPROMPT='z%# '\nprecmd() { return 5 }\nuser_zshrc_ran=yes\n";
-    let shell = Shell::start("/usr/bin/zsh", "user-zsh", &[(".zshrc", zshrc)]);
+    // The user's .zshenv runs with their own ZDOTDIR (unset here), not ours.
+    let zshenv = "HISTFILE=${ZDOTDIR:-$HOME}/.zsh_history\n";
+    let files = [(".zshrc", zshrc), (".zshenv", zshenv)];
+    let shell = Shell::start("/usr/bin/zsh", "user-zsh", &files);
     assert_eq!(shell.run("(exit 6)").exit_code, Some(6));
     assert_eq!(output_text(&shell.run("echo $user_zshrc_ran")), "yes\n");
-    // ZDOTDIR is the user's again (unset, as it was).
+    // ZDOTDIR is the user's again (unset, as it was); HISTFILE is as their .zshenv set it.
     assert_eq!(output_text(&shell.run("echo ${ZDOTDIR-unset}")), "unset\n");
+    let histfile = shell.home.join(".zsh_history");
+    assert_eq!(
+        output_text(&shell.run("echo $HISTFILE")),
+        format!("{}\n", histfile.display())
+    );
 }
 
 #[test]

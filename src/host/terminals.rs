@@ -1170,6 +1170,7 @@ fn inert(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::CommandState;
 
     #[test]
     fn modes_parse() {
@@ -1306,6 +1307,74 @@ mod tests {
             Some((ProgramEnd::Signal(9), 5))
         );
         terminals.shutdown(false);
+    }
+
+    #[test]
+    fn a_plain_pty_shell_gets_integration_and_a_command_never_does() {
+        let data =
+            std::env::temp_dir().join(format!("host-terminals-shell-{}", std::process::id()));
+        let home = data.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(".zshrc"), "").unwrap();
+        let terminals = HostTerminals::new(TerminalsMode::Pty, &data).unwrap();
+        let env = BTreeMap::from([("HOME".to_string(), home.display().to_string())]);
+        terminals
+            .start("agent", &home, &env, Some("sleep 30"))
+            .unwrap();
+        terminals.start("shell", &home, &env, None).unwrap();
+        assert_eq!(terminals.integration("agent"), ShellIntegration::None);
+        assert_eq!(terminals.foreground("agent"), Some(Foreground::Shell));
+        let until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while !done() {
+                assert!(Instant::now() < deadline, "timed out waiting until {what}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        // The shell is the user's `$SHELL`: one we inject into reports its commands.
+        let Some(kind) = shell::inject::shell_kind(&user_shell()) else {
+            terminals.shutdown(false);
+            return;
+        };
+        until("the shell's first mark", &|| {
+            terminals.integration("shell") == kind
+        });
+        let folders = std::fs::read_dir(data.join("agent-tools/shell"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            folders, 1,
+            "one folder of start-up files, for the shell only"
+        );
+        let mark = terminals.output_mark("shell").unwrap();
+        until("the prompt", &|| {
+            terminals.foreground("shell") == Some(Foreground::Shell)
+        });
+        terminals.start_typed_command("shell", "(exit 3)");
+        terminals.write("shell", "(exit 3)\r").unwrap();
+        until("the end", &|| {
+            terminals
+                .command("shell", None)
+                .is_some_and(|c| c.state == CommandState::Exited)
+        });
+        let record = terminals.command("shell", Some(1)).unwrap();
+        assert_eq!(
+            (record.command.as_str(), record.exit_code),
+            ("(exit 3)", Some(3))
+        );
+        let (since, now) = terminals.output_since("shell", mark.position).unwrap();
+        assert!(since.head.contains("(exit 3)"), "{since:?}");
+        assert!(now.position > mark.position);
+        assert_eq!(terminals.shell_integrity_lost("shell"), Some(false));
+        terminals.close("shell").unwrap();
+        assert_eq!(
+            std::fs::read_dir(data.join("agent-tools/shell"))
+                .unwrap()
+                .count(),
+            0
+        );
+        terminals.shutdown(false);
+        let _ = std::fs::remove_dir_all(&data);
     }
 
     #[test]
