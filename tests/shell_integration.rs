@@ -173,6 +173,16 @@ fn statuses_output_and_folders_are_recorded() {
         assert_eq!(pwd.cwd.as_deref(), Some("/tmp"), "{program}");
         assert_eq!(output_text(&pwd), "/tmp\n");
         assert_eq!(pwd.id, cd.id + 1);
+        if program != "/usr/bin/dash" {
+            // (dash reads lines through the line discipline, which keeps 4095 characters.)
+            // A line longer than a mark may be is reported cut, and integration stays.
+            let long_line = format!("echo {}", "x".repeat(10_000));
+            let long = shell.run(&long_line);
+            assert_eq!(long.exit_code, Some(0), "{program}");
+            assert!(long_line.starts_with(&long.command), "{program}");
+            assert!(long.command.len() >= 4096, "{program}");
+            assert_eq!(shell.terminal.integration(), shell.kind);
+        }
         // None of our marks reached the screen.
         let screen = shell.terminal.read(64_000);
         assert!(screen.contains("two words"), "{screen}");

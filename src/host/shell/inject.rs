@@ -23,10 +23,16 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::marks::OSC_NUMBER;
+use super::marks::{MARK_CAP, OSC_NUMBER};
 use crate::base::files::{private_dir, regenerated_write};
 use crate::base::random_hex;
 use crate::runtime::ShellIntegration;
+
+/// A command line's first this many characters are reported (bash, zsh): escaped, at
+/// most three bytes each, they fit in a mark of [`MARK_CAP`] bytes with room to spare,
+/// so a long line never makes a mark too long to count (which would show the nonce).
+pub const LINE_CHARS: usize = 4096;
+const _: () = assert!(3 * LINE_CHARS + 64 < MARK_CAP);
 
 /// The shells we can inject into, by the file name of the program (`bash`, `zsh`, `sh`,
 /// `dash`); any other gets no integration.
@@ -172,7 +178,8 @@ __termsprawl_started() {{
   # "  123  line" or "  123* line": drop the number and the two characters after it.
   __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:space:]]*}}"}}
   __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:digit:]]*}}"}}
-  __termsprawl_escape "${{__termsprawl_line:2}}"
+  __termsprawl_line=${{__termsprawl_line:2}}
+  __termsprawl_escape "${{__termsprawl_line:0:{LINE_CHARS}}}"
   __termsprawl_mark "B;$__termsprawl_escaped"
   __termsprawl_mark C
 }}
@@ -180,7 +187,7 @@ PS0='$(__termsprawl_started)'"${{PS0-}}"
 PROMPT_COMMAND="__termsprawl_ended${{PROMPT_COMMAND:+;$PROMPT_COMMAND}}"
 fi
 "#,
-        functions = mark_functions()
+        functions = mark_functions(),
     )
 }
 
@@ -215,7 +222,7 @@ fn zsh_rc() -> String {
     format!(
         r#"{ZSH_RC_START}{functions}
 __termsprawl_started() {{
-  __termsprawl_escape "$1"
+  __termsprawl_escape "${{1:0:{LINE_CHARS}}}"
   __termsprawl_mark "B;$__termsprawl_escaped"
   __termsprawl_mark C
 }}
