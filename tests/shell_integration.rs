@@ -394,3 +394,60 @@ fn the_nonce_file_is_gone_once_the_shell_started() {
         assert!(!String::from_utf8_lossy(&environ).contains(&shell.nonce));
     });
 }
+
+/// CPU ticks (user + system, with reaped children) of process `pid`.
+fn cpu_ticks(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, tail) = text.rsplit_once(')').unwrap();
+    let fields: Vec<&str> = tail.split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14–17: 12–15 after the name.
+    fields[11..15]
+        .iter()
+        .map(|f| f.parse::<u64>().unwrap())
+        .sum()
+}
+
+/// What integration costs a shell: CPU per command of bash with it and without it (the
+/// same start-up files), and CPU of the shell and the reader over idle seconds. Prints
+/// figures; run with `cargo test --release --test shell_integration -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn cost_per_command_and_when_idle() {
+    const COMMANDS: usize = 300;
+    let with = Shell::start("/bin/bash", "cost-with", &[]);
+    let home = scratch("cost-without");
+    let without = Terminal::spawn(&TerminalOptions {
+        command: Some(vec!["/bin/bash".into()]),
+        cwd: home.clone(),
+        env: vec![("HOME".into(), home.to_string_lossy().into_owned())],
+        size: WindowSize::default(),
+    })
+    .unwrap();
+    let ticks_per_second = 100.0; // USER_HZ on Linux
+    for (name, terminal) in [("with", &with.terminal), ("without", &without)] {
+        std::thread::sleep(Duration::from_millis(500));
+        let before = cpu_ticks(terminal.pid());
+        let mut lines = "true\r".repeat(COMMANDS);
+        lines.push_str("echo cost-done-$((6*7))\r");
+        terminal.write(lines.as_bytes()).unwrap();
+        with.wait_until("the commands ran", || {
+            terminal.read(2000).contains("cost-done-42")
+        });
+        let used = (cpu_ticks(terminal.pid()) - before) as f64 / ticks_per_second;
+        println!(
+            "bash {name} integration: {COMMANDS} commands, {:.1} ms CPU each",
+            used * 1000.0 / COMMANDS as f64
+        );
+    }
+    assert!(with.terminal.command(None).unwrap().id > COMMANDS as u64);
+    let idle_before = cpu_ticks(with.terminal.pid());
+    let me_before = cpu_ticks(std::process::id());
+    std::thread::sleep(Duration::from_secs(10));
+    println!(
+        "idle 10 s with integration: shell {} ticks, test process (reader thread included) {} ticks",
+        cpu_ticks(with.terminal.pid()) - idle_before,
+        cpu_ticks(std::process::id()) - me_before
+    );
+    drop(without);
+    let _ = std::fs::remove_dir_all(&home);
+}
