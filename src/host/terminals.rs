@@ -611,7 +611,13 @@ impl HostTerminals {
             let given = env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
             given.or_else(|| std::env::var(name).ok())
         };
-        shell::inject::prepare(&program, kind, &self.shell_files, &user_var).ok()
+        match shell::inject::prepare(&program, kind, &self.shell_files, &user_var) {
+            Ok(injection) => Some(injection),
+            Err(error) => {
+                eprintln!("termsprawl-tools: starting {program} without shell integration: cannot write its start-up files: {error}");
+                None
+            }
+        }
     }
 
     /// The host is about to type `line` and Enter into node `node_id`'s terminal
