@@ -24,6 +24,7 @@ pub(crate) mod procfs;
 pub mod query_filter;
 pub mod screen;
 pub mod serve;
+pub mod shell;
 pub mod terminal;
 pub mod terminals;
 pub mod tmux;

@@ -62,6 +62,99 @@ pub fn session_members(session: libc::pid_t) -> Vec<libc::pid_t> {
         .collect()
 }
 
+/// The running processes of process group `group`, from `/proc`.
+pub fn group_members(group: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter_map(proc_stat)
+        .filter(|stat| stat.pgrp == group && stat.running())
+        .map(|stat| stat.pid)
+        .collect()
+}
+
+/// The program process `pid` runs now (`/proc/<pid>/exe`); it changes when it `exec`s.
+pub fn executable(pid: libc::pid_t) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// Whether process `pid` is blocked waiting to read the terminal `tty` (a path such as
+/// `/dev/pts/3`), as the kernel shows it in `/proc/<pid>/syscall`: a `read` of a
+/// descriptor that is `tty`, or a `select`/`pselect6` over its standard streams only
+/// (at most 3 descriptors) whose stdin is `tty` (readline and bash's prompt wait so).
+/// A program that waits with `poll` or `epoll` is not recognised: it reads as running.
+pub fn reading_terminal(pid: libc::pid_t, tty: &std::path::Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    let Some(call) = parse_syscall(&text) else {
+        return false;
+    };
+    let is_tty =
+        |fd: u64| std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|p| p == tty);
+    match call.kind() {
+        SyscallKind::Read => is_tty(call.args[0]),
+        SyscallKind::Select => (1..=3).contains(&call.args[0]) && is_tty(0),
+        SyscallKind::Other => false,
+    }
+}
+
+/// A blocked system call as `/proc/<pid>/syscall` shows it: its number and arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockedCall {
+    /// The system call number (this architecture's).
+    pub number: i64,
+    /// Its first three arguments.
+    pub args: [u64; 3],
+}
+
+/// What a blocked call means for reading the terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyscallKind {
+    /// `read`, `readv`, `pread64`: the first argument is the descriptor.
+    Read,
+    /// `select`, `pselect6`: the first argument is the number of descriptors.
+    Select,
+    /// Anything else.
+    Other,
+}
+
+impl BlockedCall {
+    /// Which kind of call this is.
+    pub fn kind(&self) -> SyscallKind {
+        #[cfg(target_arch = "x86_64")]
+        if self.number == libc::SYS_select {
+            return SyscallKind::Select;
+        }
+        match self.number {
+            n if n == libc::SYS_read || n == libc::SYS_readv || n == libc::SYS_pread64 => {
+                SyscallKind::Read
+            }
+            n if n == libc::SYS_pselect6 => SyscallKind::Select,
+            _ => SyscallKind::Other,
+        }
+    }
+}
+
+/// Parses `/proc/<pid>/syscall`: `running`, `-1 sp pc` (not in a call) or
+/// `number arg0 … arg5 sp pc` with hexadecimal arguments.
+pub fn parse_syscall(text: &str) -> Option<BlockedCall> {
+    let mut fields = text.split_whitespace();
+    let number: i64 = fields.next()?.parse().ok()?;
+    if number < 0 {
+        return None;
+    }
+    let mut args = [0u64; 3];
+    for arg in &mut args {
+        let field = fields.next()?;
+        *arg = u64::from_str_radix(field.trim_start_matches("0x"), 16).ok()?;
+    }
+    Some(BlockedCall { number, args })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +176,27 @@ mod tests {
         assert!(!parse_stat("9 (x) Z 1 9 9").unwrap().running());
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S one 2 3"), None);
+    }
+
+    #[test]
+    fn blocked_calls_are_parsed_and_others_are_not() {
+        let read = parse_syscall("0 0x0 0x55c52f0a1f40 0x1000 0x0 0x7f 0x0 0x7ffe 0x7f41").unwrap();
+        assert_eq!(read.args, [0, 0x55c52f0a1f40, 0x1000]);
+        assert_eq!(read.number, 0);
+        assert_eq!(parse_syscall("running"), None);
+        assert_eq!(parse_syscall("-1 0x7ffe 0x7f41"), None);
+        assert_eq!(parse_syscall("0 0xzz 0x1 0x2"), None);
+        assert_eq!(parse_syscall("7 0x1"), None);
+        let select = BlockedCall {
+            number: libc::SYS_pselect6,
+            args: [1, 0, 0],
+        };
+        assert_eq!(select.kind(), SyscallKind::Select);
+        let read = BlockedCall {
+            number: libc::SYS_read,
+            args: [0, 0, 0],
+        };
+        assert_eq!(read.kind(), SyscallKind::Read);
     }
 
     #[test]

@@ -158,6 +158,11 @@ impl Screen {
         }
     }
 
+    /// Whether the alternate screen is shown (a full-screen program: vim, less, htop).
+    pub fn alternate(&self) -> bool {
+        self.main.is_some()
+    }
+
     /// The visible screen as text.
     pub fn text(&self) -> String {
         let lines: Vec<(String, bool)> = self.grid.iter().map(|r| (r.text(), r.wrapped)).collect();
@@ -815,6 +820,7 @@ mod tests {
     fn alternate_screen_is_shown_then_the_main_screen_returns() {
         let mut screen = screen_after(20, 4, b"$ less file\r\n");
         screen.feed(b"\x1b[?1049h\x1b[Hfull-screen page");
+        assert!(screen.alternate());
         assert_eq!(screen.text(), "full-screen page");
         screen.feed(b"\x1b[?1049l$ ");
         assert_eq!(screen.text(), "$ less file\n$");

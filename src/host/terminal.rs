@@ -27,6 +27,13 @@ use std::time::{Duration, Instant};
 
 use super::procfs;
 use super::screen::Screen;
+use super::shell::inject::Injection;
+use super::shell::text::{plain_text, HEAD_BYTES, TAIL_BYTES};
+use super::shell::ShellSession;
+use crate::base::unix_millis;
+use crate::runtime::{
+    CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ShellIntegration,
+};
 use crate::sys::fd::{pipe, poll};
 use crate::sys::process::{send_signal, wait_child};
 pub use crate::sys::pty::WindowSize;
@@ -181,11 +188,25 @@ impl Scrollback {
     pub fn to_vec(&self) -> Vec<u8> {
         self.bytes.iter().copied().collect()
     }
+
+    /// A copy of the kept bytes after the first `skip`.
+    fn after(&self, skip: usize) -> Vec<u8> {
+        self.bytes
+            .range(skip.min(self.bytes.len())..)
+            .copied()
+            .collect()
+    }
 }
 
 struct Output {
     scrollback: Scrollback,
     screen: Screen,
+    /// Bytes the program wrote so far (our marks not counted).
+    written: u64,
+    /// Unix ms of the last output (0: none yet).
+    last_output_at: u64,
+    /// The shell's integration, for a shell started with it.
+    shell: Option<ShellSession>,
 }
 
 /// Called once by a terminal's reader thread when its program ended on its own (not
@@ -231,11 +252,47 @@ impl Shared {
         *child
     }
 
-    fn record(&self, chunk: &[u8]) {
-        let mut output = lock(&self.output);
-        output.scrollback.push(chunk);
-        output.screen.feed(chunk);
+    /// Records a chunk the program wrote into `output` (locked by the caller since
+    /// before the chunk was read, so whoever holds the lock knows no chunk is half
+    /// recorded); `master` is asked (`tcgetpgrp`) whether the shell has the terminal
+    /// when a command's end mark arrives.
+    fn record(&self, output: &mut Output, chunk: &[u8], master: &File) {
+        let now = unix_millis();
+        let plain = match output.shell.as_mut() {
+            Some(shell) => {
+                let mut shell_has_terminal =
+                    || pty::foreground_group(master.as_fd()).is_ok_and(|group| group == self.pid);
+                shell.feed(chunk, now, &mut shell_has_terminal)
+            }
+            None => chunk.to_vec(),
+        };
+        if !plain.is_empty() {
+            output.scrollback.push(&plain);
+            output.screen.feed(&plain);
+            output.written += plain.len() as u64;
+            output.last_output_at = now;
+        }
+        self.confirm_end(output, master);
         self.printed.store(true, Ordering::Release);
+    }
+
+    /// Makes an unconfirmed command end final if the shell waits at its prompt now
+    /// (see [`super::shell::records`]): its group has the terminal, it is blocked
+    /// reading it, and nothing it wrote is unread. `output` is locked, so nothing read
+    /// is unrecorded either.
+    fn confirm_end(&self, output: &mut Output, master: &File) {
+        let Some(shell) = output.shell.as_mut().filter(|s| s.end_unconfirmed()) else {
+            return;
+        };
+        let Ok(tty) = std::fs::read_link(format!("/proc/{}/fd/0", self.pid)) else {
+            return;
+        };
+        let waiting = pty::foreground_group(master.as_fd()).is_ok_and(|g| g == self.pid)
+            && procfs::reading_terminal(self.pid, &tty)
+            && pty::unread_bytes(master.as_fd()).is_ok_and(|n| n == 0);
+        if waiting {
+            shell.confirm_end();
+        }
     }
 
     /// The running processes of the child's session. Empty once the child is reaped
@@ -271,6 +328,11 @@ pub struct Terminal {
     reader: Mutex<Option<JoinHandle<()>>>,
     writing: Mutex<()>,
     started: Instant,
+    /// The program it started (`/proc/<pid>/exe` after `exec`): a shell that `exec`s
+    /// another program has no integration any more.
+    program: Option<PathBuf>,
+    /// The shell's start-up files (removed with it).
+    _injection: Option<Injection>,
 }
 
 impl fmt::Debug for Terminal {
@@ -292,6 +354,22 @@ impl Terminal {
         options: &TerminalOptions,
         on_exit: Option<OnExit>,
     ) -> Result<Terminal, TerminalError> {
+        Terminal::spawn_with_shell(options, on_exit, None)
+    }
+
+    /// [`Terminal::spawn_watched`] of a shell with integration: `injection`'s arguments
+    /// and environment replace `options.command` and add to `options.env`.
+    pub fn spawn_with_shell(
+        options: &TerminalOptions,
+        on_exit: Option<OnExit>,
+        injection: Option<Injection>,
+    ) -> Result<Terminal, TerminalError> {
+        let mut options = options.clone();
+        if let Some(injection) = &injection {
+            options.command = Some(injection.argv.clone());
+            options.env.extend(injection.env.iter().cloned());
+        }
+        let options = &options;
         let argv = match &options.command {
             Some(argv) => argv.clone(),
             None => vec![default_shell()],
@@ -344,6 +422,11 @@ impl Terminal {
             output: Mutex::new(Output {
                 scrollback: Scrollback::new(SCROLLBACK_BYTES),
                 screen: Screen::new(options.size.cols, options.size.rows),
+                written: 0,
+                last_output_at: 0,
+                shell: injection
+                    .as_ref()
+                    .map(|injection| ShellSession::new(injection.kind, &injection.nonce)),
             }),
             printed: AtomicBool::new(false),
             child: Mutex::new(ChildState::Running),
@@ -357,6 +440,9 @@ impl Terminal {
             reader: Mutex::new(None),
             writing: Mutex::new(()),
             started: Instant::now(),
+            // `spawn` returned once the child exec'd: this is the program's own.
+            program: procfs::executable(pid),
+            _injection: injection,
         };
         let master = Arc::clone(&terminal.master);
         // If the thread cannot start, dropping `terminal` ends the child.
@@ -451,6 +537,144 @@ impl Terminal {
         lock(&self.shared.output).scrollback.to_vec()
     }
 
+    /// The shell's integration now: `None` for a terminal started without it, until its
+    /// first verified mark, once the nonce leaked, and once the shell `exec`ed another
+    /// program.
+    pub fn integration(&self) -> ShellIntegration {
+        let integration = lock(&self.shared.output)
+            .shell
+            .as_ref()
+            .map_or(ShellIntegration::None, ShellSession::integration);
+        match integration != ShellIntegration::None && self.program_replaced() {
+            true => ShellIntegration::None,
+            false => integration,
+        }
+    }
+
+    /// Whether the nonce showed in the terminal's plain output (its integration ended).
+    pub fn integrity_lost(&self) -> bool {
+        lock(&self.shared.output)
+            .shell
+            .as_ref()
+            .is_some_and(ShellSession::integrity_lost)
+    }
+
+    fn program_replaced(&self) -> bool {
+        let Some(started) = &self.program else {
+            return false;
+        };
+        self.live() && procfs::executable(self.shared.pid).is_some_and(|now| &now != started)
+    }
+
+    /// The host typed `line` and is pressing Enter: for a POSIX `sh` at its prompt, which
+    /// reports no starts itself, a command starts now. True if one did.
+    pub fn start_typed_command(&self, line: &str) -> bool {
+        let mut output = lock(&self.shared.output);
+        self.shared.confirm_end(&mut output, &self.master);
+        output
+            .shell
+            .as_mut()
+            .is_some_and(|shell| shell.start_typed(line, unix_millis()))
+    }
+
+    /// A command the shell reported (the one with `id`, or the last), its state as the
+    /// kernel and the screen show it while it runs.
+    pub fn command(&self, id: Option<u64>) -> Option<CommandRecord> {
+        let mut record = {
+            let mut output = lock(&self.shared.output);
+            self.shared.confirm_end(&mut output, &self.master);
+            output.shell.as_ref()?.record(id)?
+        };
+        if record.state == CommandState::Running {
+            record.state = match self.foreground() {
+                Foreground::Ended => CommandState::Ended,
+                Foreground::Fullscreen => CommandState::Fullscreen,
+                Foreground::AwaitingInput => CommandState::AwaitingInput,
+                Foreground::Running | Foreground::Shell => CommandState::Running,
+            };
+        }
+        Some(record)
+    }
+
+    /// What the terminal's foreground does now: from the reaped child, the screen, the
+    /// PTY's foreground process group and what its processes are blocked in
+    /// (`/proc/<pid>/syscall`). Asked only when someone asks: nothing polls.
+    pub fn foreground(&self) -> Foreground {
+        if !self.live() {
+            return Foreground::Ended;
+        }
+        let (fullscreen, command_running) = {
+            let mut output = lock(&self.shared.output);
+            self.shared.confirm_end(&mut output, &self.master);
+            let running = output
+                .shell
+                .as_ref()
+                .is_some_and(ShellSession::command_running);
+            (output.screen.alternate(), running)
+        };
+        if fullscreen {
+            return Foreground::Fullscreen;
+        }
+        let shell = self.shared.pid;
+        let Ok(group) = pty::foreground_group(self.master.as_fd()) else {
+            return Foreground::Shell;
+        };
+        let Ok(tty) = std::fs::read_link(format!("/proc/{shell}/fd/0")) else {
+            return Foreground::Shell;
+        };
+        if group != shell {
+            let members = procfs::group_members(group);
+            return match members
+                .iter()
+                .any(|&pid| procfs::reading_terminal(pid, &tty))
+            {
+                true => Foreground::AwaitingInput,
+                false => Foreground::Running,
+            };
+        }
+        if !command_running || self.program_replaced() {
+            return Foreground::Shell;
+        }
+        // A builtin (`read -p`) waits in the shell itself. Output still on its way to
+        // the reader may hold the command's end: then it is not waiting yet.
+        let nothing_unread = pty::unread_bytes(self.master.as_fd()).is_ok_and(|n| n == 0);
+        match nothing_unread && procfs::reading_terminal(shell, &tty) {
+            true => Foreground::AwaitingInput,
+            false => Foreground::Running,
+        }
+    }
+
+    /// Where the output stands: bytes the program wrote (our marks not counted) and
+    /// when it last wrote.
+    pub fn output_mark(&self) -> OutputMark {
+        let output = lock(&self.shared.output);
+        OutputMark {
+            position: output.written,
+            last_output_at: output.last_output_at,
+        }
+    }
+
+    /// The output written since `position` as plain text (its head and tail, each at most
+    /// [`HEAD_BYTES`]), and the mark now. Bytes older than the kept scrollback count as
+    /// omitted characters, one per byte.
+    pub fn output_since(&self, position: u64) -> (CommandOutput, OutputMark) {
+        let output = lock(&self.shared.output);
+        let kept_from = output.written - output.scrollback.len() as u64;
+        let from = position.clamp(kept_from, output.written);
+        let mut bytes = output.scrollback.after((from - kept_from) as usize);
+        let mark = OutputMark {
+            position: output.written,
+            last_output_at: output.last_output_at,
+        };
+        drop(output);
+        // A position inside a character starts at the next one.
+        let inside = bytes.iter().take_while(|&&b| b & 0xC0 == 0x80).count();
+        bytes.drain(..inside);
+        let mut text = plain_text(&bytes, HEAD_BYTES, TAIL_BYTES);
+        text.omitted += kept_from.saturating_sub(position);
+        (text, mark)
+    }
+
     /// Changes the window size (the program gets SIGWINCH).
     pub fn resize(&self, size: WindowSize) -> Result<(), TerminalError> {
         pty::set_window_size(self.master.as_fd(), size).map_err(TerminalError::Io)?;
@@ -529,9 +753,10 @@ fn read_until_eof(shared: &Shared, master: &File, wake: &File) {
         if fds[0].revents == 0 {
             continue;
         }
+        let mut output = lock(&shared.output);
         match (&*master).read(&mut buffer) {
             Ok(0) => break,
-            Ok(n) => shared.record(&buffer[..n]),
+            Ok(n) => shared.record(&mut output, &buffer[..n], master),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -701,6 +926,18 @@ impl PtyTerminals {
         options: &TerminalOptions,
         on_exit: Option<OnExit>,
     ) -> Result<Arc<Terminal>, TerminalError> {
+        self.open_with_shell(id, options, on_exit, None)
+    }
+
+    /// [`PtyTerminals::open_watched`] of a shell with integration (see
+    /// [`Terminal::spawn_with_shell`]).
+    pub fn open_with_shell(
+        &self,
+        id: &str,
+        options: &TerminalOptions,
+        on_exit: Option<OnExit>,
+        injection: Option<Injection>,
+    ) -> Result<Arc<Terminal>, TerminalError> {
         let exited = {
             let mut terminals = lock(&self.terminals);
             match terminals.get(id) {
@@ -719,7 +956,7 @@ impl PtyTerminals {
         if terminals.contains_key(id) {
             return Err(TerminalError::AlreadyOpen(id.to_string())); // opened meanwhile
         }
-        let terminal = Arc::new(Terminal::spawn_watched(options, on_exit)?);
+        let terminal = Arc::new(Terminal::spawn_with_shell(options, on_exit, injection)?);
         terminals.insert(id.to_string(), Arc::clone(&terminal));
         Ok(terminal)
     }

@@ -36,10 +36,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use super::shell;
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
 use super::tmux::{SessionInfo, TmuxError, TmuxServer};
 use super::HostError;
-use crate::runtime::{unix_millis, ProgramEnd, Terminals};
+use crate::runtime::{
+    unix_millis, CommandOutput, CommandRecord, Foreground, OutputMark, ProgramEnd,
+    ShellIntegration, Terminals,
+};
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
 const MAX_CAPTURE_CHARS: usize = 100_000;
@@ -228,6 +232,8 @@ pub struct HostTerminals {
     server_started: Mutex<Option<Sender<()>>>,
     /// Set at shutdown: the tmux pane watcher stops at its next wake-up.
     stopping: Arc<AtomicBool>,
+    /// `<data>/agent-tools/shell`: the start-up files of PTY shells with integration.
+    shell_files: PathBuf,
 }
 
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
@@ -362,6 +368,12 @@ impl HostTerminals {
             }
             None => Backend::Pty(PtyTerminals::new()),
         };
+        let shell_files = data.join("agent-tools").join("shell");
+        if matches!(backend, Backend::Pty(_)) {
+            // Left by a host that did not close its terminals; their shells are gone
+            // (PTY terminals end with their host).
+            let _ = std::fs::remove_dir_all(&shell_files);
+        }
         let (may_have_ended, may_have_ended_rx) = mpsc::channel();
         Ok(HostTerminals {
             backend,
@@ -377,6 +389,7 @@ impl HostTerminals {
             may_have_ended_rx: Mutex::new(Some(may_have_ended_rx)),
             server_started: Mutex::default(),
             stopping: Arc::new(AtomicBool::new(false)),
+            shell_files,
         })
     }
 
@@ -565,6 +578,11 @@ impl HostTerminals {
                 opened.map_err(|e| e.to_string())
             }
             Backend::Pty(pty) => {
+                // A plain shell gets integration; a command (an agent's) never does.
+                let injection = match command {
+                    None => self.shell_injection(&env),
+                    Some(_) => None,
+                };
                 let options = TerminalOptions {
                     command: command.map(|c| vec![user_shell(), "-c".to_string(), c.to_string()]),
                     cwd: cwd.to_path_buf(),
@@ -576,10 +594,55 @@ impl HostTerminals {
                         let _ = sender.send(());
                     }) as super::terminal::OnExit
                 });
-                pty.open_watched(node_id, &options, on_exit)
+                pty.open_with_shell(node_id, &options, on_exit, injection)
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
+        }
+    }
+
+    /// The start-up files for the user's shell with integration, if it is one we know
+    /// ([`shell::inject`]); `None` (a plain start) for another shell or when the files
+    /// cannot be written.
+    fn shell_injection(&self, env: &[(String, String)]) -> Option<shell::inject::Injection> {
+        let program = user_shell();
+        let kind = shell::inject::shell_kind(&program)?;
+        let user_var = |name: &str| {
+            let given = env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+            given.or_else(|| std::env::var(name).ok())
+        };
+        match shell::inject::prepare(&program, kind, &self.shell_files, &user_var) {
+            Ok(injection) => Some(injection),
+            Err(error) => {
+                eprintln!("termsprawl-tools: starting {program} without shell integration: cannot write its start-up files: {error}");
+                None
+            }
+        }
+    }
+
+    /// The host is about to type `line` and Enter into node `node_id`'s terminal
+    /// (`terminal_submit`): a POSIX `sh` at its prompt, which reports no command starts,
+    /// gets one recorded now with that line. True if a command started. The other shells
+    /// report their own starts; tmux terminals have no integration yet.
+    pub fn start_typed_command(&self, node_id: &str, line: &str) -> bool {
+        match &self.backend {
+            Backend::Pty(pty) => pty
+                .get(node_id)
+                .is_some_and(|terminal| terminal.start_typed_command(line)),
+            Backend::Tmux(_) => false,
+        }
+    }
+
+    /// Whether node `node_id`'s shell nonce showed in its output (so its integration
+    /// ended for good): `Some` for a PTY terminal, `None` without one.
+    pub fn shell_integrity_lost(&self, node_id: &str) -> Option<bool> {
+        self.pty_terminal(node_id).map(|t| t.integrity_lost())
+    }
+
+    fn pty_terminal(&self, node_id: &str) -> Option<Arc<super::terminal::Terminal>> {
+        match &self.backend {
+            Backend::Pty(pty) => pty.get(node_id),
+            Backend::Tmux(_) => None,
         }
     }
 
@@ -948,6 +1011,27 @@ impl Terminals for HostTerminals {
         self.recorded_end(node_id).map(|ended| ended.end)
     }
 
+    fn integration(&self, node_id: &str) -> ShellIntegration {
+        self.pty_terminal(node_id)
+            .map_or(ShellIntegration::None, |t| t.integration())
+    }
+
+    fn command(&self, node_id: &str, id: Option<u64>) -> Option<CommandRecord> {
+        self.pty_terminal(node_id)?.command(id)
+    }
+
+    fn foreground(&self, node_id: &str) -> Option<Foreground> {
+        self.pty_terminal(node_id).map(|t| t.foreground())
+    }
+
+    fn output_mark(&self, node_id: &str) -> Option<OutputMark> {
+        self.pty_terminal(node_id).map(|t| t.output_mark())
+    }
+
+    fn output_since(&self, node_id: &str, position: u64) -> Option<(CommandOutput, OutputMark)> {
+        self.pty_terminal(node_id).map(|t| t.output_since(position))
+    }
+
     fn scrollback(&self, _node_id: &str) -> Option<String> {
         // Raw scrollback holds the program's escape sequences; agents only get `capture`.
         None
@@ -1092,6 +1176,7 @@ fn inert(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::CommandState;
 
     #[test]
     fn modes_parse() {
@@ -1228,6 +1313,74 @@ mod tests {
             Some((ProgramEnd::Signal(9), 5))
         );
         terminals.shutdown(false);
+    }
+
+    #[test]
+    fn a_plain_pty_shell_gets_integration_and_a_command_never_does() {
+        let data =
+            std::env::temp_dir().join(format!("host-terminals-shell-{}", std::process::id()));
+        let home = data.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(".zshrc"), "").unwrap();
+        let terminals = HostTerminals::new(TerminalsMode::Pty, &data).unwrap();
+        let env = BTreeMap::from([("HOME".to_string(), home.display().to_string())]);
+        terminals
+            .start("agent", &home, &env, Some("sleep 30"))
+            .unwrap();
+        terminals.start("shell", &home, &env, None).unwrap();
+        assert_eq!(terminals.integration("agent"), ShellIntegration::None);
+        assert_eq!(terminals.foreground("agent"), Some(Foreground::Shell));
+        let until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while !done() {
+                assert!(Instant::now() < deadline, "timed out waiting until {what}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        // The shell is the user's `$SHELL`: one we inject into reports its commands.
+        let Some(kind) = shell::inject::shell_kind(&user_shell()) else {
+            terminals.shutdown(false);
+            return;
+        };
+        until("the shell's first mark", &|| {
+            terminals.integration("shell") == kind
+        });
+        let folders = std::fs::read_dir(data.join("agent-tools/shell"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            folders, 1,
+            "one folder of start-up files, for the shell only"
+        );
+        let mark = terminals.output_mark("shell").unwrap();
+        until("the prompt", &|| {
+            terminals.foreground("shell") == Some(Foreground::Shell)
+        });
+        terminals.start_typed_command("shell", "(exit 3)");
+        terminals.write("shell", "(exit 3)\r").unwrap();
+        until("the end", &|| {
+            terminals
+                .command("shell", None)
+                .is_some_and(|c| c.state == CommandState::Exited)
+        });
+        let record = terminals.command("shell", Some(1)).unwrap();
+        assert_eq!(
+            (record.command.as_str(), record.exit_code),
+            ("(exit 3)", Some(3))
+        );
+        let (since, now) = terminals.output_since("shell", mark.position).unwrap();
+        assert!(since.head.contains("(exit 3)"), "{since:?}");
+        assert!(now.position > mark.position);
+        assert_eq!(terminals.shell_integrity_lost("shell"), Some(false));
+        terminals.close("shell").unwrap();
+        assert_eq!(
+            std::fs::read_dir(data.join("agent-tools/shell"))
+                .unwrap()
+                .count(),
+            0
+        );
+        terminals.shutdown(false);
+        let _ = std::fs::remove_dir_all(&data);
     }
 
     #[test]

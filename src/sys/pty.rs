@@ -101,6 +101,22 @@ pub fn window_size(fd: BorrowedFd<'_>) -> io::Result<WindowSize> {
     })
 }
 
+/// The process group that has the terminal behind `fd` in the foreground
+/// (`tcgetpgrp`; on a PTY master it names the slave's foreground group).
+pub fn foreground_group(fd: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
+    // SAFETY: tcgetpgrp only reads the descriptor, which is open for the call.
+    check(unsafe { libc::tcgetpgrp(fd.as_raw_fd()) })
+}
+
+/// How many bytes wait to be read from `fd` (`FIONREAD`): on a PTY master, output the
+/// program wrote that nobody has read yet.
+pub fn unread_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut count: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which is valid for the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut count) })?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
 /// The line settings of the terminal behind `fd` (`tcgetattr`); fails when `fd` is not
 /// a terminal.
 pub fn terminal_settings(fd: BorrowedFd<'_>) -> io::Result<libc::termios> {

@@ -1,0 +1,342 @@
+//! The commands a shell reported in one terminal, from its verified marks.
+//!
+//! A prompt cycle runs: command start (`B`, or the host's own start for POSIX `sh`),
+//! output start (`C`), end (`D`), folder (`P`), prompt (`A`). An end counts only while a
+//! command runs or just ended and no prompt has followed yet, and only when the caller
+//! says the shell has the terminal again: a later valid end of the same cycle replaces
+//! an earlier one (the last valid end is the real one), and an end outside a cycle (the
+//! first prompt, an empty line, Ctrl+C at the prompt) is no command's.
+//!
+//! The foreground check is made when the reader parses the mark, which can be a moment
+//! after it was written: a program that prints a forged end (with a leaked nonce) just
+//! before it exits may be parsed while its shell, between two jobs of one line, holds
+//! the terminal. So an end with its prompt is only *unconfirmed*: a later end replaces
+//! it, and it becomes final once the caller sees the shell waiting at its prompt
+//! ([`Commands::confirm`]: the shell's group has the terminal, the shell is blocked
+//! reading it, and no output is left unread).
+
+use std::collections::VecDeque;
+
+use super::marks::Mark;
+use super::text::TextCleaner;
+use crate::runtime::{CommandRecord, CommandState};
+
+/// How many commands each terminal keeps (the oldest go first).
+pub const KEPT_COMMANDS: usize = 50;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No prompt seen yet.
+    Starting,
+    /// At a prompt: nothing runs.
+    Prompt,
+    /// A command runs.
+    Running,
+    /// A command ended; its prompt has not come yet.
+    Ended,
+    /// A command ended and its prompt came; the end is final once confirmed.
+    Unconfirmed,
+}
+
+#[derive(Clone, Debug)]
+struct Command {
+    id: u64,
+    line: String,
+    started_at: u64,
+    ended_at: Option<u64>,
+    exit_code: Option<i32>,
+    /// Its end is final: the prompt after it came, or another command started.
+    finished: bool,
+    cwd: Option<String>,
+    output: TextCleaner,
+    output_started: bool,
+    /// The host typed the line (POSIX `sh`): its echo, up to the first newline, is not
+    /// output.
+    skip_echo: bool,
+    last_output_at: u64,
+}
+
+/// The records of one terminal.
+#[derive(Clone, Debug)]
+pub struct Commands {
+    kept: VecDeque<Command>,
+    next_id: u64,
+    phase: Phase,
+    cwd: Option<String>,
+}
+
+impl Default for Commands {
+    fn default() -> Self {
+        Commands {
+            kept: VecDeque::new(),
+            next_id: 1,
+            phase: Phase::Starting,
+            cwd: None,
+        }
+    }
+}
+
+impl Commands {
+    /// Applies a verified mark at unix ms `now`; `shell_has_terminal` is asked only for
+    /// an end.
+    pub fn apply(&mut self, mark: Mark, now: u64, shell_has_terminal: &mut dyn FnMut() -> bool) {
+        match mark {
+            // While a command runs, only its end moves on: a prompt or folder mark then
+            // is not the shell's (the shell prints them after the end).
+            Mark::PromptStart if self.phase == Phase::Running => {}
+            Mark::Cwd(_) if self.phase == Phase::Running => {}
+            Mark::PromptStart => {
+                self.phase = match self.phase {
+                    Phase::Ended | Phase::Unconfirmed => Phase::Unconfirmed,
+                    _ => Phase::Prompt,
+                };
+            }
+            Mark::CommandStart(line) => self.start(line, now, false),
+            Mark::OutputStart => {
+                if let (Phase::Running, Some(command)) = (self.phase, self.kept.back_mut()) {
+                    command.output_started = true;
+                }
+            }
+            Mark::CommandEnd(status) => {
+                let open = matches!(
+                    self.phase,
+                    Phase::Running | Phase::Ended | Phase::Unconfirmed
+                );
+                if open && shell_has_terminal() {
+                    if let Some(command) = self.kept.back_mut() {
+                        command.exit_code = Some(status);
+                        command.ended_at = Some(now);
+                        self.phase = Phase::Ended;
+                    }
+                }
+            }
+            Mark::Cwd(path) => {
+                let ended = matches!(self.phase, Phase::Ended | Phase::Unconfirmed);
+                if let (true, Some(command)) = (ended, self.kept.back_mut()) {
+                    command.cwd = Some(path.clone());
+                }
+                self.cwd = Some(path);
+            }
+        }
+    }
+
+    /// The host typed `line` and Enter at a prompt (POSIX `sh` reports no start): a new
+    /// command starts now. False, with nothing recorded, when no prompt is showing.
+    pub fn start_typed(&mut self, line: &str, now: u64) -> bool {
+        if self.phase != Phase::Prompt {
+            return false;
+        }
+        self.start(line.to_string(), now, true);
+        true
+    }
+
+    fn start(&mut self, line: String, now: u64, typed: bool) {
+        if self.phase == Phase::Running {
+            // The last one never reported its end (its status is unknown).
+            if let Some(command) = self.kept.back_mut() {
+                command.ended_at = Some(now);
+            }
+        }
+        if let Some(command) = self.kept.back_mut() {
+            command.finished = command.ended_at.is_some();
+        }
+        if self.kept.len() == KEPT_COMMANDS {
+            self.kept.pop_front();
+        }
+        self.kept.push_back(Command {
+            id: self.next_id,
+            line,
+            started_at: now,
+            ended_at: None,
+            exit_code: None,
+            finished: false,
+            cwd: self.cwd.clone(),
+            output: TextCleaner::default(),
+            output_started: typed,
+            skip_echo: typed,
+            last_output_at: now,
+        });
+        self.next_id += 1;
+        self.phase = Phase::Running;
+    }
+
+    /// Output (without marks) written at unix ms `now`.
+    pub fn output(&mut self, mut bytes: &[u8], now: u64) {
+        let Some(command) = self.kept.back_mut() else {
+            return;
+        };
+        if self.phase != Phase::Running || !command.output_started || bytes.is_empty() {
+            return;
+        }
+        if command.skip_echo {
+            match bytes.iter().position(|&b| b == b'\n') {
+                Some(newline) => {
+                    command.skip_echo = false;
+                    bytes = &bytes[newline + 1..];
+                }
+                None => return,
+            }
+        }
+        command.output.feed(bytes);
+        command.last_output_at = now;
+    }
+
+    /// Whether a command runs (started, its end not yet final).
+    pub fn running(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Running | Phase::Ended | Phase::Unconfirmed
+        )
+    }
+
+    /// Whether the last command's end waits for [`confirm`](Self::confirm).
+    pub fn unconfirmed(&self) -> bool {
+        self.phase == Phase::Unconfirmed
+    }
+
+    /// The caller saw the shell waiting at its prompt: the last end is final.
+    pub fn confirm(&mut self) {
+        if self.phase == Phase::Unconfirmed {
+            if let Some(command) = self.kept.back_mut() {
+                command.finished = true;
+            }
+            self.phase = Phase::Prompt;
+        }
+    }
+
+    /// The command with `id`, or the last one; its state is `Running` until its end
+    /// (the caller refines it from the foreground).
+    pub fn record(&self, id: Option<u64>) -> Option<CommandRecord> {
+        let command = match id {
+            Some(id) => self.kept.iter().find(|c| c.id == id)?,
+            None => self.kept.back()?,
+        };
+        let state = match command.finished {
+            true => CommandState::Exited,
+            false => CommandState::Running,
+        };
+        Some(CommandRecord {
+            id: command.id,
+            command: command.line.clone(),
+            state,
+            // An end not yet final is not shown.
+            exit_code: command.exit_code.filter(|_| command.finished),
+            started_at: command.started_at,
+            ended_at: command.ended_at.filter(|_| command.finished),
+            cwd: command.cwd.clone(),
+            output: command.output.output(),
+            last_output_at: command.last_output_at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(commands: &mut Commands, line: &str, output: &[u8], status: i32, cwd: &str) {
+        let mut yes = || true;
+        commands.apply(Mark::CommandStart(line.into()), 10, &mut yes);
+        commands.apply(Mark::OutputStart, 10, &mut yes);
+        commands.output(output, 11);
+        commands.apply(Mark::CommandEnd(status), 12, &mut yes);
+        commands.apply(Mark::Cwd(cwd.into()), 12, &mut yes);
+        commands.apply(Mark::PromptStart, 12, &mut yes);
+        commands.confirm();
+    }
+
+    #[test]
+    fn a_cycle_makes_a_record_with_status_output_and_folder() {
+        let mut commands = Commands::default();
+        let mut yes = || true;
+        commands.apply(Mark::CommandEnd(0), 1, &mut yes); // first prompt: no command
+        commands.apply(Mark::Cwd("/home".into()), 1, &mut yes);
+        commands.apply(Mark::PromptStart, 1, &mut yes);
+        assert_eq!(commands.record(None), None);
+        run(
+            &mut commands,
+            "cd /tmp; false",
+            b"\x1b[31mhi\x1b[0m\n",
+            1,
+            "/tmp",
+        );
+        let record = commands.record(None).unwrap();
+        assert_eq!((record.id, record.command.as_str()), (1, "cd /tmp; false"));
+        assert_eq!(
+            (record.state, record.exit_code),
+            (CommandState::Exited, Some(1))
+        );
+        assert_eq!(record.cwd.as_deref(), Some("/tmp"));
+        assert_eq!(record.output.head, "hi\n");
+        assert_eq!(
+            (record.started_at, record.ended_at, record.last_output_at),
+            (10, Some(12), 11)
+        );
+        // An empty line or Ctrl+C at the prompt reports an end: no command's.
+        commands.apply(Mark::CommandEnd(130), 20, &mut yes);
+        assert_eq!(commands.record(Some(1)).unwrap().exit_code, Some(1));
+        run(&mut commands, "pwd", b"/tmp\n", 0, "/tmp");
+        assert_eq!(commands.record(None).unwrap().id, 2);
+        assert_eq!(commands.record(Some(1)).unwrap().command, "cd /tmp; false");
+        assert_eq!(commands.record(Some(3)), None);
+    }
+
+    #[test]
+    fn an_end_counts_only_when_the_shell_has_the_terminal_and_the_last_valid_one_wins() {
+        let mut commands = Commands::default();
+        let (mut yes, mut no) = (|| true, || false);
+        commands.apply(Mark::PromptStart, 1, &mut yes);
+        commands.apply(Mark::CommandStart("job".into()), 2, &mut yes);
+        commands.apply(Mark::CommandEnd(0), 3, &mut no);
+        commands.apply(Mark::Cwd("/forged".into()), 3, &mut no);
+        commands.apply(Mark::PromptStart, 3, &mut no);
+        assert_eq!(commands.record(None).unwrap().state, CommandState::Running);
+        assert!(commands.running());
+        commands.apply(Mark::CommandEnd(0), 4, &mut yes);
+        assert_eq!(commands.record(None).unwrap().state, CommandState::Running);
+        commands.apply(Mark::CommandEnd(2), 5, &mut yes);
+        commands.apply(Mark::PromptStart, 6, &mut yes);
+        // A forged end and prompt parsed between two jobs: unconfirmed, then replaced.
+        assert!(commands.unconfirmed() && commands.running());
+        assert_eq!(commands.record(None).unwrap().exit_code, None);
+        commands.apply(Mark::CommandEnd(2), 5, &mut yes);
+        commands.apply(Mark::PromptStart, 6, &mut yes);
+        commands.confirm();
+        let record = commands.record(None).unwrap();
+        assert_eq!((record.exit_code, record.ended_at), (Some(2), Some(5)));
+        assert_eq!(record.cwd, None);
+        assert_eq!(record.state, CommandState::Exited);
+        commands.apply(Mark::CommandEnd(9), 7, &mut yes);
+        assert_eq!(commands.record(None).unwrap().exit_code, Some(2));
+    }
+
+    #[test]
+    fn a_typed_start_needs_a_prompt_and_skips_the_echo() {
+        let mut commands = Commands::default();
+        let mut yes = || true;
+        assert!(!commands.start_typed("echo hi", 1));
+        commands.apply(Mark::PromptStart, 1, &mut yes);
+        assert!(commands.start_typed("echo hi", 2));
+        assert!(!commands.start_typed("again", 2));
+        commands.output(b"echo h", 3);
+        commands.output(b"i\r\nhi\n", 3);
+        commands.apply(Mark::CommandEnd(0), 4, &mut yes);
+        commands.apply(Mark::PromptStart, 4, &mut yes);
+        assert!(!commands.start_typed("too early", 4), "not confirmed yet");
+        commands.confirm();
+        let record = commands.record(None).unwrap();
+        assert_eq!(record.output.head, "hi\n");
+        assert_eq!(record.exit_code, Some(0));
+    }
+
+    #[test]
+    fn only_the_last_commands_are_kept() {
+        let mut commands = Commands::default();
+        for i in 0..KEPT_COMMANDS + 5 {
+            run(&mut commands, &format!("echo {i}"), b"x\n", 0, "/");
+        }
+        assert_eq!(commands.record(Some(5)), None);
+        assert_eq!(commands.record(Some(6)).unwrap().command, "echo 5");
+        assert_eq!(commands.record(None).unwrap().id, KEPT_COMMANDS as u64 + 5);
+    }
+}
