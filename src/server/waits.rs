@@ -1,0 +1,433 @@
+//! Calls that wait (a terminal command's end; later a page's state, a person's approval)
+//! without holding their project's worker.
+//!
+//! The operation does its immediate part on the worker (e.g. types the command), then
+//! hands the server a [`Wait`]: what it waits for ([`Awaited`]) and until when. One waiter
+//! thread, started with the first wait and gone once none is left, checks every wait when
+//! woken ([`Waker::wake`], which any thread may call cheaply) and every [`TICK`] while any
+//! exists, and answers each as soon as its check says so, at its deadline, or when its
+//! caller may no longer be answered (revoked session, [`Waits::close`]).
+//!
+//! Bounded: at most [`WAITS_PER_PROJECT`] waits per project and [`WAITS_MAX`] in all. A
+//! place is taken ([`Waits::reserve`]) before the operation acts, so a call past the
+//! bound is refused before it has done anything.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::base::lock_or_recover;
+
+/// How often the waits are checked while any exists, besides each wake.
+pub const TICK: Duration = Duration::from_millis(100);
+/// At most this many calls of one project wait at once.
+pub const WAITS_PER_PROJECT: usize = 32;
+/// At most this many calls wait at once in all.
+pub const WAITS_MAX: usize = 256;
+
+/// The answer of a waited call, as `ServerCallbacks::execute` gives it.
+pub type Outcome = Result<Value, String>;
+
+/// What a waiting call waits for.
+pub trait Awaited: Send {
+    /// The answer once what the call waits for has happened; `None`: not yet.
+    fn check(&mut self) -> Option<Outcome>;
+    /// The answer when the deadline came first.
+    fn at_deadline(&mut self) -> Outcome;
+}
+
+/// A call that waits: its place among the bounded waits, its deadline, what it awaits.
+pub struct Wait {
+    // Only held: dropping it gives the place back.
+    _slot: WaitSlot,
+    deadline: Instant,
+    awaited: Box<dyn Awaited>,
+}
+
+impl Wait {
+    /// A wait in `slot` (from `AgentToolServer::reserve_wait`), answered by `awaited`
+    /// by `deadline` at the latest.
+    pub fn new(slot: WaitSlot, deadline: Instant, awaited: Box<dyn Awaited>) -> Wait {
+        Wait {
+            _slot: slot,
+            deadline,
+            awaited,
+        }
+    }
+
+    /// When it is answered at the latest.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Waits on this thread (checking every [`TICK`]) and gives the answer: for a caller
+    /// outside the server (an embedder calling `execute` itself).
+    pub fn block(mut self) -> Outcome {
+        loop {
+            if let Some(answer) = self.checked() {
+                return answer;
+            }
+            thread::sleep(TICK);
+        }
+    }
+
+    /// The answer if the call is done or its deadline has come (a panicking check, too).
+    fn checked(&mut self) -> Option<Outcome> {
+        let check = || match self.awaited.check() {
+            None if Instant::now() >= self.deadline => Some(self.awaited.at_deadline()),
+            answer => answer,
+        };
+        catch_unwind(AssertUnwindSafe(check)).unwrap_or_else(|_| Some(Err(FAILED.into())))
+    }
+}
+
+const FAILED: &str = "Checking on the waiting call failed unexpectedly; inspect before retrying";
+const SHUTTING_DOWN: &str =
+    "Tool service is shutting down; the call stopped waiting (what it started goes on)";
+
+/// A place among the bounded waits; given back when dropped.
+pub struct WaitSlot {
+    shared: Arc<Shared>,
+    project: String,
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        let mut state = lock_or_recover(&self.shared.state);
+        state.total -= 1;
+        if let Some(held) = state.held.get_mut(&self.project) {
+            *held -= 1;
+            if *held == 0 {
+                state.held.remove(&self.project);
+            }
+        }
+    }
+}
+
+/// A handle that wakes the waiter: call it when something a wait may be waiting for
+/// happened (output, a command's end, a terminal closing). Cheap; any thread.
+#[derive(Clone)]
+pub struct Waker(Arc<Shared>);
+
+impl Waker {
+    /// Has every wait checked now.
+    pub fn wake(&self) {
+        lock_or_recover(&self.0.state).woken = true;
+        self.0.wakeup.notify_one();
+    }
+}
+
+/// A registered wait with how its caller is answered.
+struct Waiting {
+    wait: Wait,
+    /// Why its caller may no longer be answered (e.g. the session was revoked), if so.
+    gone: Box<dyn Fn() -> Option<String> + Send>,
+    finish: Box<dyn FnOnce(Outcome) + Send>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Places taken, by project and in all.
+    held: HashMap<String, usize>,
+    total: usize,
+    waiting: Vec<Waiting>,
+    woken: bool,
+    closed: bool,
+    /// Whether the waiter thread runs.
+    running: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    wakeup: Condvar,
+}
+
+/// The server's waiting calls.
+#[derive(Default)]
+pub struct Waits(Arc<Shared>);
+
+impl Waits {
+    /// A place for one more wait of `project`, or why there is none (a message for the agent).
+    pub fn reserve(&self, project: &str) -> Result<WaitSlot, String> {
+        let mut state = lock_or_recover(&self.0.state);
+        let held = state.held.get(project).copied().unwrap_or(0);
+        if state.closed {
+            return Err("Tool service is shutting down; try again".into());
+        }
+        if held >= WAITS_PER_PROJECT || state.total >= WAITS_MAX {
+            return Err(format!(
+                "Too many calls are waiting already ({held} in this project, at most {WAITS_PER_PROJECT}; {} in all, at most {WAITS_MAX}); nothing was done. Try again when one has answered, or call without waiting and check back later.",
+                state.total
+            ));
+        }
+        state.total += 1;
+        state.held.insert(project.to_string(), held + 1);
+        Ok(WaitSlot {
+            shared: Arc::clone(&self.0),
+            project: project.to_string(),
+        })
+    }
+
+    /// Waits for `wait`, then calls `finish` with its answer (on the waiter thread; at
+    /// once here when the server is closed). `gone` is asked before each check.
+    pub fn add(
+        &self,
+        wait: Wait,
+        gone: Box<dyn Fn() -> Option<String> + Send>,
+        finish: Box<dyn FnOnce(Outcome) + Send>,
+    ) {
+        let mut state = lock_or_recover(&self.0.state);
+        if state.closed {
+            drop(state);
+            return finish(Err(SHUTTING_DOWN.into()));
+        }
+        state.waiting.push(Waiting { wait, gone, finish });
+        state.woken = true;
+        if !state.running {
+            let shared = Arc::clone(&self.0);
+            let started = thread::Builder::new()
+                .name("agent-tools-waits".into())
+                .spawn(move || run_waiter(&shared));
+            if started.is_err() {
+                let refused = state.waiting.pop();
+                drop(state);
+                if let Some(waiting) = refused {
+                    (waiting.finish)(Err("Could not start waiting; try again".into()));
+                }
+                return;
+            }
+            state.running = true;
+        }
+        self.0.wakeup.notify_one();
+    }
+
+    /// A handle that wakes the waiter.
+    pub fn waker(&self) -> Waker {
+        Waker(Arc::clone(&self.0))
+    }
+
+    /// Ends every wait with a shutting-down answer; later ones are answered so at once.
+    pub fn close(&self) {
+        let ended = {
+            let mut state = lock_or_recover(&self.0.state);
+            state.closed = true;
+            std::mem::take(&mut state.waiting)
+        };
+        for waiting in ended {
+            (waiting.finish)(Err(SHUTTING_DOWN.into()));
+        }
+    }
+
+    /// How many calls wait now (for tests and diagnostics).
+    pub fn waiting(&self) -> usize {
+        lock_or_recover(&self.0.state).total
+    }
+
+    /// Whether the waiter thread runs.
+    #[cfg(test)]
+    pub fn waiter_running(&self) -> bool {
+        lock_or_recover(&self.0.state).running
+    }
+}
+
+/// The waiter thread: checks the waits when woken and every [`TICK`] (sooner for a
+/// deadline), answers those that are done, and exits when none is left.
+fn run_waiter(shared: &Shared) {
+    let mut state = lock_or_recover(&shared.state);
+    loop {
+        if state.waiting.is_empty() {
+            state.running = false;
+            return;
+        }
+        if !state.woken {
+            let now = Instant::now();
+            let first_deadline = state.waiting.iter().map(|w| w.wait.deadline).min();
+            let until = first_deadline.map_or(TICK, |d| d.saturating_duration_since(now));
+            state = shared
+                .wakeup
+                .wait_timeout(state, until.min(TICK))
+                .map_or_else(|poisoned| poisoned.into_inner().0, |(state, _)| state);
+        }
+        state.woken = false;
+        let round = std::mem::take(&mut state.waiting);
+        // Checks and answers run without the lock: they call the host and write answers.
+        drop(state);
+        let mut kept = Vec::new();
+        for mut waiting in round {
+            let answer = match (waiting.gone)() {
+                Some(why) => Some(Err(why)),
+                None => waiting.wait.checked(),
+            };
+            match answer {
+                Some(answer) => (waiting.finish)(answer),
+                None => kept.push(waiting),
+            }
+        }
+        state = lock_or_recover(&shared.state);
+        if state.closed {
+            drop(state);
+            for waiting in kept {
+                (waiting.finish)(Err(SHUTTING_DOWN.into()));
+            }
+            state = lock_or_recover(&shared.state);
+        } else {
+            state.waiting.extend(kept);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    /// Done once `done` is set; at the deadline answers "late".
+    struct Flag(Arc<AtomicBool>);
+
+    impl Awaited for Flag {
+        fn check(&mut self) -> Option<Outcome> {
+            self.0.load(Ordering::SeqCst).then(|| Ok(json!("done")))
+        }
+        fn at_deadline(&mut self) -> Outcome {
+            Ok(json!("late"))
+        }
+    }
+
+    fn add(waits: &Waits, project: &str, flag: &Arc<AtomicBool>, after: Duration) -> mpsc::Receiver<Outcome> {
+        let (answer, answered) = mpsc::channel();
+        let slot = waits.reserve(project).unwrap();
+        let wait = Wait::new(slot, Instant::now() + after, Box::new(Flag(flag.clone())));
+        let finish = Box::new(move |outcome| answer.send(outcome).unwrap());
+        waits.add(wait, Box::new(|| None), finish);
+        answered
+    }
+
+    const LONG: Duration = Duration::from_secs(600);
+    const ANSWER: Duration = Duration::from_secs(10);
+
+    fn wait_until(done: impl Fn() -> bool) {
+        let deadline = Instant::now() + ANSWER;
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_wait_is_answered_when_its_check_says_so_after_a_wake() {
+        let waits = Waits::default();
+        let flag = Arc::new(AtomicBool::new(false));
+        let answered = add(&waits, "p", &flag, LONG);
+        assert!(answered.recv_timeout(TICK * 3).is_err(), "answered early");
+        flag.store(true, Ordering::SeqCst);
+        waits.waker().wake();
+        assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Ok(json!("done")));
+        wait_until(|| waits.waiting() == 0 && !waits.waiter_running());
+    }
+
+    #[test]
+    fn a_wait_gets_its_deadline_answer_and_the_waiter_exits() {
+        let waits = Waits::default();
+        let flag = Arc::new(AtomicBool::new(false));
+        let answered = add(&waits, "p", &flag, Duration::from_millis(50));
+        assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Ok(json!("late")));
+        wait_until(|| !waits.waiter_running());
+    }
+
+    #[test]
+    fn the_bounds_refuse_one_more_and_free_places_when_waits_end() {
+        let waits = Waits::default();
+        let flag = Arc::new(AtomicBool::new(false));
+        let answers: Vec<_> = (0..WAITS_PER_PROJECT)
+            .map(|_| add(&waits, "p", &flag, LONG))
+            .collect();
+        let refused = waits.reserve("p").err().unwrap();
+        assert!(refused.contains("at most 32"), "{refused}");
+        // Other projects still have places, up to the bound in all.
+        let mut others = Vec::new();
+        for i in WAITS_PER_PROJECT..WAITS_MAX {
+            others.push(waits.reserve(&format!("q{}", i % 8)).unwrap());
+        }
+        assert!(waits.reserve("r").is_err(), "one past the bound in all");
+        // One waiter thread for all of them.
+        assert!(waits.waiter_running());
+        drop(others);
+        flag.store(true, Ordering::SeqCst);
+        waits.waker().wake();
+        for answered in answers {
+            assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Ok(json!("done")));
+        }
+        wait_until(|| waits.waiting() == 0);
+        assert!(waits.reserve("p").is_ok());
+    }
+
+    #[test]
+    fn many_waits_use_one_thread() {
+        let before = threads();
+        let waits = Waits::default();
+        let flag = Arc::new(AtomicBool::new(false));
+        let answers: Vec<_> = (0..WAITS_PER_PROJECT)
+            .map(|i| add(&waits, &format!("p{i}"), &flag, LONG))
+            .collect();
+        let during = threads();
+        flag.store(true, Ordering::SeqCst);
+        waits.waker().wake();
+        for answered in answers {
+            answered.recv_timeout(ANSWER).unwrap().unwrap();
+        }
+        // Other tests run beside this one: allow them a few threads, never one per wait.
+        assert!(during < before + 8, "{before} threads before, {during} with 32 waits");
+    }
+
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count())
+    }
+
+    #[test]
+    fn close_and_a_gone_caller_end_waits_with_a_clear_answer() {
+        let waits = Waits::default();
+        let flag = Arc::new(AtomicBool::new(false));
+        let (answer, answered) = mpsc::channel();
+        let wait = Wait::new(waits.reserve("p").unwrap(), Instant::now() + LONG, Box::new(Flag(flag.clone())));
+        let gone = Arc::new(AtomicBool::new(false));
+        let is_gone = gone.clone();
+        let why = Box::new(move || is_gone.load(Ordering::SeqCst).then(|| "Session revoked".to_string()));
+        waits.add(wait, why, Box::new(move |outcome| answer.send(outcome).unwrap()));
+        gone.store(true, Ordering::SeqCst);
+        waits.waker().wake();
+        assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Err("Session revoked".into()));
+
+        let closing = add(&waits, "p", &flag, LONG);
+        waits.close();
+        let ended = closing.recv_timeout(ANSWER).unwrap().unwrap_err();
+        assert!(ended.contains("shutting down"), "{ended}");
+        assert!(waits.reserve("p").is_err(), "no new waits after close");
+        wait_until(|| waits.waiting() == 0);
+    }
+
+    #[test]
+    fn a_panicking_check_still_answers() {
+        struct Panics;
+        impl Awaited for Panics {
+            fn check(&mut self) -> Option<Outcome> {
+                panic!("check")
+            }
+            fn at_deadline(&mut self) -> Outcome {
+                Ok(Value::Null)
+            }
+        }
+        let waits = Waits::default();
+        let wait = Wait::new(waits.reserve("p").unwrap(), Instant::now() + LONG, Box::new(Panics));
+        let (answer, answered) = mpsc::channel();
+        waits.add(wait, Box::new(|| None), Box::new(move |o| answer.send(o).unwrap()));
+        assert!(answered.recv_timeout(ANSWER).unwrap().is_err());
+        wait_until(|| !waits.waiter_running());
+    }
+}
