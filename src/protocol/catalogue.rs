@@ -722,7 +722,9 @@ pub fn wait_timeout(operation: &str, args: &Map<String, Value>) -> Option<Durati
     let waits = operation == "terminal_wait"
         || (operation == "terminal_submit" && args.contains_key("wait"));
     let millis = args.get("timeoutMs").and_then(Value::as_f64);
-    let millis = millis.map_or(WAIT_DEFAULT_MS as f64, |ms| ms.clamp(0.0, WAIT_MAX_MS as f64));
+    let millis = millis.map_or(WAIT_DEFAULT_MS as f64, |ms| {
+        ms.clamp(0.0, WAIT_MAX_MS as f64)
+    });
     waits.then(|| Duration::from_millis(millis as u64))
 }
 

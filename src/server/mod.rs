@@ -784,7 +784,9 @@ impl AgentToolServer {
         queued_at: Instant,
     ) -> Execution {
         if matches!(*lock_or_recover(&self.lifecycle), Lifecycle::Closed) {
-            return Execution::Done(Err("Tool service is shutting down; no change applied".into()));
+            return Execution::Done(Err(
+                "Tool service is shutting down; no change applied".into()
+            ));
         }
         if self.clock.now().saturating_duration_since(queued_at) > QUEUE_EXPIRY {
             return Execution::Done(Err(

@@ -1,16 +1,10 @@
-//! Calls that wait (a terminal command's end; later a page's state, a person's approval)
-//! without holding their project's worker.
-//!
-//! The operation does its immediate part on the worker (e.g. types the command), then
-//! hands the server a [`Wait`]: what it waits for ([`Awaited`]) and until when. One waiter
-//! thread, started with the first wait and gone once none is left, checks every wait when
-//! woken ([`Waker::wake`], which any thread may call cheaply) and every [`TICK`] while any
-//! exists, and answers each as soon as its check says so, at its deadline, or when its
-//! caller may no longer be answered (revoked session, [`Waits::close`]).
-//!
-//! Bounded: at most [`WAITS_PER_PROJECT`] waits per project and [`WAITS_MAX`] in all. A
-//! place is taken ([`Waits::reserve`]) before the operation acts, so a call past the
-//! bound is refused before it has done anything.
+//! Calls that wait (a terminal command's end; later a page, an approval) without holding
+//! their project's worker. The operation does its immediate part on the worker, then hands
+//! the server a [`Wait`]. One waiter thread, started with the first wait and gone when none
+//! is left, checks the waits when woken ([`Waker`]) and every [`TICK`] while any exists, and
+//! answers each when its check says so, at its deadline, or when its caller is gone
+//! (revoked session, [`Waits::close`]). A place is [`Waits::reserve`]d before the operation
+//! acts, so a call past the bound is refused having done nothing.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,36 +18,35 @@ use crate::base::lock_or_recover;
 
 /// How often the waits are checked while any exists, besides each wake.
 pub const TICK: Duration = Duration::from_millis(100);
-/// At most this many calls of one project wait at once.
+/// At most this many calls of one project wait at once…
 pub const WAITS_PER_PROJECT: usize = 32;
-/// At most this many calls wait at once in all.
+/// …and this many in all.
 pub const WAITS_MAX: usize = 256;
 
-/// The answer of a waited call, as `ServerCallbacks::execute` gives it.
+/// A waited call's answer, as `ServerCallbacks::execute` gives it.
 pub type Outcome = Result<Value, String>;
 
 /// What a waiting call waits for.
 pub trait Awaited: Send {
-    /// The answer once what the call waits for has happened; `None`: not yet.
+    /// The answer once it has happened; `None`: not yet.
     fn check(&mut self) -> Option<Outcome>;
     /// The answer when the deadline came first.
     fn at_deadline(&mut self) -> Outcome;
 }
 
-/// A call that waits: its place among the bounded waits, its deadline, what it awaits.
+/// A call that waits: its place (given back when dropped), its deadline, what it awaits.
 pub struct Wait {
-    // Only held: dropping it gives the place back.
     _slot: WaitSlot,
     deadline: Instant,
     awaited: Box<dyn Awaited>,
 }
 
 impl Wait {
-    /// A wait in `slot` (from `AgentToolServer::reserve_wait`), answered by `awaited`
-    /// by `deadline` at the latest.
+    /// A wait in `slot` (`AgentToolServer::reserve_wait`), answered by `deadline`.
     pub fn new(slot: WaitSlot, deadline: Instant, awaited: Box<dyn Awaited>) -> Wait {
+        let _slot = slot;
         Wait {
-            _slot: slot,
+            _slot,
             deadline,
             awaited,
         }
@@ -64,18 +57,17 @@ impl Wait {
         self.deadline
     }
 
-    /// Waits on this thread (checking every [`TICK`]) and gives the answer: for a caller
-    /// outside the server (an embedder calling `execute` itself).
+    /// Waits on this thread: for a caller outside the server (an embedder's `execute`).
     pub fn block(mut self) -> Outcome {
         loop {
-            if let Some(answer) = self.checked() {
-                return answer;
+            match self.checked() {
+                Some(answer) => return answer,
+                None => thread::sleep(TICK),
             }
-            thread::sleep(TICK);
         }
     }
 
-    /// The answer if the call is done or its deadline has come (a panicking check, too).
+    /// The answer if the call is done or its deadline has come (or its check panicked).
     fn checked(&mut self) -> Option<Outcome> {
         let check = || match self.awaited.check() {
             None if Instant::now() >= self.deadline => Some(self.awaited.at_deadline()),
@@ -89,27 +81,25 @@ const FAILED: &str = "Checking on the waiting call failed unexpectedly; inspect 
 const SHUTTING_DOWN: &str =
     "Tool service is shutting down; the call stopped waiting (what it started goes on)";
 
-/// A place among the bounded waits; given back when dropped.
-pub struct WaitSlot {
-    shared: Arc<Shared>,
-    project: String,
-}
+/// A place among the bounded waits.
+pub struct WaitSlot(Arc<Shared>, String);
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
-        let mut state = lock_or_recover(&self.shared.state);
+        let mut state = lock_or_recover(&self.0.state);
         state.total -= 1;
-        if let Some(held) = state.held.get_mut(&self.project) {
+        let held = state.held.get_mut(&self.1).map_or(0, |held| {
             *held -= 1;
-            if *held == 0 {
-                state.held.remove(&self.project);
-            }
+            *held
+        });
+        if held == 0 {
+            state.held.remove(&self.1);
         }
     }
 }
 
-/// A handle that wakes the waiter: call it when something a wait may be waiting for
-/// happened (output, a command's end, a terminal closing). Cheap; any thread.
+/// Wakes the waiter: call it when something a wait may wait for happened (output, a
+/// command's end, a terminal closing). Cheap, from any thread.
 #[derive(Clone)]
 pub struct Waker(Arc<Shared>);
 
@@ -121,13 +111,12 @@ impl Waker {
     }
 }
 
-/// A registered wait with how its caller is answered.
-struct Waiting {
-    wait: Wait,
-    /// Why its caller may no longer be answered (e.g. the session was revoked), if so.
-    gone: Box<dyn Fn() -> Option<String> + Send>,
-    finish: Box<dyn FnOnce(Outcome) + Send>,
-}
+/// A wait, why its caller may be gone (asked before each check), how it is answered.
+struct Waiting(
+    Wait,
+    Box<dyn Fn() -> Option<String> + Send>,
+    Box<dyn FnOnce(Outcome) + Send>,
+);
 
 #[derive(Default)]
 struct State {
@@ -137,7 +126,7 @@ struct State {
     waiting: Vec<Waiting>,
     woken: bool,
     closed: bool,
-    /// Whether the waiter thread runs.
+    /// The waiter thread runs.
     running: bool,
 }
 
@@ -152,7 +141,7 @@ struct Shared {
 pub struct Waits(Arc<Shared>);
 
 impl Waits {
-    /// A place for one more wait of `project`, or why there is none (a message for the agent).
+    /// A place for one more wait of `project`, or the refusal for the agent.
     pub fn reserve(&self, project: &str) -> Result<WaitSlot, String> {
         let mut state = lock_or_recover(&self.0.state);
         let held = state.held.get(project).copied().unwrap_or(0);
@@ -160,21 +149,15 @@ impl Waits {
             return Err("Tool service is shutting down; try again".into());
         }
         if held >= WAITS_PER_PROJECT || state.total >= WAITS_MAX {
-            return Err(format!(
-                "Too many calls are waiting already ({held} in this project, at most {WAITS_PER_PROJECT}; {} in all, at most {WAITS_MAX}); nothing was done. Try again when one has answered, or call without waiting and check back later.",
-                state.total
-            ));
+            return Err(format!("Too many calls are waiting already ({held} in this project, at most {WAITS_PER_PROJECT}; {} in all, at most {WAITS_MAX}); nothing was done. Try again when one has answered, or call without waiting and check back later.", state.total));
         }
         state.total += 1;
         state.held.insert(project.to_string(), held + 1);
-        Ok(WaitSlot {
-            shared: Arc::clone(&self.0),
-            project: project.to_string(),
-        })
+        Ok(WaitSlot(Arc::clone(&self.0), project.to_string()))
     }
 
-    /// Waits for `wait`, then calls `finish` with its answer (on the waiter thread; at
-    /// once here when the server is closed). `gone` is asked before each check.
+    /// Waits for `wait`, then `finish`es with its answer (on the waiter thread), unless
+    /// `gone` says why its caller may no longer be answered.
     pub fn add(
         &self,
         wait: Wait,
@@ -186,23 +169,17 @@ impl Waits {
             drop(state);
             return finish(Err(SHUTTING_DOWN.into()));
         }
-        state.waiting.push(Waiting { wait, gone, finish });
-        state.woken = true;
         if !state.running {
             let shared = Arc::clone(&self.0);
-            let started = thread::Builder::new()
-                .name("agent-tools-waits".into())
-                .spawn(move || run_waiter(&shared));
-            if started.is_err() {
-                let refused = state.waiting.pop();
+            let waiter = thread::Builder::new().name("agent-tools-waits".into());
+            if waiter.spawn(move || run_waiter(&shared)).is_err() {
                 drop(state);
-                if let Some(waiting) = refused {
-                    (waiting.finish)(Err("Could not start waiting; try again".into()));
-                }
-                return;
+                return finish(Err("Could not start waiting; try again".into()));
             }
             state.running = true;
         }
+        state.waiting.push(Waiting(wait, gone, finish));
+        state.woken = true;
         self.0.wakeup.notify_one();
     }
 
@@ -213,72 +190,61 @@ impl Waits {
 
     /// Ends every wait with a shutting-down answer; later ones are answered so at once.
     pub fn close(&self) {
-        let ended = {
-            let mut state = lock_or_recover(&self.0.state);
-            state.closed = true;
-            std::mem::take(&mut state.waiting)
-        };
-        for waiting in ended {
-            (waiting.finish)(Err(SHUTTING_DOWN.into()));
-        }
+        let mut state = lock_or_recover(&self.0.state);
+        state.closed = true;
+        let ended = std::mem::take(&mut state.waiting);
+        drop(state);
+        end_all(ended);
     }
 
-    /// How many calls wait now (for tests and diagnostics).
+    /// How many calls wait now.
     pub fn waiting(&self) -> usize {
         lock_or_recover(&self.0.state).total
     }
 
-    /// Whether the waiter thread runs.
     #[cfg(test)]
-    pub fn waiter_running(&self) -> bool {
+    fn waiter_running(&self) -> bool {
         lock_or_recover(&self.0.state).running
     }
 }
 
-/// The waiter thread: checks the waits when woken and every [`TICK`] (sooner for a
-/// deadline), answers those that are done, and exits when none is left.
+fn end_all(waits: Vec<Waiting>) {
+    for Waiting(_, _, finish) in waits {
+        finish(Err(SHUTTING_DOWN.into()));
+    }
+}
+
+/// The waiter thread (module docs); it exits when no wait is left.
 fn run_waiter(shared: &Shared) {
     let mut state = lock_or_recover(&shared.state);
-    loop {
-        if state.waiting.is_empty() {
-            state.running = false;
-            return;
-        }
+    while !state.waiting.is_empty() {
         if !state.woken {
-            let now = Instant::now();
-            let first_deadline = state.waiting.iter().map(|w| w.wait.deadline).min();
-            let until = first_deadline.map_or(TICK, |d| d.saturating_duration_since(now));
-            state = shared
-                .wakeup
-                .wait_timeout(state, until.min(TICK))
-                .map_or_else(|poisoned| poisoned.into_inner().0, |(state, _)| state);
+            let first = state.waiting.iter().map(|w| w.0.deadline).min();
+            let until = first.map_or(TICK, |d| d.saturating_duration_since(Instant::now()));
+            let woken = shared.wakeup.wait_timeout(state, until.min(TICK));
+            state = woken.map_or_else(|poisoned| poisoned.into_inner().0, |(state, _)| state);
         }
         state.woken = false;
         let round = std::mem::take(&mut state.waiting);
         // Checks and answers run without the lock: they call the host and write answers.
         drop(state);
         let mut kept = Vec::new();
-        for mut waiting in round {
-            let answer = match (waiting.gone)() {
-                Some(why) => Some(Err(why)),
-                None => waiting.wait.checked(),
-            };
-            match answer {
-                Some(answer) => (waiting.finish)(answer),
-                None => kept.push(waiting),
+        for Waiting(mut wait, gone, finish) in round {
+            match gone().map(Err).or_else(|| wait.checked()) {
+                Some(answer) => finish(answer),
+                None => kept.push(Waiting(wait, gone, finish)),
             }
         }
         state = lock_or_recover(&shared.state);
         if state.closed {
             drop(state);
-            for waiting in kept {
-                (waiting.finish)(Err(SHUTTING_DOWN.into()));
-            }
+            end_all(kept);
             state = lock_or_recover(&shared.state);
         } else {
             state.waiting.extend(kept);
         }
     }
+    state.running = false;
 }
 
 #[cfg(test)]
@@ -300,7 +266,12 @@ mod tests {
         }
     }
 
-    fn add(waits: &Waits, project: &str, flag: &Arc<AtomicBool>, after: Duration) -> mpsc::Receiver<Outcome> {
+    fn add(
+        waits: &Waits,
+        project: &str,
+        flag: &Arc<AtomicBool>,
+        after: Duration,
+    ) -> mpsc::Receiver<Outcome> {
         let (answer, answered) = mpsc::channel();
         let slot = waits.reserve(project).unwrap();
         let wait = Wait::new(slot, Instant::now() + after, Box::new(Flag(flag.clone())));
@@ -383,7 +354,10 @@ mod tests {
             answered.recv_timeout(ANSWER).unwrap().unwrap();
         }
         // Other tests run beside this one: allow them a few threads, never one per wait.
-        assert!(during < before + 8, "{before} threads before, {during} with 32 waits");
+        assert!(
+            during < before + 8,
+            "{before} threads before, {during} with 32 waits"
+        );
     }
 
     fn threads() -> usize {
@@ -395,14 +369,29 @@ mod tests {
         let waits = Waits::default();
         let flag = Arc::new(AtomicBool::new(false));
         let (answer, answered) = mpsc::channel();
-        let wait = Wait::new(waits.reserve("p").unwrap(), Instant::now() + LONG, Box::new(Flag(flag.clone())));
+        let wait = Wait::new(
+            waits.reserve("p").unwrap(),
+            Instant::now() + LONG,
+            Box::new(Flag(flag.clone())),
+        );
         let gone = Arc::new(AtomicBool::new(false));
         let is_gone = gone.clone();
-        let why = Box::new(move || is_gone.load(Ordering::SeqCst).then(|| "Session revoked".to_string()));
-        waits.add(wait, why, Box::new(move |outcome| answer.send(outcome).unwrap()));
+        let why = Box::new(move || {
+            is_gone
+                .load(Ordering::SeqCst)
+                .then(|| "Session revoked".to_string())
+        });
+        waits.add(
+            wait,
+            why,
+            Box::new(move |outcome| answer.send(outcome).unwrap()),
+        );
         gone.store(true, Ordering::SeqCst);
         waits.waker().wake();
-        assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Err("Session revoked".into()));
+        assert_eq!(
+            answered.recv_timeout(ANSWER).unwrap(),
+            Err("Session revoked".into())
+        );
 
         let closing = add(&waits, "p", &flag, LONG);
         waits.close();
@@ -424,9 +413,17 @@ mod tests {
             }
         }
         let waits = Waits::default();
-        let wait = Wait::new(waits.reserve("p").unwrap(), Instant::now() + LONG, Box::new(Panics));
+        let wait = Wait::new(
+            waits.reserve("p").unwrap(),
+            Instant::now() + LONG,
+            Box::new(Panics),
+        );
         let (answer, answered) = mpsc::channel();
-        waits.add(wait, Box::new(|| None), Box::new(move |o| answer.send(o).unwrap()));
+        waits.add(
+            wait,
+            Box::new(|| None),
+            Box::new(move |o| answer.send(o).unwrap()),
+        );
         assert!(answered.recv_timeout(ANSWER).unwrap().is_err());
         wait_until(|| !waits.waiter_running());
     }

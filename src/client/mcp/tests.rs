@@ -834,6 +834,10 @@ fn valid_args(tool: &ToolSpec) -> Value {
                 ArgKind::OneOf(values) => json!(values[0]),
                 ArgKind::Message => json!("hello"),
                 ArgKind::Key => json!("k1"),
+                ArgKind::Whole(min, _) => json!(min),
+                ArgKind::Flag => json!(true),
+                ArgKind::Wait => json!("exit"),
+                ArgKind::Command => json!("last"),
             };
             (arg.name.to_string(), value)
         })
