@@ -266,7 +266,10 @@ fn a_pattern_wait_ends_at_the_text_not_at_the_echoed_command_line() {
 fn an_idle_wait_ends_after_quiet_output() {
     let rig = shell("cmd-idle", ShellIntegration::None);
     let shell_side = later(&rig, Duration::from_millis(100), |t| {
-        t.foreground.lock().unwrap().insert("sh".into(), Foreground::Running);
+        t.foreground
+            .lock()
+            .unwrap()
+            .insert("sh".into(), Foreground::Running);
         t.print("sh", "npm run dev\r\nlistening\r\n");
     });
     let args = json!({"nodeId": "sh", "command": "npm run dev", "wait": "idle"});
