@@ -1,11 +1,9 @@
 //! Terminal commands an agent waits for: `terminal_submit` with `wait`, `terminal_wait`
-//! and `terminal_read` with `command`. What a command is doing comes from the host's
-//! [`Terminals`]: its shell's reports when it has integration, else the kernel's view of
-//! the foreground and the output written since the submit. The server's waiter asks again
-//! ([`Awaited::check`]) until the call is done.
+//! and `terminal_read` with `command`. What a command does comes from the host's
+//! [`Terminals`]: its shell's reports with integration, else the kernel's view of the
+//! foreground and the output since the submit. The server's waiter asks [`Awaited::check`].
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
@@ -15,59 +13,29 @@ use crate::base::unix_millis;
 use crate::protocol::limits::{COMMAND_OUTPUT_DEFAULT_CHARS, IDLE_MS};
 use crate::server::{Awaited, Outcome};
 
-/// Without integration, a shell that has the terminal again and has written nothing for
-/// this long (with some output since the submit) has finished the command, even if the
-/// command was too quick to be seen running.
+/// Without integration, a shell that has the terminal again and wrote nothing for this
+/// long (after some output) has finished the command, even one too quick to be seen.
 const SETTLED_MS: u64 = 500;
 
-/// What a waiting call waits for.
-pub(super) enum Until {
-    Exit,
-    Idle,
-    /// Plain text the output must contain (no regex).
-    Pattern(String),
-}
-
-impl Until {
-    /// From `terminal_submit`'s `wait` or `terminal_wait`'s `until` and `pattern`.
-    pub(super) fn of(operation: &str, args: &Map<String, Value>) -> Result<Until, String> {
-        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
-        let (until, pattern) = match (operation, args.get("wait")) {
-            ("terminal_wait", _) => (text(args.get("until")), text(args.get("pattern"))),
-            (_, Some(Value::Object(wait))) => (Some("pattern".into()), text(wait.get("pattern"))),
-            (_, wait) => (text(wait), None),
-        };
-        match (until.as_deref(), pattern) {
-            (Some("exit"), _) => Ok(Until::Exit),
-            (Some("idle"), _) => Ok(Until::Idle),
-            (Some("pattern"), Some(pattern)) => Ok(Until::Pattern(pattern)),
-            _ => Err(
-                "Missing argument: pattern (until \"pattern\" needs the text to wait for)".into(),
-            ),
-        }
-    }
-}
-
-/// One terminal's command as far as the host can tell, and how to answer about it.
+/// A command in one terminal as far as the host can tell, and what a call waits for.
 pub(super) struct Watched {
-    pub(super) terminals: Arc<dyn Terminals>,
-    pub(super) node_id: String,
-    /// The command's id once its shell reported it.
-    pub(super) id: Option<u64>,
-    /// The terminal's last command before the submit: a later one is ours.
-    pub(super) before: Option<u64>,
-    /// Where the output stood at the submit (or the wait's start).
-    pub(super) mark: Option<OutputMark>,
-    /// The command line, when this call typed it.
-    pub(super) line: Option<String>,
-    /// Without integration: something other than the shell had the terminal since.
-    pub(super) left_shell: bool,
-    pub(super) since: Instant,
-    pub(super) since_ms: u64,
-    pub(super) max_chars: usize,
+    terminals: Arc<dyn Terminals>,
+    node_id: String,
+    /// Its id once its shell reported it; else the first command after `before` is it.
+    id: Option<u64>,
+    before: Option<u64>,
+    /// The output position at the submit (or the wait's start), and the typed line.
+    mark: Option<OutputMark>,
+    line: Option<String>,
+    /// Without integration: something but the shell had the terminal since.
+    left_shell: bool,
+    since_ms: u64,
+    max_chars: usize,
+    /// `exit`, `idle` or the plain text of `{pattern}`.
+    until: (String, Option<String>),
 }
 
-/// What was seen in one look at the terminal.
+/// One look at the terminal.
 pub(super) struct Seen {
     integration: ShellIntegration,
     record: Option<CommandRecord>,
@@ -76,34 +44,77 @@ pub(super) struct Seen {
     last_output_ms: u64,
 }
 
-impl Watched {
-    pub(super) fn new(
-        terminals: Arc<dyn Terminals>,
-        node_id: &str,
-        max_chars: Option<f64>,
-    ) -> Self {
-        let default = COMMAND_OUTPUT_DEFAULT_CHARS as f64;
-        Watched {
-            terminals,
-            node_id: node_id.to_string(),
-            id: None,
-            before: None,
-            mark: None,
-            line: None,
-            left_shell: false,
-            since: Instant::now(),
-            since_ms: unix_millis(),
-            max_chars: max_chars.unwrap_or(default).max(1.0) as usize,
+/// What `args` wait for: `wait` of `terminal_submit`, `until`/`pattern` of `terminal_wait`.
+fn until(args: &Map<String, Value>) -> Result<(String, Option<String>), String> {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
+    let until = match args.get("wait").or(args.get("until")) {
+        Some(Value::Object(wait)) => ("pattern".into(), text(wait.get("pattern"))),
+        until => (text(until).unwrap_or_default(), text(args.get("pattern"))),
+    };
+    match until {
+        (kind, None) if kind == "pattern" => {
+            Err("Missing argument: pattern (until \"pattern\" needs the text to wait for)".into())
         }
+        until => Ok(until),
+    }
+}
+
+impl Watched {
+    /// The command of `node_id` a call watches: typed now (`line`), or one already
+    /// running (`terminal_wait`: `commandId`, else the last).
+    pub(super) fn new(
+        terminals: &Arc<dyn Terminals>,
+        node_id: &str,
+        line: Option<&str>,
+        args: &Map<String, Value>,
+    ) -> Result<Watched, String> {
+        let max_chars = args.get("maxChars").and_then(Value::as_f64);
+        let id = args
+            .get("commandId")
+            .or(args.get("command"))
+            .and_then(Value::as_f64);
+        let mut watched = Watched {
+            terminals: Arc::clone(terminals),
+            node_id: node_id.to_string(),
+            id: id.map(|id| id as u64),
+            before: None,
+            mark: terminals.output_mark(node_id),
+            line: line.map(str::to_string),
+            // Waiting for what runs now: a shell that has the terminal means it ended.
+            left_shell: line.is_none(),
+            since_ms: unix_millis(),
+            max_chars: max_chars.unwrap_or(COMMAND_OUTPUT_DEFAULT_CHARS as f64) as usize,
+            until: match args.contains_key("wait") || args.contains_key("until") {
+                true => until(args)?,
+                false => Default::default(),
+            },
+        };
+        let integrated = terminals.integration(node_id) != ShellIntegration::None;
+        if line.is_some() {
+            watched.before = terminals.command(node_id, None).map(|last| last.id);
+        } else if integrated && watched.record().is_none() {
+            let id = watched.id.map_or("yet".into(), |id| id.to_string());
+            return Err(format!("No command {id} in this terminal: take commandId from terminal_submit's answer, or leave it out for the last one"));
+        }
+        Ok(watched)
+    }
+
+    /// Why a waited submit must not type now: a command still runs there.
+    pub(super) fn busy(terminals: &dyn Terminals, node_id: &str) -> Result<(), String> {
+        let last = terminals.command(node_id, None);
+        let last = last.filter(|c| !matches!(c.state, CommandState::Exited | CommandState::Ended));
+        let foreground = terminals.foreground(node_id);
+        let which = match (last, foreground) {
+            (Some(c), _) => format!("Command {} ({}) is still running", c.id, c.command),
+            (None, Some(Foreground::Shell | Foreground::Ended) | None) => return Ok(()),
+            (None, Some(_)) => "A program is still running".into(),
+        };
+        Err(format!("{which} in this terminal: wait for it with terminal_wait, stop it with terminal_interrupt, or pass force: true to type this line into it as input"))
     }
 
     /// The command's record: the one with its id, else the first after `before`.
     fn record(&mut self) -> Option<CommandRecord> {
-        let terminals = &self.terminals;
-        if let Some(id) = self.id {
-            return terminals.command(&self.node_id, Some(id));
-        }
-        let last = terminals.command(&self.node_id, None)?;
+        let last = self.terminals.command(&self.node_id, self.id)?;
         if self.before.is_some_and(|before| last.id <= before) {
             return None;
         }
@@ -113,53 +124,44 @@ impl Watched {
 
     /// Looks at the terminal now.
     pub(super) fn look(&mut self) -> Seen {
-        let node = self.node_id.clone();
-        let terminals = Arc::clone(&self.terminals);
-        let integration = terminals.integration(&node);
+        let (terminals, node) = (Arc::clone(&self.terminals), &self.node_id.clone());
+        let integration = terminals.integration(node);
         let record = (integration != ShellIntegration::None)
             .then(|| self.record())
             .flatten();
-        let foreground = terminals.foreground(&node);
-        if matches!(foreground, Some(f) if f != Foreground::Shell && f != Foreground::Ended) {
-            self.left_shell = true;
-        }
+        let foreground = terminals.foreground(node);
+        self.left_shell |= !matches!(
+            foreground,
+            None | Some(Foreground::Shell | Foreground::Ended)
+        );
         let written = self
             .mark
-            .and_then(|m| terminals.output_since(&node, m.position));
+            .and_then(|m| terminals.output_since(node, m.position));
         let last_output_ms = match (&record, &written) {
             (Some(record), _) => record.last_output_at,
             (None, Some((_, mark))) => mark.last_output_at,
             (None, None) => 0,
-        }
-        .max(self.since_ms);
-        let quiet_ms = unix_millis().saturating_sub(last_output_ms);
-        let gone = terminals.ended(&node).is_some()
-            || foreground == Some(Foreground::Ended)
-            || !terminals.has_live_session(&node);
-        let by_foreground = match foreground {
-            Some(Foreground::AwaitingInput) => "awaiting_input",
-            Some(Foreground::Fullscreen) => "fullscreen",
+        };
+        let last_output_ms = last_output_ms.max(self.since_ms);
+        let gone = terminals.ended(node).is_some() || foreground == Some(Foreground::Ended);
+        let settled = written.as_ref().is_some_and(|(o, _)| !o.head.is_empty())
+            && unix_millis().saturating_sub(last_output_ms) >= SETTLED_MS;
+        let state = match (&record, foreground) {
+            _ if gone || !terminals.has_live_session(node) => "ended",
+            (Some(record), _) if record.state != CommandState::Running => record.state.name(),
+            (_, Some(Foreground::AwaitingInput)) => "awaiting_input",
+            (_, Some(Foreground::Fullscreen)) => "fullscreen",
+            (None, Some(Foreground::Shell))
+                if integration == ShellIntegration::None && (self.left_shell || settled) =>
+            {
+                "exited"
+            }
             _ => "running",
         };
-        let state = match (&record, integration) {
-            _ if gone => "ended",
-            (Some(record), _) if record.state != CommandState::Running => record.state.name(),
-            (_, ShellIntegration::None) if foreground == Some(Foreground::Shell) => {
-                let wrote = written.as_ref().is_some_and(|(o, _)| !o.head.is_empty());
-                let settled = wrote && quiet_ms >= SETTLED_MS;
-                if self.left_shell || settled {
-                    "exited"
-                } else {
-                    "running"
-                }
-            }
-            _ => by_foreground,
-        };
-        let output = match (&record, written) {
-            (Some(record), _) => record.output.clone(),
-            (None, Some((output, _))) => output,
-            (None, None) => CommandOutput::default(),
-        };
+        let output = record.as_ref().map(|r| r.output.clone());
+        let output = output
+            .or(written.map(|(output, _)| output))
+            .unwrap_or_default();
         Seen {
             integration,
             record,
@@ -173,13 +175,13 @@ impl Watched {
     /// wait's deadline came.
     pub(super) fn answer(&self, seen: &Seen, deadline_came: bool) -> Value {
         let record = seen.record.as_ref();
-        let state = match seen.state {
-            "running" if deadline_came => "timed_out",
-            state => state,
+        let state = if deadline_came && seen.state == "running" {
+            "timed_out"
+        } else {
+            seen.state
         };
         let (output, truncated) = head_and_tail(&seen.output, self.max_chars);
         let ended_ms = record.and_then(|r| r.ended_at).unwrap_or_else(unix_millis);
-        let started_ms = record.map_or(self.since_ms, |r| r.started_at);
         json!({
             "nodeId": self.node_id,
             "commandId": record.map(|r| r.id),
@@ -188,56 +190,39 @@ impl Watched {
             "exitCode": record.filter(|_| state == "exited").and_then(|r| r.exit_code),
             "output": output,
             "truncated": truncated,
-            "durationMs": ended_ms.saturating_sub(started_ms),
+            "durationMs": ended_ms.saturating_sub(record.map_or(self.since_ms, |r| r.started_at)),
             "cwd": record.and_then(|r| r.cwd.clone()),
             "integration": seen.integration.name(),
         })
     }
-}
 
-/// A call waiting for a command: until it exits, goes idle or prints a pattern.
-pub(super) struct CommandWait {
-    pub(super) watched: Watched,
-    pub(super) until: Until,
-}
-
-impl CommandWait {
     fn done(&self, seen: &Seen) -> bool {
-        match (seen.state, &self.until) {
+        let (until, pattern) = (self.until.0.as_str(), self.until.1.as_deref());
+        match (seen.state, pattern) {
             ("exited" | "ended", _) => true,
             // A dev server may read keys while it runs: only its text ends a pattern wait.
-            ("awaiting_input" | "fullscreen", until) => !matches!(until, Until::Pattern(_)),
-            (_, Until::Exit) => false,
-            (_, Until::Idle) => {
-                let now = unix_millis();
-                now.saturating_sub(seen.last_output_ms) >= IDLE_MS
-                    && self.watched.since.elapsed().as_millis() >= u128::from(IDLE_MS)
-            }
-            (_, Until::Pattern(pattern)) => {
+            ("awaiting_input" | "fullscreen", pattern) => pattern.is_none(),
+            (_, Some(pattern)) => {
                 let text = format!("{}\n{}", seen.output.head, seen.output.tail);
                 // Without integration the output starts with the echoed command line.
-                let line = self
-                    .watched
-                    .line
-                    .as_deref()
-                    .filter(|_| seen.record.is_none());
+                let line = self.line.as_deref().filter(|_| seen.record.is_none());
                 let after_line = line.and_then(|l| text.find(l).map(|at| at + l.len()));
-                text[after_line.unwrap_or(0)..].contains(pattern.as_str())
+                text[after_line.unwrap_or(0)..].contains(pattern)
             }
+            _ => until == "idle" && unix_millis().saturating_sub(seen.last_output_ms) >= IDLE_MS,
         }
     }
 }
 
-impl Awaited for CommandWait {
+impl Awaited for Watched {
     fn check(&mut self) -> Option<Outcome> {
-        let seen = self.watched.look();
-        self.done(&seen)
-            .then(|| Ok(self.watched.answer(&seen, false)))
+        let seen = self.look();
+        self.done(&seen).then(|| Ok(self.answer(&seen, false)))
     }
 
     fn at_deadline(&mut self) -> Outcome {
-        let seen = self.watched.look();
-        Ok(self.watched.answer(&seen, true))
+        let seen = self.look();
+        Ok(self.answer(&seen, true))
     }
 }
 
@@ -253,10 +238,11 @@ pub(super) fn head_and_tail(output: &CommandOutput, max: usize) -> (String, bool
     let head = (room / 4).min(output.head.chars().count());
     let tail = (room - head).min(chars.len() - head);
     let left_out = (chars.len() - head - tail) as u64 + output.omitted;
+    let (head, tail) = (&chars[..head], &chars[chars.len() - tail..]);
     let text = format!(
         "{}\n[… {left_out} characters left out …]\n{}",
-        chars[..head].iter().collect::<String>(),
-        chars[chars.len() - tail..].iter().collect::<String>()
+        String::from_iter(head),
+        String::from_iter(tail)
     );
     (text, true)
 }

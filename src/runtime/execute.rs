@@ -11,9 +11,9 @@ use serde_json::{json, Map, Value};
 
 use super::agents::find_preset;
 use super::artifact::check_artifact_path;
-use super::commands::{CommandWait, Until, Watched};
+use super::commands::Watched;
 use super::context::{last_chars, read_context, read_links};
-use super::host::{CommandState, Foreground, ProgramEnd, ProjectSnapshot, ShellIntegration};
+use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
@@ -383,7 +383,20 @@ impl Core {
         let terminals = &self.host.terminals;
         match operation {
             "terminal_read" if request.args.contains_key("command") => {
-                self.command_read(node_id, request)
+                if terminals.integration(node_id) == ShellIntegration::None {
+                    return Err("This terminal's shell reports no commands (integration none): read its screen with terminal_read without command".into());
+                }
+                let mut args = request.args.clone();
+                let max = args.get("maxChars").and_then(Value::as_f64);
+                let max = max.unwrap_or(DEFAULT_READ_CHARS as f64);
+                args.insert(
+                    "maxChars".into(),
+                    json!(max.clamp(1.0, MAX_READ_CHARS as f64)),
+                );
+                let mut watched = Watched::new(terminals, node_id, None, &args)
+                    .map_err(|_| "No such command in this terminal: take commandId from terminal_submit's answer, or use \"last\"")?;
+                let seen = watched.look();
+                Ok(watched.answer(&seen, false))
             }
             "terminal_read" => {
                 let max = request
@@ -458,102 +471,31 @@ impl Core {
         timeout: Duration,
     ) -> Result<Wait, String> {
         let (args, node_id) = (&request.args, arg(request, "nodeId"));
-        let node = terminal_node(nodes, node_id)?;
-        let until = Until::of(&request.operation, args)?;
-        let terminals = &self.host.terminals;
-        let max_chars = args.get("maxChars").and_then(Value::as_f64);
-        let mut watched = Watched::new(Arc::clone(terminals), node_id, max_chars);
-        watched.mark = terminals.output_mark(node_id);
-        let command = args.get("command").and_then(Value::as_str);
-        if let Some(command) = command {
-            if node_id == identity.node_id {
-                return Err(OWN_TERMINAL.into());
+        let (node, terminals) = (terminal_node(nodes, node_id)?, &self.host.terminals);
+        let line = args.get("command").and_then(Value::as_str);
+        if line.is_some() {
+            match () {
+                _ if node_id == identity.node_id => return Err(OWN_TERMINAL.into()),
+                _ if is_agent_terminal(node) => return Err(SUBMIT_TO_SHELLS.into()),
+                _ if !terminals.has_live_session(node_id) => {
+                    return Err(terminals
+                        .ended(node_id)
+                        .map_or(NOT_ATTACHED.into(), ended_error))
+                }
+                _ if args.get("force") != Some(&Value::Bool(true)) => {
+                    Watched::busy(&**terminals, node_id)?
+                }
+                _ => {}
             }
-            if is_agent_terminal(node) {
-                return Err(SUBMIT_TO_SHELLS.into());
-            }
-            if !terminals.has_live_session(node_id) {
-                return Err(terminals
-                    .ended(node_id)
-                    .map_or(NOT_ATTACHED.into(), ended_error));
-            }
-            if args.get("force") != Some(&Value::Bool(true)) {
-                self.refuse_while_running(node_id)?;
-            }
-            watched.before = terminals.command(node_id, None).map(|last| last.id);
-            watched.line = Some(command.to_string());
-        } else {
-            // Waiting for what runs now: a shell that has the terminal means it ended.
-            watched.left_shell = true;
-            let id = args
-                .get("commandId")
-                .and_then(Value::as_f64)
-                .map(|id| id as u64);
-            let integrated = terminals.integration(node_id) != ShellIntegration::None;
-            if integrated && terminals.command(node_id, id).is_none() {
-                return Err(format!("No command {} in this terminal: take commandId from terminal_submit's answer, or leave it out for the last one", id.map_or("yet".into(), |id| id.to_string())));
-            }
-            watched.id = id;
-            watched.before = id.map(|id| id.saturating_sub(1));
         }
+        let watched = Watched::new(terminals, node_id, line, args)?;
         let server = self
             .server()
             .ok_or("Tool service is shutting down; try again")?;
         let slot = server.reserve_wait(&identity.project_id)?;
-        if let Some(command) = command {
-            terminals.write(node_id, &format!("{command}\r"))?;
+        if let Some(line) = line {
+            terminals.write(node_id, &format!("{line}\r"))?;
         }
-        let wait = CommandWait { watched, until };
-        Ok(Wait::new(slot, Instant::now() + timeout, Box::new(wait)))
-    }
-
-    /// Refuses a waited submit while a command still runs in the terminal, saying which
-    /// and how to wait for it or stop it.
-    fn refuse_while_running(&self, node_id: &str) -> Result<(), String> {
-        let terminals = &self.host.terminals;
-        let last = terminals.command(node_id, None);
-        let record_runs = last
-            .as_ref()
-            .is_some_and(|c| c.state != CommandState::Exited && c.state != CommandState::Ended);
-        let foreground = terminals.foreground(node_id);
-        let busy = matches!(
-            foreground,
-            Some(Foreground::Running | Foreground::AwaitingInput | Foreground::Fullscreen)
-        );
-        if !(record_runs || busy) {
-            return Ok(());
-        }
-        let which = match last.filter(|_| record_runs) {
-            Some(c) => format!(
-                "Command {} ({}) is still running",
-                c.id,
-                last_chars(&c.command, 200)
-            ),
-            None => "A program is still running".into(),
-        };
-        Err(format!("{which} in this terminal: wait for it with terminal_wait, stop it with terminal_interrupt, or pass force: true to type this line into it as input"))
-    }
-
-    /// `terminal_read` with `command`: that command's output, line, status and state.
-    fn command_read(&self, node_id: &str, request: &ToolRequest) -> Result<Value, String> {
-        let terminals = &self.host.terminals;
-        if terminals.integration(node_id) == ShellIntegration::None {
-            return Err("This terminal's shell reports no commands (integration none): read its screen with terminal_read without command".into());
-        }
-        let id = request
-            .args
-            .get("command")
-            .and_then(Value::as_f64)
-            .map(|id| id as u64);
-        let record = terminals.command(node_id, id).ok_or("No such command in this terminal: take commandId from terminal_submit's answer, or use \"last\"")?;
-        let max = request.args.get("maxChars").and_then(Value::as_f64);
-        let mut watched = Watched::new(
-            Arc::clone(terminals),
-            node_id,
-            max.map(|n| n.clamp(1.0, MAX_READ_CHARS as f64)),
-        );
-        watched.id = Some(record.id);
-        let seen = watched.look();
-        Ok(watched.answer(&seen, false))
+        Ok(Wait::new(slot, Instant::now() + timeout, Box::new(watched)))
     }
 }
