@@ -293,24 +293,20 @@ const TASK_ID: ArgSpec = req(
     ArgKind::Key,
     "The task's id, as agent_send answered it.",
 );
-/// What a waited command's answer says (`terminal_submit` with `wait`, `terminal_wait`,
-/// `terminal_read` with `command`), with `nodeId` and `output` before these.
-macro_rules! command_answer {
-    ($field:ident) => {
-        &[
-            text("nodeId"),
-            text("output"),
-            $field("commandId", FieldKind::IntegerOrNull),
-            $field("command", FieldKind::TextOrNull),
-            $field("state", FieldKind::OneOf(COMMAND_STATES)),
-            $field("exitCode", FieldKind::IntegerOrNull),
-            $field("truncated", FieldKind::Bool),
-            $field("durationMs", FieldKind::Integer),
-            $field("cwd", FieldKind::TextOrNull),
-            $field("integration", FieldKind::OneOf(INTEGRATIONS)),
-        ]
-    };
-}
+/// A terminal command's answer (`terminal_submit` with `wait`, `terminal_wait`,
+/// `terminal_read` with `command`); without them, `nodeId` (and `terminal_read`'s output).
+const COMMAND_ANSWER: ResultShape = ResultShape::Object(&[
+    text("nodeId"),
+    maybe("output", FieldKind::Text),
+    maybe("commandId", FieldKind::IntegerOrNull),
+    maybe("command", FieldKind::TextOrNull),
+    maybe("state", FieldKind::OneOf(COMMAND_STATES)),
+    maybe("exitCode", FieldKind::IntegerOrNull),
+    maybe("truncated", FieldKind::Bool),
+    maybe("durationMs", FieldKind::Integer),
+    maybe("cwd", FieldKind::TextOrNull),
+    maybe("integration", FieldKind::OneOf(INTEGRATIONS)),
+]);
 /// A waited command's states on the wire.
 pub const COMMAND_STATES: &[&str] = &[
     "exited",
@@ -561,7 +557,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             opt("maxChars", ArgKind::Number, "How many trailing characters to return (1 to 100000)."),
             opt("command", ArgKind::Command, "\"last\" or a commandId: that command's output (head and tail), command line, exit status and state instead of the screen."),
         ],
-        result: ResultShape::Object(command_answer!(maybe)),
+        result: COMMAND_ANSWER,
         hints: OPEN_READ,
     },
     ToolSpec {
@@ -576,7 +572,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             OUTPUT_CHARS,
             opt("force", ArgKind::Flag, "With wait: submit even though a command is still running in the terminal (it then reads the line as input)."),
         ],
-        result: ResultShape::Object(command_answer!(maybe)),
+        result: COMMAND_ANSWER,
         hints: OPEN_DESTRUCTIVE,
     },
     ToolSpec {
@@ -591,7 +587,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             TIMEOUT_MS,
             OUTPUT_CHARS,
         ],
-        result: ResultShape::Object(command_answer!(field)),
+        result: COMMAND_ANSWER,
         hints: OPEN_READ,
     },
     ToolSpec {

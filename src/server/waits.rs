@@ -201,11 +201,6 @@ impl Waits {
     pub fn waiting(&self) -> usize {
         lock_or_recover(&self.0.state).total
     }
-
-    #[cfg(test)]
-    fn waiter_running(&self) -> bool {
-        lock_or_recover(&self.0.state).running
-    }
 }
 
 fn end_all(waits: Vec<Waiting>) {
@@ -250,6 +245,12 @@ fn run_waiter(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Waits {
+        fn waiter_running(&self) -> bool {
+            lock_or_recover(&self.0.state).running
+        }
+    }
     use serde_json::json;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc;
