@@ -496,6 +496,11 @@ impl Core {
         if let Some(line) = line {
             terminals.write(node_id, &format!("{line}\r"))?;
         }
-        Ok(Wait::new(slot, Instant::now() + timeout, Box::new(watched)))
+        let deadline = Instant::now() + timeout;
+        Ok(Wait {
+            slot,
+            deadline,
+            awaited: Box::new(watched),
+        })
     }
 }

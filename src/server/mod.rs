@@ -122,7 +122,7 @@ impl Pending<'_> {
             match execution {
                 Execution::Done(result) => finish(result),
                 Execution::Wait(wait) => {
-                    waiting(wait.deadline());
+                    waiting(wait.deadline);
                     let me = Arc::downgrade(&waits);
                     let gone = move || match me.upgrade()?.revoked(&session)? {
                         ToolResult::Err(why) => Some(format!("{why}; the call stopped waiting")),

@@ -34,29 +34,18 @@ pub trait Awaited: Send {
     fn at_deadline(&mut self) -> Outcome;
 }
 
-/// A call that waits: its place (given back when dropped), its deadline, what it awaits.
+/// A call that waits.
 pub struct Wait {
-    _slot: WaitSlot,
-    deadline: Instant,
-    awaited: Box<dyn Awaited>,
+    /// Its place among the bounded waits (`AgentToolServer::reserve_wait`), given back
+    /// when the wait is dropped.
+    pub slot: WaitSlot,
+    /// When it is answered at the latest.
+    pub deadline: Instant,
+    /// What it waits for.
+    pub awaited: Box<dyn Awaited>,
 }
 
 impl Wait {
-    /// A wait in `slot` (`AgentToolServer::reserve_wait`), answered by `deadline`.
-    pub fn new(slot: WaitSlot, deadline: Instant, awaited: Box<dyn Awaited>) -> Wait {
-        let _slot = slot;
-        Wait {
-            _slot,
-            deadline,
-            awaited,
-        }
-    }
-
-    /// When it is answered at the latest.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
     /// Waits on this thread: for a caller outside the server (an embedder's `execute`).
     pub fn block(mut self) -> Outcome {
         loop {
@@ -86,15 +75,9 @@ pub struct WaitSlot(Arc<Shared>, String);
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
-        let mut state = lock_or_recover(&self.0.state);
-        state.total -= 1;
-        let held = state.held.get_mut(&self.1).map_or(0, |held| {
-            *held -= 1;
-            *held
-        });
-        if held == 0 {
-            state.held.remove(&self.1);
-        }
+        let held = &mut lock_or_recover(&self.0.state).held;
+        held.entry(self.1.clone()).and_modify(|n| *n -= 1);
+        held.retain(|_, n| *n > 0);
     }
 }
 
@@ -120,9 +103,8 @@ struct Waiting(
 
 #[derive(Default)]
 struct State {
-    /// Places taken, by project and in all.
+    /// Places taken, by project.
     held: HashMap<String, usize>,
-    total: usize,
     waiting: Vec<Waiting>,
     woken: bool,
     closed: bool,
@@ -145,13 +127,13 @@ impl Waits {
     pub fn reserve(&self, project: &str) -> Result<WaitSlot, String> {
         let mut state = lock_or_recover(&self.0.state);
         let held = state.held.get(project).copied().unwrap_or(0);
+        let total: usize = state.held.values().sum();
         if state.closed {
             return Err("Tool service is shutting down; try again".into());
         }
-        if held >= WAITS_PER_PROJECT || state.total >= WAITS_MAX {
-            return Err(format!("Too many calls are waiting already ({held} in this project, at most {WAITS_PER_PROJECT}; {} in all, at most {WAITS_MAX}); nothing was done. Try again when one has answered, or call without waiting and check back later.", state.total));
+        if held >= WAITS_PER_PROJECT || total >= WAITS_MAX {
+            return Err(format!("Too many calls are waiting already ({held} in this project, at most {WAITS_PER_PROJECT}; {} in all, at most {WAITS_MAX}); nothing was done. Try again when one has answered, or call without waiting and check back later.", total));
         }
-        state.total += 1;
         state.held.insert(project.to_string(), held + 1);
         Ok(WaitSlot(Arc::clone(&self.0), project.to_string()))
     }
@@ -199,7 +181,7 @@ impl Waits {
 
     /// How many calls wait now.
     pub fn waiting(&self) -> usize {
-        lock_or_recover(&self.0.state).total
+        lock_or_recover(&self.0.state).held.values().sum()
     }
 }
 
@@ -275,7 +257,11 @@ mod tests {
     ) -> mpsc::Receiver<Outcome> {
         let (answer, answered) = mpsc::channel();
         let slot = waits.reserve(project).unwrap();
-        let wait = Wait::new(slot, Instant::now() + after, Box::new(Flag(flag.clone())));
+        let wait = Wait {
+            slot: slot,
+            deadline: Instant::now() + after,
+            awaited: Box::new(Flag(flag.clone())),
+        };
         let finish = Box::new(move |outcome| answer.send(outcome).unwrap());
         waits.add(wait, Box::new(|| None), finish);
         answered
@@ -370,11 +356,11 @@ mod tests {
         let waits = Waits::default();
         let flag = Arc::new(AtomicBool::new(false));
         let (answer, answered) = mpsc::channel();
-        let wait = Wait::new(
-            waits.reserve("p").unwrap(),
-            Instant::now() + LONG,
-            Box::new(Flag(flag.clone())),
-        );
+        let wait = Wait {
+            slot: waits.reserve("p").unwrap(),
+            deadline: Instant::now() + LONG,
+            awaited: Box::new(Flag(flag.clone())),
+        };
         let gone = Arc::new(AtomicBool::new(false));
         let is_gone = gone.clone();
         let why = Box::new(move || {
@@ -414,11 +400,11 @@ mod tests {
             }
         }
         let waits = Waits::default();
-        let wait = Wait::new(
-            waits.reserve("p").unwrap(),
-            Instant::now() + LONG,
-            Box::new(Panics),
-        );
+        let wait = Wait {
+            slot: waits.reserve("p").unwrap(),
+            deadline: Instant::now() + LONG,
+            awaited: Box::new(Panics),
+        };
         let (answer, answered) = mpsc::channel();
         waits.add(
             wait,
