@@ -81,7 +81,7 @@ integration names the shell that reports each command's line, exit status and fo
 (bash, zsh, sh, fish). none means it reports nothing (another shell, a nested shell, ssh): \
 then commandId and exitCode are null, exited only means the shell has the terminal again \
 (the command ended, status unknown), and output is all the terminal wrote since the \
-submit, the typed line included.";
+submit, the typed line included (its screen, if the host keeps no output positions).";
 
 const CANVAS: &str = "\
 The canvas holds this project's nodes: terminals, browsers, sticky notes, editors, diffs and \

@@ -159,9 +159,15 @@ impl Watched {
             _ => "running",
         };
         let output = record.as_ref().map(|r| r.output.clone());
-        let output = output
-            .or(written.map(|(output, _)| output))
-            .unwrap_or_default();
+        let output = output.or(written.map(|(output, _)| output));
+        // A host that keeps no output positions: the screen, the best it can show.
+        let screen = || {
+            terminals.capture(node).map(|head| CommandOutput {
+                head,
+                ..Default::default()
+            })
+        };
+        let output = output.or_else(screen).unwrap_or_default();
         Seen {
             integration,
             record,
