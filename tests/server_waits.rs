@@ -106,6 +106,20 @@ fn a_long_wait_holds_up_no_other_call_and_the_bound_refuses_one_more() {
         answer["value"]["durationMs"].as_u64().unwrap() >= 20_000,
         "{answer}"
     );
+    // The trail records the waited call when it answered, with how long it took.
+    let trail = rig.data().join("activity");
+    let waited = (0..500).find_map(|_| {
+        thread::sleep(Duration::from_millis(10)); // the trail's writer thread catches up
+        let lines = termsprawl_tools::activity::read_tail(&trail, fakes::PROJECT, 1_000);
+        lines.into_iter().find(|line| {
+            let args = line.args.as_ref();
+            line.operation.as_deref() == Some("terminal_submit")
+                && args.is_some_and(|a| a["command"] == "sleep 30")
+        })
+    });
+    let waited = waited.expect("the waited call is in the trail");
+    assert_eq!(waited.outcome, "ok");
+    assert!(waited.duration_ms.unwrap() >= 20_000, "{waited:?}");
     // Closing the server answers the waits still open.
     rig.runtime.close();
     for other in others {
