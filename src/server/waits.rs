@@ -258,7 +258,7 @@ mod tests {
         let (answer, answered) = mpsc::channel();
         let slot = waits.reserve(project).unwrap();
         let wait = Wait {
-            slot: slot,
+            slot,
             deadline: Instant::now() + after,
             awaited: Box::new(Flag(flag.clone())),
         };
