@@ -106,6 +106,11 @@ async def every_operation(run, project, url):
     term = (await run.ok("terminal_open", {"title": "schemas"}))["nodeId"]
     await run.ok("terminal_submit", {"nodeId": term, "command": "echo schema-$((6*7))"})
     await run.ok("terminal_input", {"nodeId": term, "text": "sleep 30"})
+    # Calls that wait: their answers carry the command fields (what a host without shell
+    # integration knows: state from the foreground, exitCode null).
+    waited = await run.ok("terminal_submit", {"nodeId": term, "command": "echo waited", "wait": "exit", "timeoutMs": 3000})
+    check(waited["integration"] in ("none", "bash", "zsh", "sh", "fish"), f"{run.label}: {waited}")
+    await run.ok("terminal_wait", {"nodeId": term, "until": "idle", "timeoutMs": 3000})
     await run.ok("terminal_interrupt", {"nodeId": term})
     await run.ok("terminal_read", {"nodeId": term, "maxChars": 2000})
     await run.ok("canvas_select", {"nodeIds": [sticky, term]})
@@ -165,7 +170,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 32, f"{label}: {len(schemas)} tools listed (browser control on: 32)")
+        check(len(schemas) == 33, f"{label}: {len(schemas)} tools listed (browser control on: 33)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

@@ -38,6 +38,10 @@ fn valid_value(kind: ArgKind) -> Value {
         ArgKind::OneOf(values) => json!(values[0]),
         ArgKind::Message => json!("please look"),
         ArgKind::Key => json!("k1"),
+        ArgKind::Whole(min, _) => json!(min),
+        ArgKind::Flag => json!(true),
+        ArgKind::Wait => json!({"pattern": "ready"}),
+        ArgKind::Command => json!("last"),
     }
 }
 
@@ -192,11 +196,36 @@ fn catalogue_matches_the_operation_table() {
         ("terminal_open", &[("title", Text, false)]),
         (
             "terminal_read",
-            &[("nodeId", Text, true), ("maxChars", Number, false)],
+            // Beyond the spec: `command`.
+            &[
+                ("nodeId", Text, true),
+                ("maxChars", Number, false),
+                ("command", Command, false),
+            ],
         ),
         (
             "terminal_submit",
-            &[("nodeId", Text, true), ("command", Text, true)],
+            // Beyond the spec: all but the first two.
+            &[
+                ("nodeId", Text, true),
+                ("command", Text, true),
+                ("wait", Wait, false),
+                ("timeoutMs", Whole(0, 600_000), false),
+                ("maxChars", Whole(200, 100_000), false),
+                ("force", Flag, false),
+            ],
+        ),
+        // Beyond the spec: waiting again for a command.
+        (
+            "terminal_wait",
+            &[
+                ("nodeId", Text, true),
+                ("until", OneOf(&["exit", "idle", "pattern"]), true),
+                ("commandId", Whole(1, 1_000_000), false),
+                ("pattern", Text, false),
+                ("timeoutMs", Whole(0, 600_000), false),
+                ("maxChars", Whole(200, 100_000), false),
+            ],
         ),
         (
             "terminal_input",
@@ -226,7 +255,7 @@ fn catalogue_matches_the_operation_table() {
             ],
         ),
     ];
-    assert_eq!(table.len(), 32);
+    assert_eq!(table.len(), 33);
     assert_eq!(AGENT_TOOLS.len(), table.len());
     for (name, expected) in table {
         let tool = find_tool(name).unwrap_or_else(|| panic!("{name} is in AGENT_TOOLS"));
@@ -894,13 +923,13 @@ fn cli_validate_exits_2_on_input_that_is_not_json() {
 }
 
 #[test]
-fn cli_catalogue_prints_32_operations_whose_schemas_carry_the_limits() {
+fn cli_catalogue_prints_33_operations_whose_schemas_carry_the_limits() {
     let output = run_cli(&["catalogue"], b"");
     assert_eq!(output.status.code(), Some(0));
     let catalogue = stdout_json(&output);
     assert_eq!(catalogue, catalogue_json());
     let entries = catalogue.as_array().expect("an array");
-    assert_eq!(entries.len(), 32);
+    assert_eq!(entries.len(), 33);
     for (entry, tool) in entries.iter().zip(AGENT_TOOLS) {
         assert_eq!(entry["name"], json!(tool.name));
         assert!(entry["description"].as_str().is_some_and(|d| !d.is_empty()));
@@ -950,6 +979,21 @@ fn cli_catalogue_prints_32_operations_whose_schemas_carry_the_limits() {
                 ArgKind::Key => {
                     assert_eq!(p["type"], json!("string"));
                     assert_eq!(p["pattern"], json!("^[a-zA-Z0-9_-]{1,128}$"));
+                }
+                ArgKind::Whole(min, max) => {
+                    assert_eq!(p["type"], json!("integer"));
+                    assert_eq!((&p["minimum"], &p["maximum"]), (&json!(min), &json!(max)));
+                }
+                ArgKind::Flag => assert_eq!(p["type"], json!("boolean")),
+                ArgKind::Wait => {
+                    assert_eq!(p["oneOf"][0]["enum"], json!(["exit", "idle"]));
+                    let pattern = &p["oneOf"][1]["properties"]["pattern"];
+                    assert_eq!(pattern["maxLength"], json!(64_000));
+                    assert_eq!(p["oneOf"][1]["additionalProperties"], json!(false));
+                }
+                ArgKind::Command => {
+                    assert_eq!(p["oneOf"][0]["enum"], json!(["last"]));
+                    assert_eq!(p["oneOf"][1]["maximum"], json!(1_000_000));
                 }
             }
         }

@@ -135,6 +135,42 @@ fn value_for(kind: ArgKind, rng: &mut Rng, strings: &[String], numbers: &[Value]
             "k\n",
             "0123456789abcdef",
         ])),
+        ArgKind::Whole(min, max) => json!(rng.pick(&[
+            json!(min),
+            json!(max),
+            json!(min - 1),
+            json!(max + 1),
+            json!(min as f64 + 0.5),
+            json!(max as f64),
+            json!("1"),
+        ])),
+        ArgKind::Flag => json!(rng.pick(&[json!(true), json!(false), json!(1), json!("true")])),
+        ArgKind::Wait => rng
+            .pick(&[
+                json!("exit"),
+                json!("idle"),
+                json!("EXIT"),
+                json!({"pattern": "ready"}),
+                json!({"pattern": ""}),
+                json!({"pattern": "a\u{0}"}),
+                json!({"pattern": 7}),
+                json!({"pattern": "x", "regex": true}),
+                json!({}),
+                json!(["exit"]),
+            ])
+            .clone(),
+        ArgKind::Command => rng
+            .pick(&[
+                json!("last"),
+                json!("first"),
+                json!(1),
+                json!(0),
+                json!(1_000_000),
+                json!(1_000_001),
+                json!(2.5),
+                json!(3.0),
+            ])
+            .clone(),
     }
 }
 
@@ -173,6 +209,10 @@ fn generate_args(tool: &ToolSpec, rng: &mut Rng, strings: &[String], numbers: &[
                     ArgKind::OneOf(values) => json!(rng.pick(values)),
                     ArgKind::Message => json!("look at this"),
                     ArgKind::Key => json!("msg-1"),
+                    ArgKind::Whole(min, _) => json!(min),
+                    ArgKind::Flag => json!(true),
+                    ArgKind::Wait => json!({"pattern": "ready"}),
+                    ArgKind::Command => json!("last"),
                 }
             } else {
                 value_for(arg.kind, rng, strings, numbers)
@@ -339,6 +379,10 @@ fn schemas_and_validator_agree_on_every_boundary_value_of_every_argument() {
                             ArgKind::OneOf(v) => json!(v[0]),
                             ArgKind::Message => json!("look"),
                             ArgKind::Key => json!("k1"),
+                            ArgKind::Whole(min, _) => json!(min),
+                            ArgKind::Flag => json!(false),
+                            ArgKind::Wait => json!("exit"),
+                            ArgKind::Command => json!(1),
                         };
                         (a.name.to_string(), valid)
                     })

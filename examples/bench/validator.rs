@@ -23,6 +23,10 @@ fn sample_value(kind: ArgKind) -> Value {
         ArgKind::OneOf(choices) => json!(choices.first().copied().unwrap_or("")),
         ArgKind::Message => json!("Please review the diff in src/lib.rs and say what breaks."),
         ArgKind::Key => json!("msg-2026-12-02-1"),
+        ArgKind::Whole(min, max) => json!((min + max) / 2),
+        ArgKind::Flag => json!(true),
+        ArgKind::Wait => json!({"pattern": "Listening on"}),
+        ArgKind::Command => json!("last"),
     }
 }
 

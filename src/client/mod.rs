@@ -224,7 +224,10 @@ impl Connection {
                 body.len()
             )));
         }
-        let answer = http::post_call(port, &session.token, body.as_bytes(), self.timeout)
+        // A call that waits (a command's end) may take its own timeout before answering.
+        let waits = crate::protocol::wait_timeout(operation, args).unwrap_or_default();
+        let timeout = self.timeout + waits;
+        let answer = http::post_call(port, &session.token, body.as_bytes(), timeout)
             .map_err(ClientError::Unavailable)?;
         tool_result_from(answer.status, &answer.body)
     }

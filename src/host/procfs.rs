@@ -76,6 +76,14 @@ pub fn group_members(group: libc::pid_t) -> Vec<libc::pid_t> {
         .collect()
 }
 
+/// How many `read` calls process `pid` has completed (`syscr` in `/proc/<pid>/io`):
+/// whether a shell blocked reading its terminal has read since a moment.
+pub fn read_calls(pid: libc::pid_t) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let line = text.lines().find_map(|line| line.strip_prefix("syscr:"))?;
+    line.trim().parse().ok()
+}
+
 /// The program process `pid` runs now (`/proc/<pid>/exe`); it changes when it `exec`s.
 pub fn executable(pid: libc::pid_t) -> Option<std::path::PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/exe")).ok()

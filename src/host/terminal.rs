@@ -333,6 +333,10 @@ pub struct Terminal {
     program: Option<PathBuf>,
     /// The shell's start-up files (removed with it).
     _injection: Option<Injection>,
+    /// The shell's completed `read` calls when the host typed the open command's line
+    /// (a POSIX `sh`): until it reads again, that line is not read yet, so a shell
+    /// blocked reading is not waiting for a person.
+    typed_at_reads: Mutex<Option<u64>>,
 }
 
 impl fmt::Debug for Terminal {
@@ -443,6 +447,7 @@ impl Terminal {
             // `spawn` returned once the child exec'd: this is the program's own.
             program: procfs::executable(pid),
             _injection: injection,
+            typed_at_reads: Mutex::new(None),
         };
         let master = Arc::clone(&terminal.master);
         // If the thread cannot start, dropping `terminal` ends the child.
@@ -571,10 +576,14 @@ impl Terminal {
     pub fn start_typed_command(&self, line: &str) -> bool {
         let mut output = lock(&self.shared.output);
         self.shared.confirm_end(&mut output, &self.master);
-        output
+        let started = output
             .shell
             .as_mut()
-            .is_some_and(|shell| shell.start_typed(line, unix_millis()))
+            .is_some_and(|shell| shell.start_typed(line, unix_millis()));
+        *lock(&self.typed_at_reads) = started
+            .then(|| procfs::read_calls(self.shared.pid))
+            .flatten();
+        started
     }
 
     /// A command the shell reported (the one with `id`, or the last), its state as the
@@ -638,7 +647,9 @@ impl Terminal {
         // A builtin (`read -p`) waits in the shell itself. Output still on its way to
         // the reader may hold the command's end: then it is not waiting yet.
         let nothing_unread = pty::unread_bytes(self.master.as_fd()).is_ok_and(|n| n == 0);
-        match nothing_unread && procfs::reading_terminal(shell, &tty) {
+        let typed_line_read = lock(&self.typed_at_reads)
+            .is_none_or(|reads| procfs::read_calls(shell).is_some_and(|now| now > reads));
+        match nothing_unread && typed_line_read && procfs::reading_terminal(shell, &tty) {
             true => Foreground::AwaitingInput,
             false => Foreground::Running,
         }

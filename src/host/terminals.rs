@@ -963,6 +963,12 @@ impl Terminals for HostTerminals {
         }
     }
 
+    /// Marks the command's start first where the shell reports none (POSIX `sh`).
+    fn submit(&self, node_id: &str, command: &str) -> Result<(), String> {
+        self.start_typed_command(node_id, command);
+        self.write(node_id, &format!("{command}\r"))
+    }
+
     fn write(&self, node_id: &str, text: &str) -> Result<(), String> {
         match &self.backend {
             Backend::Tmux(tmux) => {

@@ -6,10 +6,13 @@
 //! `outputSchema`), as the runtime and `serve` answer; an embedder's canvas owner must
 //! answer the canvas operations in these shapes too.
 
+use std::time::Duration;
+
 use serde_json::{json, Map, Value};
 
 use super::limits::{
-    MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS,
+    COMMAND_OUTPUT_MAX_CHARS, COMMAND_OUTPUT_MIN_CHARS, MAX_ARRAY_ITEMS, MAX_ITEM_CHARS,
+    MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS, WAIT_DEFAULT_MS, WAIT_MAX_MS,
 };
 
 /// The guide topics, in the order `guide_read` publishes them.
@@ -53,6 +56,14 @@ pub enum ArgKind {
     Message,
     /// An id an agent names work by (`messageId`, `taskId`): 1 to 128 of `a-zA-Z0-9_-`.
     Key,
+    /// A whole number from the first to the second, both included.
+    Whole(i64, i64),
+    /// `true` or `false`.
+    Flag,
+    /// What a call waits for: `"exit"`, `"idle"` or `{"pattern": <Text>}` (plain text).
+    Wait,
+    /// A command of a terminal: `"last"` or a `commandId` (1 to 1,000,000).
+    Command,
 }
 
 /// One argument of an operation.
@@ -88,6 +99,8 @@ pub enum FieldKind {
     Text,
     /// A string, or null when there is none.
     TextOrNull,
+    /// A whole number, or null when there is none.
+    IntegerOrNull,
     /// A number.
     Number,
     /// A whole number.
@@ -279,6 +292,41 @@ const TASK_ID: ArgSpec = req(
     "taskId",
     ArgKind::Key,
     "The task's id, as agent_send answered it.",
+);
+/// A terminal command's answer (`terminal_submit` with `wait`, `terminal_wait`,
+/// `terminal_read` with `command`); without them, `nodeId` (and `terminal_read`'s output).
+const COMMAND_ANSWER: ResultShape = ResultShape::Object(&[
+    text("nodeId"),
+    maybe("output", FieldKind::Text),
+    maybe("commandId", FieldKind::IntegerOrNull),
+    maybe("command", FieldKind::TextOrNull),
+    maybe("state", FieldKind::OneOf(COMMAND_STATES)),
+    maybe("exitCode", FieldKind::IntegerOrNull),
+    maybe("truncated", FieldKind::Bool),
+    maybe("durationMs", FieldKind::Integer),
+    maybe("cwd", FieldKind::TextOrNull),
+    maybe("integration", FieldKind::OneOf(INTEGRATIONS)),
+]);
+/// A waited command's states on the wire.
+pub const COMMAND_STATES: &[&str] = &[
+    "exited",
+    "running",
+    "awaiting_input",
+    "fullscreen",
+    "timed_out",
+    "ended",
+];
+/// A terminal's shell integration on the wire (`none`: the shell reports nothing).
+pub const INTEGRATIONS: &[&str] = &["none", "bash", "zsh", "sh", "fish"];
+const TIMEOUT_MS: ArgSpec = opt(
+    "timeoutMs",
+    ArgKind::Whole(0, WAIT_MAX_MS),
+    "How long to wait in milliseconds (default 30000, at most 600000); then the answer says running or timed_out with the commandId to terminal_wait for again.",
+);
+const OUTPUT_CHARS: ArgSpec = opt(
+    "maxChars",
+    ArgKind::Whole(COMMAND_OUTPUT_MIN_CHARS, COMMAND_OUTPUT_MAX_CHARS),
+    "At most this many characters of output (default 16000): longer output keeps its head and tail with a marker saying how much was left out.",
 );
 const NODE_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId")]);
 const OWNER_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId"), text("owner")]);
@@ -507,17 +555,40 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         args: &[
             TERMINAL_NODE,
             opt("maxChars", ArgKind::Number, "How many trailing characters to return (1 to 100000)."),
+            opt("command", ArgKind::Command, "\"last\" or a commandId: that command's output (head and tail), command line, exit status and state instead of the screen."),
         ],
-        result: ResultShape::Object(&[text("nodeId"), text("output")]),
+        result: COMMAND_ANSWER,
         hints: OPEN_READ,
     },
     ToolSpec {
         name: "terminal_submit",
         title: "Run a command",
-        description: "Types a command into a shell terminal (not an agent's) and presses Enter.",
-        args: &[TERMINAL_NODE, req("command", ArgKind::Text, "The command line to run.")],
-        result: NODE_ANSWER,
+        description: "Types a command into a shell terminal (not an agent's) and presses Enter; with wait, answers when it exited (with its exit status and output), went idle, printed a pattern, waits for input, went full-screen, or timed out.",
+        args: &[
+            TERMINAL_NODE,
+            req("command", ArgKind::Text, "The command line to run."),
+            opt("wait", ArgKind::Wait, "\"exit\" (until the command ends), \"idle\" (no output for 2 s) or {\"pattern\": \"text\"} (until output since the submit contains this plain text); without it the call answers {nodeId} at once."),
+            TIMEOUT_MS,
+            OUTPUT_CHARS,
+            opt("force", ArgKind::Flag, "With wait: submit even though a command is still running in the terminal (it then reads the line as input)."),
+        ],
+        result: COMMAND_ANSWER,
         hints: OPEN_DESTRUCTIVE,
+    },
+    ToolSpec {
+        name: "terminal_wait",
+        title: "Wait for a command",
+        description: "Waits again, without typing anything, for a command terminal_submit started: until it exits, goes idle or prints a pattern; answers as terminal_submit with wait.",
+        args: &[
+            TERMINAL_NODE,
+            req("until", ArgKind::OneOf(&["exit", "idle", "pattern"]), "exit, idle (no output for 2 s) or pattern (needs pattern)."),
+            opt("commandId", ArgKind::Whole(1, MAX_NUMBER_ABS), "The command to wait for, as an answer named it (default: the terminal's last)."),
+            opt("pattern", ArgKind::Text, "With until pattern: plain text the output written from now on must contain."),
+            TIMEOUT_MS,
+            OUTPUT_CHARS,
+        ],
+        result: COMMAND_ANSWER,
+        hints: OPEN_READ,
     },
     ToolSpec {
         name: "terminal_input",
@@ -641,6 +712,18 @@ pub fn is_browser_operation(name: &str) -> bool {
     name.starts_with("browser_")
 }
 
+/// How long a call may wait before it answers, if it is one that waits
+/// (`terminal_submit` with `wait`, `terminal_wait`): its `timeoutMs`, else 30 s.
+pub fn wait_timeout(operation: &str, args: &Map<String, Value>) -> Option<Duration> {
+    let waits = operation == "terminal_wait"
+        || (operation == "terminal_submit" && args.contains_key("wait"));
+    let millis = args.get("timeoutMs").and_then(Value::as_f64);
+    let millis = millis.map_or(WAIT_DEFAULT_MS as f64, |ms| {
+        ms.clamp(0.0, WAIT_MAX_MS as f64)
+    });
+    waits.then(|| Duration::from_millis(millis as u64))
+}
+
 /// The error of a browser operation while the user has agent browser control turned off.
 pub const BROWSER_CONTROL_OFF: &str = "Enable agent browser control in Settings first";
 
@@ -672,6 +755,23 @@ impl ArgKind {
                 "pattern": NO_CONTROL_PATTERN,
             }),
             ArgKind::Key => json!({ "type": "string", "pattern": KEY_PATTERN }),
+            ArgKind::Whole(min, max) => {
+                json!({ "type": "integer", "minimum": min, "maximum": max })
+            }
+            ArgKind::Flag => json!({ "type": "boolean" }),
+            ArgKind::Wait => json!({ "oneOf": [
+                { "type": "string", "enum": ["exit", "idle"] },
+                {
+                    "type": "object",
+                    "properties": { "pattern": ArgKind::Text.schema() },
+                    "required": ["pattern"],
+                    "additionalProperties": false,
+                },
+            ] }),
+            ArgKind::Command => json!({ "oneOf": [
+                { "type": "string", "enum": ["last"] },
+                ArgKind::Whole(1, MAX_NUMBER_ABS).schema(),
+            ] }),
         }
     }
 }
@@ -682,6 +782,7 @@ impl FieldKind {
         match self {
             FieldKind::Text => json!({ "type": "string" }),
             FieldKind::TextOrNull => json!({ "type": ["string", "null"] }),
+            FieldKind::IntegerOrNull => json!({ "type": ["integer", "null"] }),
             FieldKind::Number => json!({ "type": "number" }),
             FieldKind::Integer => json!({ "type": "integer" }),
             FieldKind::Bool => json!({ "type": "boolean" }),
@@ -769,13 +870,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thirty_two_unique_operations() {
-        // The spec's 28 and the four of agent messaging.
-        assert_eq!(AGENT_TOOLS.len(), 32);
+    fn thirty_three_unique_operations() {
+        // The spec's 28, the four of agent messaging and terminal_wait.
+        assert_eq!(AGENT_TOOLS.len(), 33);
         let mut names: Vec<_> = AGENT_TOOLS.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 33);
     }
 
     #[test]
@@ -811,6 +912,7 @@ mod tests {
             "browser_inspect",
             "browser_screenshot",
             "terminal_read",
+            "terminal_wait",
             "agent_status",
             "context_read",
             "agent_cards",

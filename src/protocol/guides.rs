@@ -64,7 +64,24 @@ session with live false, ended ({status} or {signal}) and endedAt; writes into i
 refused. It is never restarted in place: to run more commands, terminal_close it and \
 terminal_open a new shell. An agent that exits before its MCP client connected stays \
 needs-setup in agent_status, the reason quoting its last screen lines (why it could not \
-start).";
+start). To know when a command is done, give terminal_submit a wait: \"exit\" answers when \
+it ends, \"idle\" when it has written nothing for 2 s, {\"pattern\": \"text\"} when output \
+written since the submit contains that plain text (not a regex). The answer has commandId, \
+state, exitCode, output (head and tail within maxChars, default 16000, a marker saying how \
+much was left out), durationMs, cwd and integration. States: exited (ended; exitCode says \
+how), running (an idle or pattern wait ended, it still runs), timed_out (still running at \
+timeoutMs, default 30000, at most 600000: terminal_wait with its commandId waits again, \
+terminal_interrupt stops it), awaiting_input (it waits for typing, e.g. a prompt or \
+password, and will not end by itself: answer with terminal_input or interrupt it), \
+fullscreen (vim, less: read it with terminal_read, quit it with terminal_input), ended (the \
+shell or terminal is gone). While a command runs there, a submit with wait is refused; \
+force: true types the line into the running program instead. terminal_read with command \
+\"last\" or a commandId returns that command's output and status instead of the screen. \
+integration names the shell that reports each command's line, exit status and folder \
+(bash, zsh, sh, fish). none means it reports nothing (another shell, a nested shell, ssh): \
+then commandId and exitCode are null, exited only means the shell has the terminal again \
+(the command ended, status unknown), and output is all the terminal wrote since the \
+submit, the typed line included (its screen, if the host keeps no output positions).";
 
 const CANVAS: &str = "\
 The canvas holds this project's nodes: terminals, browsers, sticky notes, editors, diffs and \

@@ -12,3 +12,17 @@ pub const MAX_ARRAY_ITEMS: usize = 100;
 pub const MAX_ITEM_CHARS: usize = 255;
 /// Messages between agents (and their replies) hold 1 to 16,000 characters.
 pub const MAX_MESSAGE_CHARS: usize = 16_000;
+/// A call that waits (`terminal_submit` with `wait`, `terminal_wait`) waits 30 s unless
+/// `timeoutMs` says otherwise, at most 10 min.
+pub const WAIT_DEFAULT_MS: i64 = 30_000;
+/// See [`WAIT_DEFAULT_MS`].
+pub const WAIT_MAX_MS: i64 = 600_000;
+/// `wait: "idle"` ends once the terminal has written nothing for this long.
+pub const IDLE_MS: u64 = 2_000;
+/// A command's output is cut to 16,000 characters (head and tail) unless `maxChars` asks
+/// for 200 to 100,000.
+pub const COMMAND_OUTPUT_DEFAULT_CHARS: i64 = 16_000;
+/// See [`COMMAND_OUTPUT_DEFAULT_CHARS`].
+pub const COMMAND_OUTPUT_MIN_CHARS: i64 = 200;
+/// See [`COMMAND_OUTPUT_DEFAULT_CHARS`].
+pub const COMMAND_OUTPUT_MAX_CHARS: i64 = 100_000;

@@ -128,6 +128,20 @@ fn check_value(kind: ArgKind, value: &Value) -> Result<(), String> {
                 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => Ok(()),
             _ => Err("must be 1 to 128 letters, digits, '_' or '-'".to_string()),
         },
+        ArgKind::Whole(min, max) => match value.as_f64() {
+            Some(n) if n.fract() == 0.0 && (min as f64..=max as f64).contains(&n) => Ok(()),
+            _ => Err(format!("must be a whole number from {min} to {max}")),
+        },
+        ArgKind::Flag if value.is_boolean() => Ok(()),
+        ArgKind::Flag => Err("must be true or false".to_string()),
+        ArgKind::Wait => match value {
+            Value::String(s) if s == "exit" || s == "idle" => Ok(()),
+            Value::Object(o) if o.len() == 1 && o.get("pattern").is_some_and(|p| check_text(p, MAX_STRING_CHARS).is_ok()) => Ok(()),
+            _ => Err(format!("must be \"exit\", \"idle\" or {{\"pattern\": \"plain text\"}} (at most {MAX_STRING_CHARS} characters without NUL)")),
+        },
+        ArgKind::Command if value.as_str() == Some("last") => Ok(()),
+        ArgKind::Command => check_value(ArgKind::Whole(1, MAX_NUMBER_ABS), value)
+            .map_err(|_| format!("must be \"last\" or a commandId from 1 to {MAX_NUMBER_ABS}")),
     }
 }
 

@@ -11,16 +11,18 @@ use serde_json::{json, Map, Value};
 
 use super::agents::find_preset;
 use super::artifact::check_artifact_path;
+use super::commands::Watched;
 use super::context::{last_chars, read_context, read_links};
-use super::host::{ProgramEnd, ProjectSnapshot};
+use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
 use crate::messaging::{agents_of, Call, Delivery};
 use crate::protocol::{
-    is_browser_operation, IntegrationStatus, ToolIdentity, ToolRequest, BROWSER_CONTROL_OFF,
+    is_browser_operation, wait_timeout, IntegrationStatus, ToolIdentity, ToolRequest,
+    BROWSER_CONTROL_OFF,
 };
-use crate::server::ServerCallbacks;
+use crate::server::{Execution, ServerCallbacks, Wait};
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,6 +34,8 @@ pub const MAX_READ_CHARS: usize = 100_000;
 const OWN_TERMINAL: &str =
     "Use a separate shell terminal instead of writing into or closing your own agent";
 const NOT_ATTACHED: &str = "Terminal is not attached";
+const SUBMIT_TO_SHELLS: &str =
+    "Submit commands only into a plain shell terminal, not into an agent's terminal";
 const CLAIM_FIRST: &str = "Claim this browser or ask its owner to transfer control first";
 
 /// The answer to a write into a terminal whose program has ended. Closing it and opening
@@ -77,21 +81,42 @@ fn is_agent_terminal(node: &Value) -> bool {
             .is_some_and(|c| !c.trim().is_empty())
 }
 
-impl ServerCallbacks for Core {
-    fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
-        let Some(project) = self.local_project(&identity.project_id) else {
-            return Err("Local project not found".into());
-        };
-        // The caller must still be on the canvas: by the owner's current list if it shows
-        // the caller (no trip through the app), else by asking the owner.
+impl Core {
+    /// The caller's local project and its canvas list, once the caller is still on it:
+    /// by the owner's current list if it shows the caller (no trip through the app), else
+    /// by asking the owner.
+    fn caller_canvas(&self, identity: &ToolIdentity) -> Result<(ProjectSnapshot, Value), String> {
+        let project =
+            (self.local_project(&identity.project_id)).ok_or("Local project not found")?;
         let current = self.host.canvas.current_list(&identity.project_id);
         let list = match current.filter(|l| find_node(nodes_of(l), &identity.node_id).is_some()) {
             Some(list) => Value::clone(&list),
             None => self.canvas(identity, "canvas_list", Map::new())?,
         };
-        let nodes = nodes_of(&list);
-        if find_node(nodes, &identity.node_id).is_none() {
+        if find_node(nodes_of(&list), &identity.node_id).is_none() {
             return Err("Agent node is no longer on this canvas".into());
+        }
+        Ok((project, list))
+    }
+}
+
+impl ServerCallbacks for Core {
+    fn execute_or_wait(&self, identity: &ToolIdentity, request: &ToolRequest) -> Execution {
+        let Some(timeout) = wait_timeout(&request.operation, &request.args) else {
+            return Execution::Done(self.execute(identity, request));
+        };
+        let started = self
+            .caller_canvas(identity)
+            .and_then(|(_, list)| self.start_wait(identity, nodes_of(&list), request, timeout));
+        started.map_or_else(|refused| Execution::Done(Err(refused)), Execution::Wait)
+    }
+
+    fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
+        let (project, list) = self.caller_canvas(identity)?;
+        let nodes = nodes_of(&list);
+        if let Some(timeout) = wait_timeout(&request.operation, &request.args) {
+            // Called directly (not through the server): wait on this thread.
+            return self.start_wait(identity, nodes, request, timeout)?.block();
         }
         let operation = request.operation.as_str();
         match operation {
@@ -349,10 +374,7 @@ impl Core {
         request: &ToolRequest,
     ) -> Result<Value, String> {
         let node_id = arg(request, "nodeId");
-        let node = find_node(nodes, node_id)
-            .filter(|n| node_field(n, "type") == Some("terminal"))
-            .filter(|n| data_field(n, "remote") != Some(&Value::Bool(true)))
-            .ok_or("Local terminal not found in this project")?;
+        let node = terminal_node(nodes, node_id)?;
         let operation = request.operation.as_str();
         let writes = !matches!(operation, "terminal_read" | "terminal_external");
         if writes && node_id == identity.node_id {
@@ -360,6 +382,22 @@ impl Core {
         }
         let terminals = &self.host.terminals;
         match operation {
+            "terminal_read" if request.args.contains_key("command") => {
+                if terminals.integration(node_id) == ShellIntegration::None {
+                    return Err("This terminal's shell reports no commands (integration none): read its screen with terminal_read without command".into());
+                }
+                let mut args = request.args.clone();
+                let max = args.get("maxChars").and_then(Value::as_f64);
+                let max = max.unwrap_or(DEFAULT_READ_CHARS as f64);
+                args.insert(
+                    "maxChars".into(),
+                    json!(max.clamp(1.0, MAX_READ_CHARS as f64)),
+                );
+                let mut watched = Watched::new(terminals, node_id, None, &args)
+                    .map_err(|_| "No such command in this terminal: take commandId from terminal_submit's answer, or use \"last\"")?;
+                let seen = watched.look();
+                Ok(watched.answer(&seen, false))
+            }
             "terminal_read" => {
                 let max = request
                     .args
@@ -394,9 +432,12 @@ impl Core {
                 }
                 let text = match operation {
                     "terminal_submit" if is_agent_terminal(node) => {
-                        return Err("Submit commands only into a plain shell terminal, not into an agent's terminal".into())
+                        return Err(SUBMIT_TO_SHELLS.into())
                     }
-                    "terminal_submit" => format!("{}\r", arg(request, "command")),
+                    "terminal_submit" => {
+                        terminals.submit(node_id, arg(request, "command"))?;
+                        return Ok(json!({ "nodeId": node_id }));
+                    }
                     "terminal_input" => arg(request, "text").to_string(),
                     "terminal_interrupt" => "\u{3}".to_string(),
                     _ => return self.canvas(identity, operation, request.args.clone()),
@@ -411,5 +452,58 @@ impl Core {
                 Ok(json!({ "nodeId": node_id }))
             }
         }
+    }
+}
+
+/// The local terminal node `node_id` of `nodes`.
+fn terminal_node<'a>(nodes: &'a [Value], node_id: &str) -> Result<&'a Value, String> {
+    find_node(nodes, node_id)
+        .filter(|n| node_field(n, "type") == Some("terminal"))
+        .filter(|n| data_field(n, "remote") != Some(&Value::Bool(true)))
+        .ok_or_else(|| "Local terminal not found in this project".into())
+}
+
+impl Core {
+    /// `terminal_submit` with `wait` (types the command, unless one still runs there) or
+    /// `terminal_wait`: the wait the server answers the call from.
+    fn start_wait(
+        &self,
+        identity: &ToolIdentity,
+        nodes: &[Value],
+        request: &ToolRequest,
+        timeout: Duration,
+    ) -> Result<Wait, String> {
+        let (args, node_id) = (&request.args, arg(request, "nodeId"));
+        let (node, terminals) = (terminal_node(nodes, node_id)?, &self.host.terminals);
+        let line = args.get("command").and_then(Value::as_str);
+        if line.is_some() {
+            match () {
+                _ if node_id == identity.node_id => return Err(OWN_TERMINAL.into()),
+                _ if is_agent_terminal(node) => return Err(SUBMIT_TO_SHELLS.into()),
+                _ if !terminals.has_live_session(node_id) => {
+                    return Err(terminals
+                        .ended(node_id)
+                        .map_or(NOT_ATTACHED.into(), ended_error))
+                }
+                _ if args.get("force") != Some(&Value::Bool(true)) => {
+                    Watched::busy(&**terminals, node_id)?
+                }
+                _ => {}
+            }
+        }
+        let watched = Watched::new(terminals, node_id, line, args)?;
+        let server = self
+            .server()
+            .ok_or("Tool service is shutting down; try again")?;
+        let slot = server.reserve_wait(&identity.project_id)?;
+        if let Some(line) = line {
+            terminals.submit(node_id, line)?;
+        }
+        let deadline = Instant::now() + timeout;
+        Ok(Wait {
+            slot,
+            deadline,
+            awaited: Box::new(watched),
+        })
     }
 }

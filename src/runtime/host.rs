@@ -102,6 +102,12 @@ pub trait Terminals: Send + Sync + 'static {
     fn has_live_session(&self, node_id: &str) -> bool;
     /// Writes text to the session as typed input.
     fn write(&self, node_id: &str, text: &str) -> Result<(), String>;
+    /// Types `command` and Enter into a shell (`terminal_submit`). The default writes
+    /// `command` + `\r`; a host whose shell reports no command starts (a POSIX `sh`)
+    /// marks one here.
+    fn submit(&self, node_id: &str, command: &str) -> Result<(), String> {
+        self.write(node_id, &format!("{command}\r"))
+    }
     /// The session's current screen as plain text, if the host can capture it.
     fn capture(&self, node_id: &str) -> Option<String>;
     /// The session's recent output as plain text, if the host keeps any.

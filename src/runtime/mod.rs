@@ -4,6 +4,7 @@ pub(crate) mod agents;
 mod artifact;
 mod canvas;
 mod canvas_node;
+mod commands;
 // Public as a path for the fuzz crate's transcript target (fuzz/check_transcript.rs),
 // which checks the reader's internals (`read_claude_jsonl`, `last_chars`, its limits).
 pub mod context;

@@ -22,6 +22,7 @@ mod lock;
 mod queue;
 mod session;
 mod unserved;
+mod waits;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -49,6 +50,7 @@ pub use crate::base::files::{
 use crate::base::lock_or_recover;
 pub use effects::ProcessEffects;
 pub use http::{ACCEPT_JOIN_WAIT, FORGET_ENDED_AFTER};
+pub use waits::{Awaited, Outcome, Wait, WaitSlot, Waker, TICK, WAITS_MAX, WAITS_PER_PROJECT};
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -87,10 +89,12 @@ impl Pending<'_> {
     /// Steps 6 to 8: queues the operation behind its project; when its turn comes it is
     /// checked again and executed, recorded in the activity trail, and `later` gets its
     /// answer on the project's worker. `Err`: it could not be queued, and this is its
-    /// answer (`later` is dropped).
+    /// answer (`later` is dropped). An operation that waits ([`Execution::Wait`]) leaves
+    /// the worker: `waiting` is told its deadline, and `later` is called by the waiter.
     pub(crate) fn queue(
         self,
         later: impl FnOnce(WireAnswer) + Send + 'static,
+        waiting: impl FnOnce(Instant) + Send + 'static,
     ) -> Result<(), WireAnswer> {
         let (server, session, started) = (self.server, self.session, self.started);
         let Some(owner) = server.me.upgrade() else {
@@ -103,13 +107,30 @@ impl Pending<'_> {
         let work = Box::new(move || {
             // A panicking operation still gets an answer.
             let turn = || owner.take_turn(&caller, &request, queued_at);
-            let result = catch_unwind(AssertUnwindSafe(turn))
-                .unwrap_or_else(|_| ToolResult::Err(FAILED_ERROR.into()));
-            let args = Some(&request.args);
-            owner
-                .activity
-                .call(&caller, &request.operation, args, &result, started);
-            later(wire(&result));
+            let execution = catch_unwind(AssertUnwindSafe(turn))
+                .unwrap_or_else(|_| Execution::Done(Err(FAILED_ERROR.into())));
+            let (waits, session) = (Arc::clone(&owner), caller.clone());
+            // Recorded in the trail when the answer is known (a wait's end included).
+            let finish = move |result: Outcome| {
+                let result = ToolResult::from(result);
+                let args = Some(&request.args);
+                owner
+                    .activity
+                    .call(&caller, &request.operation, args, &result, started);
+                later(wire(&result));
+            };
+            match execution {
+                Execution::Done(result) => finish(result),
+                Execution::Wait(wait) => {
+                    waiting(wait.deadline);
+                    let me = Arc::downgrade(&waits);
+                    let gone = move || match me.upgrade()?.revoked(&session)? {
+                        ToolResult::Err(why) => Some(format!("{why}; the call stopped waiting")),
+                        ToolResult::Ok(_) => None,
+                    };
+                    waits.waits.add(wait, Box::new(gone), Box::new(finish));
+                }
+            }
         });
         server
             .queues
@@ -149,11 +170,25 @@ fn wire(result: &ToolResult) -> WireAnswer {
     (status, serde_json::to_vec(result).unwrap_or_default())
 }
 
+/// What an operation made of its turn: its answer, or a wait whose answer comes later
+/// (see [`Wait`]; the project's worker moves on meanwhile).
+pub enum Execution {
+    /// The answer now.
+    Done(Outcome),
+    /// The operation did its immediate part; the answer comes when the wait ends.
+    Wait(Wait),
+}
+
 /// What the server needs from the app around it.
 pub trait ServerCallbacks: Send + Sync + 'static {
     /// Runs an accepted operation (already validated, authenticated and serialized
     /// behind its project). The error text is shown to the agent.
     fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String>;
+    /// [`execute`](Self::execute), for an operation that may answer later: the server
+    /// calls this one. The default: `execute`'s answer, now.
+    fn execute_or_wait(&self, identity: &ToolIdentity, request: &ToolRequest) -> Execution {
+        Execution::Done(self.execute(identity, request))
+    }
     /// Whether this identity may still act (its project and node still exist).
     fn valid(&self, identity: &ToolIdentity) -> bool;
     /// Why `identity` is not [`valid`](Self::valid), said after `Session revoked: `;
@@ -317,6 +352,7 @@ pub struct AgentToolServer {
     /// takes to authenticate, so that it never waits for a disk write.
     session_files: Mutex<()>,
     queues: queue::ProjectQueues,
+    waits: waits::Waits,
     lifecycle: Mutex<Lifecycle>,
     /// The last `session_info` answer on the wire for each node, with what it was made
     /// from (see [`AgentToolServer::session_info_wire`]).
@@ -412,6 +448,7 @@ impl AgentToolServer {
             sessions: Mutex::default(),
             session_files: Mutex::default(),
             queues: queue::ProjectQueues::default(),
+            waits: waits::Waits::default(),
             lifecycle: Mutex::new(Lifecycle::New),
             session_info_answers: Mutex::default(),
             at_once_answer: Mutex::default(),
@@ -569,6 +606,25 @@ impl AgentToolServer {
         if let Ok(file) = self.session_file(node_id) {
             let _ = std::fs::remove_file(file);
         }
+        // Its waiting calls end now, with `Session revoked`.
+        self.waits.waker().wake();
+    }
+
+    /// A place for one more waiting call of `project_id` (take it before acting, so a
+    /// call past the bound is refused having done nothing), or the refusal for the agent.
+    pub fn reserve_wait(&self, project_id: &str) -> Result<WaitSlot, String> {
+        self.waits.reserve(project_id)
+    }
+
+    /// A handle that has the waiting calls checked now: the host calls it when a
+    /// terminal's output or command state changed, or a terminal closed.
+    pub fn waker(&self) -> Waker {
+        self.waits.waker()
+    }
+
+    /// How many calls wait now.
+    pub fn waiting_calls(&self) -> usize {
+        self.waits.waiting()
     }
 
     /// The session whose bearer token is `token` (constant-time; see `session`).
@@ -587,17 +643,29 @@ impl AgentToolServer {
             Invoked::Now(answer) => return unwire(answer),
             Invoked::Queue(pending) => pending,
         };
+        // `Ok`: the answer; `Err`: the operation waits until then.
         let (reply, answer) = mpsc::channel();
-        if let Err(refused) = pending.queue(move |answer| {
-            let _ = reply.send(answer);
-        }) {
+        let waiting = reply.clone();
+        let queued = pending.queue(
+            move |answer| drop(reply.send(Ok(answer))),
+            move |deadline| drop(waiting.send(Err(deadline))),
+        );
+        if let Err(refused) = queued {
             return unwire(refused);
         }
+        let mut until = Instant::now() + self.clock.answer_wait();
         // The operation may still run after we stop waiting: its outcome is unknown.
-        match answer.recv_timeout(self.clock.answer_wait()) {
-            Ok(answer) => unwire(answer),
-            Err(mpsc::RecvTimeoutError::Timeout) => ToolResult::Err(ANSWER_TIMEOUT_ERROR.into()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => ToolResult::Err(FAILED_ERROR.into()),
+        loop {
+            match answer.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Ok(answer)) => return unwire(answer),
+                Ok(Err(deadline)) => until = deadline + self.clock.answer_wait(),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return ToolResult::Err(ANSWER_TIMEOUT_ERROR.into())
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return ToolResult::Err(FAILED_ERROR.into())
+                }
+            }
         }
     }
 
@@ -714,23 +782,25 @@ impl AgentToolServer {
         session: &ToolSession,
         request: &ToolRequest,
         queued_at: Instant,
-    ) -> ToolResult {
+    ) -> Execution {
         if matches!(*lock_or_recover(&self.lifecycle), Lifecycle::Closed) {
-            return ToolResult::Err("Tool service is shutting down; no change applied".into());
+            return Execution::Done(Err(
+                "Tool service is shutting down; no change applied".into()
+            ));
         }
         if self.clock.now().saturating_duration_since(queued_at) > QUEUE_EXPIRY {
-            return ToolResult::Err(
+            return Execution::Done(Err(
                 "Queued operation expired before execution; no change applied".into(),
-            );
+            ));
         }
-        if let Some(revoked) = self.revoked(session) {
-            return revoked;
+        if let Some(ToolResult::Err(revoked)) = self.revoked(session) {
+            return Execution::Done(Err(revoked));
         }
         let identity = session.identity();
         if is_browser_operation(&request.operation) && !self.callbacks.browser_enabled() {
-            return ToolResult::Err("Browser control was disabled while waiting".into());
+            return Execution::Done(Err("Browser control was disabled while waiting".into()));
         }
-        self.callbacks.execute(&identity, request).into()
+        self.callbacks.execute_or_wait(&identity, request)
     }
 
     /// `{"ok":true,"value":<session_info>}` as wire bytes (never the token): serialized
@@ -861,6 +931,8 @@ impl AgentToolServer {
                 let _ = std::fs::remove_file(&endpoint_file);
             }
         }
+        // Before the front stops: their shutdown answers still reach their callers.
+        self.waits.close();
         http.stop();
         // After the front: its last answers (503 while shutting down) are recorded too.
         self.activity.stop();

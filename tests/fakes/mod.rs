@@ -15,8 +15,8 @@ use termsprawl_tools::protocol::{
     CanvasToolReply, CanvasToolRequest, IntegrationStatus, ToolIdentity, ToolRequest, ToolResult,
 };
 use termsprawl_tools::runtime::{
-    AgentToolRuntime, Browsers, CanvasOwner, CanvasReplier, Host, ProjectSnapshot, Terminals,
-    Workspace,
+    AgentToolRuntime, Browsers, CanvasOwner, CanvasReplier, CommandOutput, CommandRecord,
+    Foreground, Host, OutputMark, ProjectSnapshot, ShellIntegration, Terminals, Workspace,
 };
 
 pub const PROJECT: &str = "proj";
@@ -245,6 +245,12 @@ pub struct FakeTerminals {
     pub written: Mutex<Vec<(String, String)>>,
     /// New sessions start but never become ready.
     pub never_ready: Mutex<bool>,
+    /// Scripted shell integration, command records (by terminal, in order), foreground
+    /// and output (all of it, with when it last grew) of each terminal.
+    pub integration: Mutex<HashMap<String, ShellIntegration>>,
+    pub commands: Mutex<HashMap<String, Vec<CommandRecord>>>,
+    pub foreground: Mutex<HashMap<String, Foreground>>,
+    pub output: Mutex<HashMap<String, (String, u64)>>,
 }
 
 impl FakeTerminals {
@@ -282,6 +288,62 @@ impl Terminals for FakeTerminals {
     }
     fn attach_external(&self, node_id: &str) -> Result<Value, String> {
         Ok(json!({"nodeId": node_id, "attached": true}))
+    }
+    fn integration(&self, node_id: &str) -> ShellIntegration {
+        let integration = self.integration.lock().unwrap().get(node_id).copied();
+        integration.unwrap_or(ShellIntegration::None)
+    }
+    fn command(&self, node_id: &str, id: Option<u64>) -> Option<CommandRecord> {
+        let commands = self.commands.lock().unwrap();
+        let records = commands.get(node_id)?;
+        match id {
+            Some(id) => records.iter().find(|c| c.id == id).cloned(),
+            None => records.last().cloned(),
+        }
+    }
+    fn foreground(&self, node_id: &str) -> Option<Foreground> {
+        self.foreground.lock().unwrap().get(node_id).copied()
+    }
+    fn output_mark(&self, node_id: &str) -> Option<OutputMark> {
+        let output = self.output.lock().unwrap();
+        let (text, last_output_at) = output.get(node_id)?;
+        Some(OutputMark {
+            position: text.len() as u64,
+            last_output_at: *last_output_at,
+        })
+    }
+    fn output_since(&self, node_id: &str, position: u64) -> Option<(CommandOutput, OutputMark)> {
+        let mark = self.output_mark(node_id)?;
+        let output = self.output.lock().unwrap();
+        let text = output
+            .get(node_id)?
+            .0
+            .get(position as usize..)
+            .unwrap_or("");
+        let head = text.to_string();
+        let output = CommandOutput {
+            head,
+            ..CommandOutput::default()
+        };
+        Some((output, mark))
+    }
+}
+
+impl FakeTerminals {
+    /// The terminal's program writes `text` now.
+    pub fn print(&self, node_id: &str, text: &str) {
+        let mut output = self.output.lock().unwrap();
+        let (all, at) = output.entry(node_id.to_string()).or_default();
+        all.push_str(text);
+        *at = termsprawl_tools::runtime::unix_millis();
+    }
+
+    /// The shell reports `record` (a new command, or a later state of one it reported).
+    pub fn report(&self, node_id: &str, record: CommandRecord) {
+        let mut commands = self.commands.lock().unwrap();
+        let records = commands.entry(node_id.to_string()).or_default();
+        records.retain(|c| c.id != record.id);
+        records.push(record);
     }
 }
 

@@ -750,7 +750,7 @@ fn a_legacy_client_hears_of_a_changed_tool_list_and_lists_the_new_one() {
         reply["result"]["capabilities"]["tools"]["listChanged"],
         json!(true)
     );
-    assert_eq!(listed(&mut server, &mut host, None), 23);
+    assert_eq!(listed(&mut server, &mut host, None), 24);
     assert!(server.check_tools(&mut host).is_empty(), "unchanged");
     browser.set(true);
     let notes = server.check_tools(&mut host);
@@ -761,7 +761,7 @@ fn a_legacy_client_hears_of_a_changed_tool_list_and_lists_the_new_one() {
         json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     );
     assert!(server.check_tools(&mut host).is_empty(), "told once");
-    assert_eq!(listed(&mut server, &mut host, None), 32);
+    assert_eq!(listed(&mut server, &mut host, None), 33);
 }
 
 #[test]
@@ -794,7 +794,7 @@ fn a_modern_listen_stream_is_acknowledged_notified_by_id_and_cancelled() {
         json!(7)
     );
     assert!(ack.get("id").is_none(), "the listen request stays open");
-    assert_eq!(listed(&mut server, &mut host, Some(meta.clone())), 32);
+    assert_eq!(listed(&mut server, &mut host, Some(meta.clone())), 33);
     browser.set(false);
     let notes = server.check_tools(&mut host);
     let note: Value = serde_json::from_str(&notes[0]).unwrap();
@@ -834,6 +834,10 @@ fn valid_args(tool: &ToolSpec) -> Value {
                 ArgKind::OneOf(values) => json!(values[0]),
                 ArgKind::Message => json!("hello"),
                 ArgKind::Key => json!("k1"),
+                ArgKind::Whole(min, _) => json!(min),
+                ArgKind::Flag => json!(true),
+                ArgKind::Wait => json!("exit"),
+                ArgKind::Command => json!("last"),
             };
             (arg.name.to_string(), value)
         })

@@ -235,20 +235,28 @@ struct Front {
 }
 
 /// The requests of calls whose operation went to a project queue, by a number of their
-/// own: answered by whoever takes one first, the project worker with the operation's
-/// result or the reaper once `Clock::answer_wait` has passed.
+/// own: answered by whoever takes one first, the project worker (or the waiter) with the
+/// operation's result or the reaper once it is overdue: `Clock::answer_wait` after it
+/// was queued, or after its wait's deadline.
 #[derive(Default)]
 struct QueuedCalls {
     last_id: AtomicU64,
-    /// Each request with when it was queued.
+    /// Each request with when it is overdue.
     waiting: Mutex<HashMap<u64, (Instant, Request)>>,
 }
 
 impl QueuedCalls {
-    fn add(&self, request: Request) -> u64 {
+    fn add(&self, request: Request, overdue: Instant) -> u64 {
         let id = self.last_id.fetch_add(1, Ordering::Relaxed);
-        lock_or_recover(&self.waiting).insert(id, (Instant::now(), request));
+        lock_or_recover(&self.waiting).insert(id, (overdue, request));
         id
+    }
+
+    /// The operation of call `id` waits: it is overdue only at `overdue`.
+    fn waits_until(&self, id: u64, overdue: Instant) {
+        if let Some((due, _)) = lock_or_recover(&self.waiting).get_mut(&id) {
+            *due = overdue;
+        }
     }
 
     fn take(&self, id: u64) -> Option<Request> {
@@ -257,12 +265,12 @@ impl QueuedCalls {
             .map(|(_, request)| request)
     }
 
-    /// Takes every request queued for `wait` or longer.
-    fn take_overdue(&self, wait: Duration) -> Vec<Request> {
-        let mut waiting = lock_or_recover(&self.waiting);
+    /// Takes every request that is overdue.
+    fn take_overdue(&self) -> Vec<Request> {
+        let (mut waiting, now) = (lock_or_recover(&self.waiting), Instant::now());
         let (overdue, kept) = std::mem::take(&mut *waiting)
             .into_iter()
-            .partition(|(_, (since, _))| since.elapsed() >= wait);
+            .partition(|(_, (due, _))| *due <= now);
         *waiting = kept;
         overdue.into_values().map(|(_, request)| request).collect()
     }
@@ -391,7 +399,12 @@ impl Front {
             }
             Invoked::Queue(pending) => pending,
         };
-        let id = self.queued.add(request);
+        let answer_wait = owner.clock.answer_wait();
+        let id = self.queued.add(request, Instant::now() + answer_wait);
+        let waiting = {
+            let front = self.clone();
+            move |deadline| front.queued.waits_until(id, deadline + answer_wait)
+        };
         let later = {
             let (front, owner, reply) = (self.clone(), owner.clone(), reply.clone());
             move |answer: WireAnswer| {
@@ -404,7 +417,7 @@ impl Front {
                 }
             }
         };
-        match pending.queue(later) {
+        match pending.queue(later, waiting) {
             Ok(()) => None,
             Err(answer) => {
                 let request = self.queued.take(id)?;

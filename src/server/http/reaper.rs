@@ -165,7 +165,7 @@ pub(super) fn answer_overdue(front: &Arc<Front>) {
     let Some(owner) = front.owner.upgrade() else {
         return;
     };
-    for request in front.queued.take_overdue(owner.clock.answer_wait()) {
+    for request in front.queued.take_overdue() {
         let answer = (400, error_body(ANSWER_TIMEOUT_ERROR));
         let next = front.finish(&owner, request, answer, true, On::SharedThread);
         front.drive(&owner, next, On::SharedThread);
