@@ -123,6 +123,9 @@ fn value_for(kind: ArgKind, rng: &mut Rng, strings: &[String], numbers: &[Value]
             "\u{a0}€😀",
             "del\u{7f}",
         ])),
+        ArgKind::Whole { min, max } => {
+            json!(rng.pick(&[min - 1, min, (min + max) / 2, max, max + 1,])).clone()
+        }
         ArgKind::Key => json!(rng.pick(&[
             "",
             "a",
@@ -173,6 +176,7 @@ fn generate_args(tool: &ToolSpec, rng: &mut Rng, strings: &[String], numbers: &[
                     ArgKind::OneOf(values) => json!(rng.pick(values)),
                     ArgKind::Message => json!("look at this"),
                     ArgKind::Key => json!("msg-1"),
+                    ArgKind::Whole { min, .. } => json!(min),
                 }
             } else {
                 value_for(arg.kind, rng, strings, numbers)
@@ -339,6 +343,7 @@ fn schemas_and_validator_agree_on_every_boundary_value_of_every_argument() {
                             ArgKind::OneOf(v) => json!(v[0]),
                             ArgKind::Message => json!("look"),
                             ArgKind::Key => json!("k1"),
+                            ArgKind::Whole { min, .. } => json!(min),
                         };
                         (a.name.to_string(), valid)
                     })
