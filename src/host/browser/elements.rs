@@ -1,0 +1,360 @@
+//! The DevTools side of snapshots and refs: taking a page's snapshot, finding a ref's
+//! element again (or saying why it cannot be found), and clicking or typing into it.
+//!
+//! A ref is resolved only through the page's ref table ([`super::refs`]): its frame must
+//! still show the same document (loader id) and its backend node must still be in it.
+//! Its element is reached in an isolated world, so page scripts cannot change what our
+//! functions see. Before a click, the element's centre is hit-tested
+//! (`DOM.getNodeForLocation`): if something else is there, nothing is clicked.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::cdp::Connection;
+use super::refs::{PageRefs, RefError, RefKey};
+use super::snapshot::{self, Snapshot, View};
+use super::{cut, lock, EngineError, PageId, COMMON_JS};
+
+/// Where a ref's element is: its JavaScript object in an isolated world of its frame.
+struct Resolved {
+    object: String,
+    key: RefKey,
+    /// The isolated world the object lives in.
+    context: i64,
+}
+
+/// Takes a new snapshot of the page's main frame, gives its elements refs and stores it.
+pub fn take(
+    connection: &Connection,
+    session: &str,
+    page: &PageId,
+    refs: &Mutex<PageRefs>,
+    deadline: Instant,
+) -> Result<String, EngineError> {
+    let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
+    let frame = &tree["frameTree"]["frame"];
+    let loader = frame["loaderId"].as_str().unwrap_or_default().to_string();
+    let url = frame["url"].as_str().unwrap_or_default().to_string();
+    let title = connection
+        .call(
+            "Target.getTargetInfo",
+            json!({ "targetId": page.0 }),
+            None,
+            deadline,
+        )?
+        .pointer("/targetInfo/title")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let ax = connection.call(
+        "Accessibility.getFullAXTree",
+        json!({ "frameId": page.0 }),
+        Some(session),
+        deadline,
+    )?;
+    let nodes = ax["nodes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let elements = snapshot::elements(nodes);
+    let mut table = lock(refs);
+    let (id, seq) = table.begin_snapshot();
+    let lines = elements
+        .iter()
+        .map(|element| {
+            let element_ref = element.backend.map(|backend| {
+                let key = RefKey {
+                    frame: page.0.clone(),
+                    loader: loader.clone(),
+                    backend,
+                };
+                table.ref_for(key, seq)
+            });
+            snapshot::line(element, element_ref.as_deref())
+        })
+        .collect();
+    table.store(Snapshot {
+        id: id.clone(),
+        url,
+        title,
+        lines,
+    });
+    Ok(id)
+}
+
+/// The answer for `view` of stored snapshot `id`. A `root` ref must be a line of it;
+/// otherwise the error says whether the ref is unknown, stale or gone.
+pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, EngineError> {
+    let table = lock(refs);
+    let snapshot = table.snapshot(id).map_err(EngineError::Ref)?;
+    match snapshot.render(view) {
+        Ok(rendered) => Ok(snapshot::answer(snapshot, rendered)),
+        Err(snapshot::ViewError::RootNotListed) => {
+            let root = view.root.unwrap_or_default();
+            let key = table.lookup(root).map_err(EngineError::Ref)?;
+            let current = snapshot.lines.iter().find_map(|l| {
+                let other = table.lookup(l.element_ref.as_deref()?).ok()?;
+                Some(other.loader)
+            });
+            Err(EngineError::Ref(match current {
+                Some(loader) if loader != key.loader => RefError::Stale(root.to_string()),
+                _ => RefError::Gone(root.to_string()),
+            }))
+        }
+    }
+}
+
+/// Finds `element_ref`'s element: the ref must be issued, its document current and its
+/// element still in the page.
+fn resolve(
+    connection: &Connection,
+    session: &str,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<Resolved, EngineError> {
+    let key = lock(refs).lookup(element_ref).map_err(EngineError::Ref)?;
+    let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
+    if frame_loader(&tree["frameTree"], &key.frame) != Some(key.loader.as_str()) {
+        return Err(EngineError::Ref(RefError::Stale(element_ref.to_string())));
+    }
+    let world = connection.call(
+        "Page.createIsolatedWorld",
+        json!({ "frameId": key.frame, "worldName": "termsprawl-tools", "grantUniveralAccess": false }),
+        Some(session),
+        deadline,
+    )?;
+    let context = world["executionContextId"].as_i64().unwrap_or_default();
+    let gone = || EngineError::Ref(RefError::Gone(element_ref.to_string()));
+    // Chromium refuses a backend node id it no longer has.
+    let node = connection
+        .call(
+            "DOM.resolveNode",
+            json!({ "backendNodeId": key.backend, "executionContextId": context }),
+            Some(session),
+            deadline,
+        )
+        .map_err(|_| gone())?;
+    let object = node
+        .pointer("/object/objectId")
+        .and_then(Value::as_str)
+        .ok_or_else(gone)?
+        .to_string();
+    let resolved = Resolved {
+        object,
+        key,
+        context,
+    };
+    // A node a script removed may live on while something holds it.
+    let connected = call_on(
+        connection,
+        session,
+        &resolved.object,
+        "function () { return this.isConnected; }",
+        &[],
+        deadline,
+    )?;
+    if connected != Value::Bool(true) {
+        return Err(gone());
+    }
+    Ok(resolved)
+}
+
+/// The loader id of frame `id` in a `Page.getFrameTree` answer's tree.
+fn frame_loader<'a>(tree: &'a Value, id: &str) -> Option<&'a str> {
+    if tree["frame"]["id"] == id {
+        return tree["frame"]["loaderId"].as_str();
+    }
+    tree["childFrames"]
+        .as_array()?
+        .iter()
+        .find_map(|child| frame_loader(child, id))
+}
+
+/// Runs `function` with `this` = the object and `args`, returning its JSON value.
+fn call_on(
+    connection: &Connection,
+    session: &str,
+    object: &str,
+    function: &str,
+    args: &[Value],
+    deadline: Instant,
+) -> Result<Value, EngineError> {
+    let reply = connection.call(
+        "Runtime.callFunctionOn",
+        json!({ "objectId": object, "functionDeclaration": function, "arguments": args,
+                "returnByValue": true, "awaitPromise": false }),
+        Some(session),
+        deadline,
+    )?;
+    if let Some(details) = reply.get("exceptionDetails") {
+        let text = details
+            .pointer("/exception/description")
+            .or_else(|| details.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("exception");
+        return Err(EngineError::Protocol(format!(
+            "page script failed: {}",
+            cut(text, 300)
+        )));
+    }
+    Ok(reply
+        .pointer("/result/value")
+        .cloned()
+        .unwrap_or(Value::Null))
+}
+
+/// Scrolls the element into view and returns the viewport point at its centre: the
+/// centre of its first box, since an inline element broken over lines has its bounding
+/// box's centre between them.
+const CENTRE_JS: &str = "function () {
+  const el = this.nodeType === 1 ? this : this.parentElement;
+  if (!el) return null;
+  el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+  const r = Array.from(el.getClientRects()).find((b) => b.width > 0 && b.height > 0);
+  if (!r) return null;
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) return null;
+  return { x, y, pageX: x + scrollX, pageY: y + scrollY };
+}";
+
+/// Whether `hit` is the element or inside it (across shadow roots); if not, a short
+/// description of `hit` for the error.
+const HIT_JS: &str = "function (hit) {
+  for (let n = hit; n; n = n.parentNode || n.host) { if (n === this) return { inside: true }; }
+  const el = hit.nodeType === 1 ? hit : hit.parentElement;
+  if (!el) return { inside: false, tag: '', id: '', text: '' };
+  const text = String(el.getAttribute('aria-label') || el.textContent || '').replace(/\\s+/g, ' ').trim();
+  return { inside: false, tag: el.localName, id: el.id, text: text.slice(0, 80).toWellFormed() };
+}";
+
+/// Clicks `element_ref`'s element at its centre if nothing covers it there.
+pub fn click(
+    connection: &Connection,
+    session: &str,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let element = resolve(connection, session, refs, element_ref, deadline)?;
+    let hidden = || EngineError::Ref(RefError::Hidden(element_ref.to_string()));
+    let centre = call_on(
+        connection,
+        session,
+        &element.object,
+        CENTRE_JS,
+        &[],
+        deadline,
+    )?;
+    let (Some(x), Some(y)) = (centre["x"].as_f64(), centre["y"].as_f64()) else {
+        return Err(hidden());
+    };
+    // The hit test takes document coordinates (the viewport's plus the scroll offset);
+    // Chromium answers an error when no node is at the point.
+    let (page_x, page_y) = (
+        centre["pageX"].as_f64().unwrap_or(x),
+        centre["pageY"].as_f64().unwrap_or(y),
+    );
+    let hit_backend = connection
+        .call(
+            "DOM.getNodeForLocation",
+            json!({ "x": page_x.floor() as i64, "y": page_y.floor() as i64, "includeUserAgentShadowDOM": false,
+                    "ignorePointerEventsNone": true }),
+            Some(session),
+            deadline,
+        )
+        .ok()
+        .and_then(|hit| hit["backendNodeId"].as_i64());
+    if hit_backend != Some(element.key.backend) {
+        let covered_by = match hit_backend {
+            Some(backend) => describe_hit(connection, session, &element, backend, deadline)?,
+            None => Some("nothing (no element is at that point)".to_string()),
+        };
+        if let Some(by) = covered_by {
+            return Err(EngineError::Ref(RefError::Covered(
+                element_ref.to_string(),
+                by,
+            )));
+        }
+    }
+    super::click_at(connection, session, x, y, deadline)
+}
+
+/// `None` when the node hit is inside the element (a click there reaches it), else what
+/// the node is, quoted: `<div id="overlay"> "Loading…"`.
+fn describe_hit(
+    connection: &Connection,
+    session: &str,
+    element: &Resolved,
+    backend: i64,
+    deadline: Instant,
+) -> Result<Option<String>, EngineError> {
+    // In the element's own world: an object passes only between functions of one world.
+    let hit = connection.call(
+        "DOM.resolveNode",
+        json!({ "backendNodeId": backend, "executionContextId": element.context }),
+        Some(session),
+        deadline,
+    );
+    let Some(hit_object) = hit.ok().and_then(|n| {
+        n.pointer("/object/objectId")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }) else {
+        return Ok(Some("another element".to_string()));
+    };
+    let seen = call_on(
+        connection,
+        session,
+        &element.object,
+        HIT_JS,
+        &[json!({ "objectId": hit_object })],
+        deadline,
+    );
+    let Ok(seen) = seen else {
+        return Ok(Some("another element".to_string()));
+    };
+    if seen["inside"] == true {
+        return Ok(None);
+    }
+    let field = |key: &str| seen[key].as_str().unwrap_or_default().to_string();
+    let mut what = format!("<{}", snapshot::quote(&field("tag"), 40).trim_matches('"'));
+    if !field("id").is_empty() {
+        what.push_str(&format!(" id={}", snapshot::quote(&field("id"), 60)));
+    }
+    what.push('>');
+    if !field("text").is_empty() {
+        what.push_str(&format!(" {}", snapshot::quote(&field("text"), 80)));
+    }
+    Ok(Some(what))
+}
+
+/// Sets the value of `element_ref`'s element (a visible, editable input or textarea) as
+/// `browser_type` does for a selector.
+pub fn type_text(
+    connection: &Connection,
+    session: &str,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    text: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let element = resolve(connection, session, refs, element_ref, deadline)?;
+    let function = format!(
+        "function (text) {{\n{COMMON_JS}\nif (!visible(this)) return {{ hidden: true }};\nreturn typeInto(this, text);\n}}"
+    );
+    let result = call_on(
+        connection,
+        session,
+        &element.object,
+        &function,
+        &[json!({ "value": text })],
+        deadline,
+    )?;
+    if result["hidden"] == true {
+        return Err(EngineError::Ref(RefError::Hidden(element_ref.to_string())));
+    }
+    if let Some(message) = result["error"].as_str() {
+        return Err(EngineError::Page(message.to_string()));
+    }
+    Ok(())
+}
