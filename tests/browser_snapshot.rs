@@ -51,6 +51,30 @@ const OVERLAY_PAGE: &str = r#"<!doctype html><title>Overlay</title>
 <button id="under" onclick="document.title = 'clicked'">Buy</button>
 <div id="overlay" style="position:fixed;inset:0;background:rgba(0,0,0,.5)">Loading…</div>"#;
 
+/// A page with a same-origin frame, a frame of another origin (`{other}`, the second
+/// server's base URL), one of another site (`{other_site}`, the same server as
+/// `localhost`) and open and closed shadow roots.
+const FRAMES_PAGE: &str = r#"<!doctype html><title>Frames</title>
+<h1>Outer</h1>
+<iframe title="Same origin" src="/inner" style="width:400px;height:120px"></iframe>
+<iframe title="Other origin" src="{other}/inner" style="width:400px;height:120px"></iframe>
+<iframe title="Other site" src="{other_site}/inner" style="width:400px;height:120px"></iframe>
+<div id="open-host"></div><div id="closed-host"></div>
+<script>
+  const make = (host, mode, label) => {
+    const root = document.getElementById(host).attachShadow({ mode });
+    const button = document.createElement('button');
+    button.textContent = label;
+    button.onclick = () => { document.title = label + ' clicked'; };
+    root.appendChild(button);
+  };
+  make('open-host', 'open', 'In open shadow');
+  make('closed-host', 'closed', 'In closed shadow');
+</script>"#;
+
+const INNER_PAGE: &str = r#"<!doctype html><title>Inner</title>
+<button onclick="document.body.append(' pressed in ' + location.port)">Press</button>"#;
+
 fn links_page() -> String {
     let mut page = String::from("<!doctype html><title>Links</title><h1>Many links</h1>");
     for i in 0..5_000 {
@@ -61,17 +85,24 @@ fn links_page() -> String {
 
 /// Serves the test pages; returns the base URL (`http://127.0.0.1:PORT`).
 fn serve_pages() -> String {
+    serve_pages_with("")
+}
+
+/// Serves the test pages, `{other}` in the frames page replaced by `other`.
+fn serve_pages_with(other: &str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
+    let other = other.to_string();
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            thread::spawn(move || answer(stream));
+            let other = other.clone();
+            thread::spawn(move || answer(stream, &other));
         }
     });
     base
 }
 
-fn answer(mut stream: TcpStream) {
+fn answer(mut stream: TcpStream, other: &str) {
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -89,6 +120,10 @@ fn answer(mut stream: TcpStream) {
         "/rerender" => RERENDER_PAGE.to_string(),
         "/overlay" => OVERLAY_PAGE.to_string(),
         "/links" => links_page(),
+        "/frames" => FRAMES_PAGE
+            .replace("{other}", other)
+            .replace("{other_site}", &other.replace("127.0.0.1", "localhost")),
+        "/inner" => INNER_PAGE.to_string(),
         _ => {
             let missing =
                 "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
@@ -309,6 +344,29 @@ fn refs_of_an_earlier_document_or_a_removed_element_are_refused() {
     )
     .unwrap_err();
     assert!(error.starts_with("Stale ref"), "{error}");
+    // As a root of a new snapshot, too.
+    let error = run(
+        &engine,
+        &page,
+        "browser_inspect",
+        json!({ "nodeId": "b1", "mode": "snapshot", "root": send }),
+    )
+    .unwrap_err();
+    assert!(error.starts_with("Stale ref"), "{error}");
+    let form = ref_of(other["text"].as_str().unwrap(), "- form");
+    let scoped = snapshot(&engine, &page, json!({ "root": form }));
+    let scoped_text = scoped["text"].as_str().unwrap();
+    println!("{scoped_text}");
+    assert!(
+        scoped_text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("- form [ref="),
+        "{scoped_text}"
+    );
+    assert!(scoped_text.contains("- button \"Other\""), "{scoped_text}");
+    assert!(!scoped_text.contains("heading"), "{scoped_text}");
     // A reload is a new document too.
     let other_button = ref_of(other["text"].as_str().unwrap(), "button \"Other\"");
     run(
@@ -505,4 +563,70 @@ fn a_large_page_is_paged_within_max_chars_and_found_into() {
     )
     .unwrap_err();
     assert!(error.starts_with("Unknown snapshot \"s999\""), "{error}");
+}
+
+#[test]
+fn frames_and_shadow_roots_are_listed_with_working_refs() {
+    let Some((_dir, engine)) = engine("frames") else {
+        return;
+    };
+    let other = serve_pages();
+    let base = serve_pages_with(&other);
+    let page = engine
+        .open_page(&format!("{base}/frames"), secs(30))
+        .unwrap();
+    let shot = snapshot(&engine, &page, json!({}));
+    let text = shot["text"].as_str().unwrap().to_string();
+    println!("snapshot of the frames page:\n{text}");
+    for (frame, port) in [("Same origin", &base), ("Other origin", &other)] {
+        // The frame's button is listed below its <iframe> line, and clicks in that frame.
+        let start = text
+            .lines()
+            .position(|l| l.contains(&format!("Iframe \"{frame}\"")))
+            .unwrap();
+        let press = text
+            .lines()
+            .skip(start)
+            .find(|l| l.contains("button \"Press\""))
+            .unwrap();
+        let press = ref_of(press, "Press");
+        run(
+            &engine,
+            &page,
+            "browser_click",
+            json!({ "nodeId": "b1", "ref": press }),
+        )
+        .unwrap();
+        let port = port.rsplit(':').next().unwrap();
+        let after = snapshot(
+            &engine,
+            &page,
+            json!({ "find": format!("pressed in {port}") }),
+        );
+        assert_eq!(
+            after["lines"].as_u64().map(|n| n >= 1),
+            Some(true),
+            "{frame}: {}",
+            after["text"]
+        );
+    }
+    // A frame of another site is in a process of its own, not read: the snapshot says so.
+    assert!(
+        text.contains("- Iframe \"Other site\" [contents not included] [ref="),
+        "{text}"
+    );
+    for label in ["In open shadow", "In closed shadow"] {
+        let button = ref_of(&text, &format!("button \"{label}\""));
+        run(
+            &engine,
+            &page,
+            "browser_click",
+            json!({ "nodeId": "b1", "ref": button }),
+        )
+        .unwrap();
+        let title = engine
+            .evaluate(&page, "() => document.title", &json!({}), secs(15))
+            .unwrap();
+        assert_eq!(title, format!("{label} clicked"));
+    }
 }

@@ -1,6 +1,11 @@
 //! The DevTools side of snapshots and refs: taking a page's snapshot, finding a ref's
 //! element again (or saying why it cannot be found), and clicking or typing into it.
 //!
+//! A snapshot covers the main frame, the frames in its process (same site: same-origin
+//! and other-origin frames of the same site) and shadow roots, open and closed (the
+//! accessibility tree is built on the composed tree). A frame of another site runs in a
+//! process of its own: its `<iframe>` line says `[contents not included]`.
+//!
 //! A ref is resolved only through the page's ref table ([`super::refs`]): its frame must
 //! still show the same document (loader id) and its backend node must still be in it.
 //! Its element is reached in an isolated world, so page scripts cannot change what our
@@ -14,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::cdp::Connection;
 use super::refs::{PageRefs, RefError, RefKey};
-use super::snapshot::{self, Snapshot, View};
+use super::snapshot::{self, Element, Snapshot, View};
 use super::{cut, lock, EngineError, PageId, COMMON_JS};
 
 /// Where a ref's element is: its JavaScript object in an isolated world of its frame.
@@ -23,9 +28,23 @@ struct Resolved {
     key: RefKey,
     /// The isolated world the object lives in.
     context: i64,
+    /// The element is in the main frame's document (not in an `<iframe>`).
+    in_main_frame: bool,
 }
 
-/// Takes a new snapshot of the page's main frame, gives its elements refs and stores it.
+/// Frames deeper than this below the main frame are listed without their contents.
+const MAX_FRAME_DEPTH: usize = 4;
+/// At most this many frames' contents are read into one snapshot.
+const MAX_FRAMES: usize = 20;
+
+/// A frame whose elements are in the snapshot: its id and its document's loader.
+struct FrameDoc {
+    id: String,
+    loader: String,
+}
+
+/// Takes a new snapshot of the page, its frames included (each `<iframe>` line is followed
+/// by its document's elements), gives its elements refs and stores it.
 pub fn take(
     connection: &Connection,
     session: &str,
@@ -34,9 +53,11 @@ pub fn take(
     deadline: Instant,
 ) -> Result<String, EngineError> {
     let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
-    let frame = &tree["frameTree"]["frame"];
-    let loader = frame["loaderId"].as_str().unwrap_or_default().to_string();
-    let url = frame["url"].as_str().unwrap_or_default().to_string();
+    let frame_tree = &tree["frameTree"];
+    let url = frame_tree["frame"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let title = connection
         .call(
             "Target.getTargetInfo",
@@ -48,23 +69,26 @@ pub fn take(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let ax = connection.call(
-        "Accessibility.getFullAXTree",
-        json!({ "frameId": page.0 }),
-        Some(session),
+    let mut reader = FrameReader {
+        connection,
+        session,
         deadline,
-    )?;
-    let nodes = ax["nodes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    let elements = snapshot::elements(nodes);
+        frames: Vec::new(),
+        elements: Vec::new(),
+    };
+    reader.read(frame_tree, 0, None, 0)?;
+    let FrameReader {
+        frames, elements, ..
+    } = reader;
     let mut table = lock(refs);
     let (id, seq) = table.begin_snapshot();
     let lines = elements
         .iter()
-        .map(|element| {
+        .map(|(element, frame)| {
             let element_ref = element.backend.map(|backend| {
                 let key = RefKey {
-                    frame: page.0.clone(),
-                    loader: loader.clone(),
+                    frame: frames[*frame].id.clone(),
+                    loader: frames[*frame].loader.clone(),
                     backend,
                 };
                 table.ref_for(key, seq)
@@ -81,6 +105,116 @@ pub fn take(
     Ok(id)
 }
 
+/// Reads the elements of a frame and of the frames inside it, in document order.
+struct FrameReader<'a> {
+    connection: &'a Connection,
+    session: &'a str,
+    deadline: Instant,
+    /// The frames read so far.
+    frames: Vec<FrameDoc>,
+    /// Every element read so far with its frame's index in `frames`.
+    elements: Vec<(Element, usize)>,
+}
+
+impl FrameReader<'_> {
+    /// Appends the elements of the frame `tree` describes (a `Page.getFrameTree` node),
+    /// `nesting` frames below the main frame, at `depth` below the line `owner` (its
+    /// `<iframe>`), and after each `<iframe>` line of it the elements of that frame.
+    fn read(
+        &mut self,
+        tree: &Value,
+        depth: usize,
+        owner: Option<usize>,
+        nesting: usize,
+    ) -> Result<(), EngineError> {
+        let frame_id = tree["frame"]["id"].as_str().unwrap_or_default();
+        let ax = self.connection.call(
+            "Accessibility.getFullAXTree",
+            json!({ "frameId": frame_id }),
+            Some(self.session),
+            self.deadline,
+        );
+        let ax = match ax {
+            Ok(ax) => ax,
+            // The main frame must answer; a child frame Chromium cannot read here (one in
+            // another process) is marked on its <iframe> line instead.
+            Err(error) if owner.is_none() => return Err(error.into()),
+            Err(_) => {
+                self.mark_not_included(owner);
+                return Ok(());
+            }
+        };
+        let frame = self.frames.len();
+        self.frames.push(FrameDoc {
+            id: frame_id.to_string(),
+            loader: tree["frame"]["loaderId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        });
+        // The <iframe> element of each child frame, by backend node id.
+        let mut children: Vec<(i64, &Value)> = Vec::new();
+        for child in tree["childFrames"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            let owner_node = self.connection.call(
+                "DOM.getFrameOwner",
+                json!({ "frameId": child["frame"]["id"] }),
+                Some(self.session),
+                self.deadline,
+            );
+            if let Some(backend) = owner_node.ok().and_then(|o| o["backendNodeId"].as_i64()) {
+                children.push((backend, child));
+            }
+        }
+        let nodes = ax["nodes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        // Where each of this frame's elements landed in `self.elements`.
+        let mut placed: Vec<usize> = Vec::new();
+        for element in snapshot::elements(nodes) {
+            if self.elements.len() >= snapshot::MAX_LINES {
+                break;
+            }
+            let child = element
+                .backend
+                .and_then(|b| children.iter().find(|(owner, _)| *owner == b))
+                .map(|(_, child)| *child);
+            let element = Element {
+                depth: element.depth + depth,
+                parent: element
+                    .parent
+                    .and_then(|p| placed.get(p).copied())
+                    .or(owner),
+                ..element
+            };
+            let inner_depth = element.depth + 1;
+            let is_frame = element.role == "Iframe";
+            self.elements.push((element, frame));
+            let line = self.elements.len() - 1;
+            placed.push(line);
+            if let Some(child) = child {
+                if nesting >= MAX_FRAME_DEPTH || self.frames.len() >= MAX_FRAMES {
+                    self.mark_not_included(Some(line));
+                } else {
+                    self.read(child, inner_depth, Some(line), nesting + 1)?;
+                }
+            } else if is_frame {
+                // A frame of another site runs in a process of its own, which this page's
+                // session does not read.
+                self.mark_not_included(Some(line));
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_not_included(&mut self, line: Option<usize>) {
+        if let Some((iframe, _)) = line.and_then(|i| self.elements.get_mut(i)) {
+            iframe.states.push("[contents not included]".to_string());
+        }
+    }
+}
+
 /// The answer for `view` of stored snapshot `id`. A `root` ref must be a line of it;
 /// otherwise the error says whether the ref is unknown, stale or gone.
 pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, EngineError> {
@@ -91,9 +225,10 @@ pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, En
         Err(snapshot::ViewError::RootNotListed) => {
             let root = view.root.unwrap_or_default();
             let key = table.lookup(root).map_err(EngineError::Ref)?;
+            // The document the snapshot shows in the root's frame, if it shows that frame.
             let current = snapshot.lines.iter().find_map(|l| {
                 let other = table.lookup(l.element_ref.as_deref()?).ok()?;
-                Some(other.loader)
+                (other.frame == key.frame).then_some(other.loader)
             });
             Err(EngineError::Ref(match current {
                 Some(loader) if loader != key.loader => RefError::Stale(root.to_string()),
@@ -139,10 +274,12 @@ fn resolve(
         .and_then(Value::as_str)
         .ok_or_else(gone)?
         .to_string();
+    let in_main_frame = tree["frameTree"]["frame"]["id"] == key.frame.as_str();
     let resolved = Resolved {
         object,
         key,
         context,
+        in_main_frame,
     };
     // A node a script removed may live on while something holds it.
     let connected = call_on(
@@ -245,15 +382,23 @@ pub fn click(
         &[],
         deadline,
     )?;
-    let (Some(x), Some(y)) = (centre["x"].as_f64(), centre["y"].as_f64()) else {
-        return Err(hidden());
+    let point = if element.in_main_frame {
+        let field = |key: &str| centre[key].as_f64();
+        field("x")
+            .zip(field("y"))
+            .zip(field("pageX").zip(field("pageY")))
+    } else if centre.is_null() {
+        None
+    } else {
+        // Inside an <iframe>, the script sees the frame's own viewport; Chromium knows
+        // where that is in the page's.
+        frame_point(connection, session, &element, deadline)?
     };
     // The hit test takes document coordinates (the viewport's plus the scroll offset);
     // Chromium answers an error when no node is at the point.
-    let (page_x, page_y) = (
-        centre["pageX"].as_f64().unwrap_or(x),
-        centre["pageY"].as_f64().unwrap_or(y),
-    );
+    let Some(((x, y), (page_x, page_y))) = point else {
+        return Err(hidden());
+    };
     let hit_backend = connection
         .call(
             "DOM.getNodeForLocation",
@@ -277,6 +422,49 @@ pub fn click(
         }
     }
     super::click_at(connection, session, x, y, deadline)
+}
+
+/// The centre of the element's first box in the page's viewport and in its document
+/// (the viewport point plus the scroll offset), or `None` when it is not in the viewport.
+#[allow(clippy::type_complexity)]
+fn frame_point(
+    connection: &Connection,
+    session: &str,
+    element: &Resolved,
+    deadline: Instant,
+) -> Result<Option<((f64, f64), (f64, f64))>, EngineError> {
+    let quads = connection
+        .call(
+            "DOM.getContentQuads",
+            json!({ "backendNodeId": element.key.backend }),
+            Some(session),
+            deadline,
+        )
+        .ok();
+    let Some(quad) = quads
+        .as_ref()
+        .and_then(|q| q["quads"].as_array())
+        .and_then(|q| q.first())
+        .and_then(Value::as_array)
+        .filter(|q| q.len() == 8)
+    else {
+        return Ok(None);
+    };
+    let corner = |i: usize| quad[i].as_f64().unwrap_or_default();
+    let x = (corner(0) + corner(2) + corner(4) + corner(6)) / 4.0;
+    let y = (corner(1) + corner(3) + corner(5) + corner(7)) / 4.0;
+    let inside = (0.0..f64::from(super::VIEWPORT_WIDTH)).contains(&x)
+        && (0.0..f64::from(super::VIEWPORT_HEIGHT)).contains(&y);
+    if !inside {
+        return Ok(None);
+    }
+    let metrics = connection.call("Page.getLayoutMetrics", json!({}), Some(session), deadline)?;
+    let scroll = |key: &str| {
+        metrics["cssLayoutViewport"][key]
+            .as_f64()
+            .unwrap_or_default()
+    };
+    Ok(Some(((x, y), (x + scroll("pageX"), y + scroll("pageY")))))
 }
 
 /// `None` when the node hit is inside the element (a click there reaches it), else what
