@@ -384,9 +384,15 @@ pub fn click(
     )?;
     let point = if element.in_main_frame {
         let field = |key: &str| centre[key].as_f64();
-        field("x")
-            .zip(field("y"))
-            .zip(field("pageX").zip(field("pageY")))
+        match (field("x"), field("y"), field("pageX"), field("pageY")) {
+            (Some(x), Some(y), Some(page_x), Some(page_y)) => Some(Point {
+                x,
+                y,
+                page_x,
+                page_y,
+            }),
+            _ => None,
+        }
     } else if centre.is_null() {
         None
     } else {
@@ -396,7 +402,13 @@ pub fn click(
     };
     // The hit test takes document coordinates (the viewport's plus the scroll offset);
     // Chromium answers an error when no node is at the point.
-    let Some(((x, y), (page_x, page_y))) = point else {
+    let Some(Point {
+        x,
+        y,
+        page_x,
+        page_y,
+    }) = point
+    else {
         return Err(hidden());
     };
     let hit_backend = connection
@@ -424,15 +436,22 @@ pub fn click(
     super::click_at(connection, session, x, y, deadline)
 }
 
-/// The centre of the element's first box in the page's viewport and in its document
-/// (the viewport point plus the scroll offset), or `None` when it is not in the viewport.
-#[allow(clippy::type_complexity)]
+/// Where to click: a point in the page's viewport, and the same point in its document
+/// (the viewport point plus the scroll offset), as the hit test takes it.
+struct Point {
+    x: f64,
+    y: f64,
+    page_x: f64,
+    page_y: f64,
+}
+
+/// The centre of the element's first box, or `None` when it is not in the viewport.
 fn frame_point(
     connection: &Connection,
     session: &str,
     element: &Resolved,
     deadline: Instant,
-) -> Result<Option<((f64, f64), (f64, f64))>, EngineError> {
+) -> Result<Option<Point>, EngineError> {
     let quads = connection
         .call(
             "DOM.getContentQuads",
@@ -464,7 +483,12 @@ fn frame_point(
             .as_f64()
             .unwrap_or_default()
     };
-    Ok(Some(((x, y), (x + scroll("pageX"), y + scroll("pageY")))))
+    Ok(Some(Point {
+        x,
+        y,
+        page_x: x + scroll("pageX"),
+        page_y: y + scroll("pageY"),
+    }))
 }
 
 /// `None` when the node hit is inside the element (a click there reaches it), else what
