@@ -492,10 +492,12 @@ fn a_large_page_is_paged_within_max_chars_and_found_into() {
     let page = engine
         .open_page(&format!("{base}/links"), secs(30))
         .unwrap();
+    let started = Instant::now();
     let first = snapshot(&engine, &page, json!({}));
+    let took = started.elapsed();
     let first_text = first["text"].as_str().unwrap();
     println!(
-        "5,000-link page, first answer at the default cap: {} chars, {} of {} lines",
+        "5,000-link page, first answer at the default cap: {} chars, {} of {} lines, in {took:?}",
         first_text.chars().count(),
         first_text.lines().count() - 1,
         first["lines"]
@@ -555,6 +557,17 @@ fn a_large_page_is_paged_within_max_chars_and_found_into() {
         .as_str()
         .unwrap()
         .contains("Link number 4999"));
+    let error = run(
+        &engine,
+        &page,
+        "browser_inspect",
+        json!({ "nodeId": "b1", "offset": 5 }),
+    )
+    .unwrap_err();
+    assert!(
+        error.ends_with("apply to snapshots only: add mode \"snapshot\""),
+        "{error}"
+    );
     let error = run(
         &engine,
         &page,

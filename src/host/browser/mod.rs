@@ -20,6 +20,11 @@
 //! - Downloads are denied, pages opened by pages (popups) are closed, JavaScript dialogs
 //!   are dismissed (they would block the page) and file choosers are intercepted.
 //!
+//! Snapshots and refs: `browser_inspect` with `mode: "snapshot"` lists a page's
+//! accessibility tree one element a line (`snapshot.rs`), each element with a ref kept in
+//! the page's ref table (`refs.rs`); `browser_click` and `browser_type` act on a ref's
+//! element after checking it is still that document's element (`elements.rs`).
+//!
 //! Our page scripts run in an isolated world with `returnByValue`, so page scripts cannot
 //! replace the DOM functions they use, and only JSON data comes back to this process.
 //!
@@ -64,6 +69,9 @@ pub const MAX_TEXT_CHARS: usize = 24_000;
 pub const MAX_CONTROLS: usize = 100;
 /// Each control's text is cut to this many characters.
 pub const CONTROL_TEXT_CHARS: usize = 120;
+
+/// The `browser_inspect` arguments that shape a snapshot (and mean nothing without one).
+const SNAPSHOT_ONLY: &[&str] = &["maxChars", "snapshot", "offset", "root", "find"];
 
 const COMMON_JS: &str = include_str!("js/common.js");
 const INSPECT_JS: &str = include_str!("js/inspect.js");
@@ -687,6 +695,12 @@ impl BrowserEngine {
                 Ok(json!({ "url": self.navigate(page, text("url")?, deadline)? }))
             }
             "browser_inspect" if args.contains_key("mode") => self.snapshot(page, args, deadline),
+            "browser_inspect" if SNAPSHOT_ONLY.iter().any(|key| args.contains_key(*key)) => {
+                Err(EngineError::Page(format!(
+                    "{} apply to snapshots only: add mode \"snapshot\"",
+                    SNAPSHOT_ONLY.join(", ")
+                )))
+            }
             "browser_inspect" => serde_json::to_value(self.inspect(page, deadline)?)
                 .map_err(|e| EngineError::Protocol(e.to_string())),
             "browser_click" => match args.get("ref").and_then(Value::as_str) {
