@@ -388,8 +388,14 @@ impl Snapshot {
             Some(next) => format!(" cut=true (more: snapshot={} offset={next})", self.id),
             None => " cut=false".to_string(),
         };
+        // A page with more elements than a snapshot keeps: say so, and how to see the rest.
+        let full = if self.lines.len() >= MAX_LINES {
+            format!(" (a snapshot keeps at most {MAX_LINES} lines: narrow it with find or root)")
+        } else {
+            String::new()
+        };
         format!(
-            "[snapshot {}] url={} title={} lines={total} showing={shown}{more}",
+            "[snapshot {}] url={} title={} lines={total} showing={shown}{more}{full}",
             self.id,
             quote(&self.url, URL_CHARS),
             quote(&self.title, NAME_CHARS),
@@ -607,6 +613,27 @@ mod tests {
         let rendered = snapshot.render(&view).unwrap();
         assert_eq!(rendered.next_offset, None, "{}", rendered.text);
         assert!(rendered.text.chars().count() <= min);
+    }
+
+    #[test]
+    fn a_page_over_the_line_bound_is_kept_to_it_and_says_so() {
+        let snapshot = big_snapshot(MAX_LINES + 5);
+        assert_eq!(snapshot.lines.len(), MAX_LINES);
+        let view = View {
+            max_chars: 3000,
+            ..View::default()
+        };
+        let header = snapshot.render(&view).unwrap().text;
+        assert!(header
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("(a snapshot keeps at most 10000 lines: narrow it with find or root)"));
+        assert!(!big_snapshot(10)
+            .render(&view)
+            .unwrap()
+            .text
+            .contains("at most"));
     }
 
     #[test]
