@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::cdp::Connection;
+use super::cdp::{CdpError, Connection};
 use super::refs::{PageRefs, RefError, RefKey};
 use super::snapshot::{self, Element, Snapshot, View};
 use super::{cut, lock, EngineError, PageId, COMMON_JS};
@@ -268,7 +268,10 @@ fn resolve(
             Some(session),
             deadline,
         )
-        .map_err(|_| gone())?;
+        .or_else(refused_as(Value::Null))?;
+    if node.is_null() {
+        return Err(gone());
+    }
     let object = node
         .pointer("/object/objectId")
         .and_then(Value::as_str)
@@ -294,6 +297,15 @@ fn resolve(
         return Err(gone());
     }
     Ok(resolved)
+}
+
+/// Turns Chromium's refusal of a command into `answer`, an answer that means "no such
+/// node"; a timeout or a stopped engine stays an error.
+fn refused_as(answer: Value) -> impl FnOnce(CdpError) -> Result<Value, EngineError> {
+    move |error| match error {
+        CdpError::Protocol(_) => Ok(answer),
+        other => Err(other.into()),
+    }
 }
 
 /// The loader id of frame `id` in a `Page.getFrameTree` answer's tree.
@@ -411,7 +423,7 @@ pub fn click(
     else {
         return Err(hidden());
     };
-    let hit_backend = connection
+    let hit = connection
         .call(
             "DOM.getNodeForLocation",
             json!({ "x": page_x.floor() as i64, "y": page_y.floor() as i64, "includeUserAgentShadowDOM": false,
@@ -419,8 +431,8 @@ pub fn click(
             Some(session),
             deadline,
         )
-        .ok()
-        .and_then(|hit| hit["backendNodeId"].as_i64());
+        .or_else(refused_as(Value::Null))?;
+    let hit_backend = hit["backendNodeId"].as_i64();
     if hit_backend != Some(element.key.backend) {
         let covered_by = match hit_backend {
             Some(backend) => describe_hit(connection, session, &element, backend, deadline)?,
