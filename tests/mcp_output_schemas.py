@@ -129,6 +129,16 @@ async def every_operation(run, project, url):
     await run.ok("browser_inspect", {"nodeId": browser})
     await run.ok("browser_type", {"nodeId": browser, "selector": "#q", "text": "abc"})
     await run.ok("browser_click", {"nodeId": browser, "selector": "#go"})
+    # The accessibility snapshot, paged, and the same calls by ref.
+    snap = await run.ok("browser_inspect", {"nodeId": browser, "mode": "snapshot", "maxChars": 3000})
+    check(snap["cut"] is False and "nextOffset" not in snap, f"{run.label}: snapshot {snap}")
+    await run.ok("browser_inspect", {"nodeId": browser, "mode": "snapshot", "snapshot": snap["snapshot"], "offset": 1})
+    refs = {" ".join(line.split()[:2]): line.rsplit("[ref=", 1)[1].rstrip("]")
+            for line in snap["text"].splitlines()[1:] if "[ref=" in line}
+    check("- textbox" in refs and "- button" in refs, f"{run.label}: refs {refs} of {snap['text']}")
+    await run.ok("browser_type", {"nodeId": browser, "ref": refs["- textbox"], "text": "by ref"})
+    await run.ok("browser_click", {"nodeId": browser, "ref": refs["- button"]})
+    await run.error("browser_click", {"nodeId": browser, "ref": "e999999"})
     await run.ok("browser_navigate", {"nodeId": browser, "url": url + "?second"})
     await run.ok("browser_screenshot", {"nodeId": browser})
     await run.ok("browser_transfer", {"nodeId": browser, "agentNodeId": "other"})

@@ -12,8 +12,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Map, Value};
 use termsprawl_tools::protocol::{
-    catalogue_json, find_tool, validate_tool_request, ArgKind, ArgSpec, ToolSpec, AGENT_KINDS,
-    AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS, NO_CONTROL_PATTERN,
+    catalogue_json, exactly_one_of, find_tool, validate_tool_request, ArgKind, ArgSpec, ToolSpec,
+    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS, INSPECT_MODES, NO_CONTROL_PATTERN,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -46,10 +46,15 @@ fn valid_value(kind: ArgKind) -> Value {
 }
 
 /// Valid args for `tool`: every required argument, and the optional ones too when asked.
+/// Of two alternatives (exactly one must be given), always the first.
 fn valid_args(tool: &ToolSpec, with_optional: bool) -> Map<String, Value> {
+    let alternatives = exactly_one_of(tool.name);
     tool.args
         .iter()
-        .filter(|a| a.required || with_optional)
+        .filter(|a| match alternatives {
+            Some([first, second]) if [first, second].contains(&a.name) => a.name == first,
+            _ => a.required || with_optional,
+        })
         .map(|a| (a.name.to_string(), valid_value(a.kind)))
         .collect()
 }
@@ -71,6 +76,10 @@ fn args_where(pick: fn(ArgKind) -> bool) -> Vec<(&'static ToolSpec, &'static Arg
 /// The verdict on `tool`'s full valid args with `arg` set to `value`.
 fn verdict_with(tool: &ToolSpec, arg: &ArgSpec, value: Value) -> Result<(), String> {
     let mut args = valid_args(tool, true);
+    if let Some(pair) = exactly_one_of(tool.name).filter(|pair| pair.contains(&arg.name)) {
+        // The argument stands in for its alternative.
+        pair.iter().for_each(|name| drop(args.remove(*name)));
+    }
     args.insert(arg.name.to_string(), value);
     verdict(&request(tool.name, Value::Object(args)))
 }
@@ -171,7 +180,19 @@ fn catalogue_matches_the_operation_table() {
         ),
         ("browser_open", &[("url", Text, true)]),
         ("browser_claim", &[("nodeId", Text, true)]),
-        ("browser_inspect", &[("nodeId", Text, true)]),
+        (
+            "browser_inspect",
+            &[
+                ("nodeId", Text, true),
+                // Beyond the spec: the accessibility snapshot.
+                ("mode", OneOf(INSPECT_MODES), false),
+                ("maxChars", Whole(3_000, 40_000), false),
+                ("snapshot", Key, false),
+                ("offset", Whole(0, 1_000_000), false),
+                ("root", Key, false),
+                ("find", Text, false),
+            ],
+        ),
         ("browser_screenshot", &[("nodeId", Text, true)]),
         (
             "browser_transfer",
@@ -183,14 +204,21 @@ fn catalogue_matches_the_operation_table() {
         ),
         (
             "browser_click",
-            &[("nodeId", Text, true), ("selector", Text, true)],
+            // The spec's required selector, or (beyond the spec) a snapshot ref: the
+            // validator requires exactly one of the two.
+            &[
+                ("nodeId", Text, true),
+                ("selector", Text, false),
+                ("ref", Key, false),
+            ],
         ),
         (
             "browser_type",
             &[
                 ("nodeId", Text, true),
-                ("selector", Text, true),
                 ("text", Text, true),
+                ("selector", Text, false),
+                ("ref", Key, false),
             ],
         ),
         ("terminal_open", &[("title", Text, false)]),
@@ -616,11 +644,18 @@ fn every_missing_required_argument_is_named() {
                 tool.name
             );
         }
-        // Optional arguments may be left out.
+        // Optional arguments may be left out, but not both of two alternatives.
+        let alternatives = exactly_one_of(tool.name);
         for arg in tool.args.iter().filter(|a| !a.required) {
             let mut args = valid_args(tool, true);
             args.remove(arg.name);
-            assert_eq!(verdict(&request(tool.name, Value::Object(args))), Ok(()));
+            let expected = match alternatives {
+                Some([first, second]) if arg.name == first => Err(format!(
+                    "Missing argument: {first} (give {first} or {second})"
+                )),
+                _ => Ok(()),
+            };
+            assert_eq!(verdict(&request(tool.name, Value::Object(args))), expected);
         }
     }
 }
@@ -996,6 +1031,13 @@ fn cli_catalogue_prints_33_operations_whose_schemas_carry_the_limits() {
                     assert_eq!(p["oneOf"][1]["maximum"], json!(1_000_000));
                 }
             }
+        }
+        // Exactly one of two alternatives: the required arguments and one more.
+        if exactly_one_of(tool.name).is_some() {
+            assert_eq!(schema["minProperties"], json!(required.len() + 1));
+            assert_eq!(schema["maxProperties"], json!(required.len() + 1));
+        } else {
+            assert!(schema.get("minProperties").is_none(), "{}", tool.name);
         }
         for hint in [
             "readOnlyHint",

@@ -142,6 +142,7 @@ fn value_for(kind: ArgKind, rng: &mut Rng, strings: &[String], numbers: &[Value]
             json!(max + 1),
             json!(min as f64 + 0.5),
             json!(max as f64),
+            json!((min + max) / 2),
             json!("1"),
         ])),
         ArgKind::Flag => json!(rng.pick(&[json!(true), json!(false), json!(1), json!("true")])),

@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use termsprawl_tools::protocol::{validate_tool_request, ArgKind, AGENT_TOOLS};
+use termsprawl_tools::protocol::{exactly_one_of, validate_tool_request, ArgKind, AGENT_TOOLS};
 
 /// One operation's figure.
 pub struct ValidatorTime {
@@ -34,9 +34,12 @@ fn sample_value(kind: ArgKind) -> Value {
 pub fn measure(per_operation: Duration) -> Result<Vec<ValidatorTime>, String> {
     let mut times = Vec::new();
     for tool in AGENT_TOOLS {
+        // Of two alternatives (selector or ref), the first.
+        let left_out = exactly_one_of(tool.name).map(|[_, second]| second);
         let args: Map<String, Value> = tool
             .args
             .iter()
+            .filter(|a| Some(a.name) != left_out)
             .map(|a| (a.name.to_string(), sample_value(a.kind)))
             .collect();
         let raw = json!({ "operation": tool.name, "args": args });

@@ -12,7 +12,8 @@ use serde_json::{json, Map, Value};
 
 use super::limits::{
     COMMAND_OUTPUT_MAX_CHARS, COMMAND_OUTPUT_MIN_CHARS, MAX_ARRAY_ITEMS, MAX_ITEM_CHARS,
-    MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS, WAIT_DEFAULT_MS, WAIT_MAX_MS,
+    MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS, SNAPSHOT_MAX_CHARS, SNAPSHOT_MIN_CHARS,
+    WAIT_DEFAULT_MS, WAIT_MAX_MS,
 };
 
 /// The guide topics, in the order `guide_read` publishes them.
@@ -237,11 +238,32 @@ const NODE_ID: ArgSpec =
     node_id("Id of a node on this project's canvas, as canvas_list reports it.");
 const BROWSER_NODE: ArgSpec = node_id("Id of a browser node, as browser_list reports it.");
 const TERMINAL_NODE: ArgSpec = node_id("Id of a terminal node, as canvas_list reports it.");
-const SELECTOR: ArgSpec = req(
+const SELECTOR: ArgSpec = opt(
     "selector",
     ArgKind::Text,
-    "CSS selector matching exactly one visible element, e.g. one browser_inspect listed.",
+    "CSS selector matching exactly one visible element, e.g. one browser_inspect listed. Give selector or ref, not both.",
 );
+const REF: ArgSpec = opt(
+    "ref",
+    ArgKind::Key,
+    "An element's ref from a browser_inspect snapshot (the [ref=...] of its line). Give selector or ref, not both.",
+);
+/// The modes of `browser_inspect` besides its default (text and controls).
+pub const INSPECT_MODES: &[&str] = &["snapshot"];
+
+/// Operations whose arguments include exactly one of two alternatives (and no other
+/// optional argument): the validator and the published schema both enforce it.
+pub static EXACTLY_ONE_OF: &[(&str, [&str; 2])] = &[
+    ("browser_click", ["selector", "ref"]),
+    ("browser_type", ["selector", "ref"]),
+];
+
+/// The alternatives of `tool` of which exactly one must be given, if it has any.
+pub fn exactly_one_of(tool: &str) -> Option<[&'static str; 2]> {
+    EXACTLY_ONE_OF
+        .iter()
+        .find_map(|&(name, pair)| (name == tool).then_some(pair))
+}
 const URL: ArgSpec = req(
     "url",
     ArgKind::Text,
@@ -330,7 +352,11 @@ const OUTPUT_CHARS: ArgSpec = opt(
 );
 const NODE_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId")]);
 const OWNER_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId"), text("owner")]);
-const SELECTOR_ANSWER: ResultShape = ResultShape::Object(&[text("selector")]);
+/// A click or a typing answers with what it acted on: the selector or the ref it was given.
+const TARGET_ANSWER: ResultShape = ResultShape::Object(&[
+    maybe("selector", FieldKind::Text),
+    maybe("ref", FieldKind::Text),
+]);
 
 /// Every callable operation, in the spec's table order.
 pub static AGENT_TOOLS: &[ToolSpec] = &[
@@ -502,33 +528,46 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "browser_inspect",
         title: "Inspect a page",
-        description: "Returns the page's URL, title, visible text and up to 100 visible controls with selectors; page content is untrusted.",
-        args: &[BROWSER_NODE],
+        description: "Returns the page's URL, title, visible text and up to 100 visible controls with selectors; with mode snapshot, a compact accessibility snapshot instead: one element a line with a [ref=...] for browser_click and browser_type. Page content is untrusted.",
+        args: &[
+            BROWSER_NODE,
+            opt("mode", ArgKind::OneOf(INSPECT_MODES), "snapshot: the accessibility snapshot with refs; without it, text and controls."),
+            opt("maxChars", ArgKind::Whole(SNAPSHOT_MIN_CHARS, SNAPSHOT_MAX_CHARS), "Snapshot only: the most characters of text to return (3000 to 40000, default 12000)."),
+            opt("snapshot", ArgKind::Key, "Snapshot only: read this stored snapshot (its id from an earlier answer) instead of taking a new one; with offset, the rest of it."),
+            opt("offset", ArgKind::Whole(0, MAX_NUMBER_ABS), "Snapshot only: the first line to return (an answer's nextOffset)."),
+            opt("root", ArgKind::Key, "Snapshot only: a ref; return only that element and what is inside it."),
+            opt("find", ArgKind::Text, "Snapshot only: return only lines whose role, name or value contain this text (any case), with their ancestors."),
+        ],
         result: ResultShape::Object(&[
             text("url"),
             text("title"),
             text("text"),
-            field(
+            maybe(
                 "controls",
                 FieldKind::ListOf(&[text("tag"), text("text"), text("selector"), text("type")]),
             ),
+            maybe("snapshot", FieldKind::Text),
+            maybe("lines", FieldKind::Integer),
+            maybe("offset", FieldKind::Integer),
+            maybe("nextOffset", FieldKind::Integer),
+            maybe("cut", FieldKind::Bool),
         ]),
         hints: OPEN_READ,
     },
     ToolSpec {
         name: "browser_click",
         title: "Click an element",
-        description: "Clicks the one visible element the selector matches, as a real mouse press at its centre.",
-        args: &[BROWSER_NODE, SELECTOR],
-        result: SELECTOR_ANSWER,
+        description: "Clicks the one visible element the selector (or the snapshot ref) names, as a real mouse press at its centre; a ref's element is scrolled into view and must not be covered.",
+        args: &[BROWSER_NODE, SELECTOR, REF],
+        result: TARGET_ANSWER,
         hints: OPEN_WRITE,
     },
     ToolSpec {
         name: "browser_type",
         title: "Type into a field",
-        description: "Sets the value of the one visible, editable input or textarea the selector matches.",
-        args: &[BROWSER_NODE, SELECTOR, req("text", ArgKind::Text, "The value to enter.")],
-        result: SELECTOR_ANSWER,
+        description: "Sets the value of the one visible, editable input or textarea the selector (or the snapshot ref) names.",
+        args: &[BROWSER_NODE, req("text", ArgKind::Text, "The value to enter."), SELECTOR, REF],
+        result: TARGET_ANSWER,
         hints: OPEN_WRITE,
     },
     ToolSpec {
@@ -832,6 +871,14 @@ impl ToolSpec {
             (arg.name, schema, arg.required)
         }));
         schema["additionalProperties"] = json!(false);
+        if exactly_one_of(self.name).is_some() {
+            // Exactly one of the two alternatives, said without oneOf/anyOf (some clients
+            // refuse those at the top of a tool's schema): the alternatives are the only
+            // optional arguments, so the required ones plus one is the exact count.
+            let count = self.args.iter().filter(|arg| arg.required).count() + 1;
+            schema["minProperties"] = json!(count);
+            schema["maxProperties"] = json!(count);
+        }
         schema
     }
 

@@ -26,3 +26,11 @@ pub const COMMAND_OUTPUT_DEFAULT_CHARS: i64 = 16_000;
 pub const COMMAND_OUTPUT_MIN_CHARS: i64 = 200;
 /// See [`COMMAND_OUTPUT_DEFAULT_CHARS`].
 pub const COMMAND_OUTPUT_MAX_CHARS: i64 = 100_000;
+/// A browser snapshot answer (`browser_inspect` with `mode: "snapshot"`) holds at most
+/// this many characters unless `maxChars` says otherwise.
+pub const SNAPSHOT_DEFAULT_CHARS: i64 = 12_000;
+/// The smallest `maxChars` of a snapshot: room for its header line and its longest line
+/// (hostile names escaped), so every page of an answer shows at least one line.
+pub const SNAPSHOT_MIN_CHARS: i64 = 3_000;
+/// The largest `maxChars` of a snapshot; the rest is read by `offset`.
+pub const SNAPSHOT_MAX_CHARS: i64 = 40_000;

@@ -4,14 +4,15 @@
 //! Checks run in this order: the request is a JSON object, the operation, the args object,
 //! then no top-level keys besides `operation` and `args` (so a request with a bad operation
 //! and an extra key reports the operation), then missing required arguments, unknown
-//! arguments, then each value in catalogue order. The first failure is reported. Every
+//! arguments, then each value in catalogue order, then that exactly one of an operation's
+//! alternatives (`selector` or `ref`) is given. The first failure is reported. Every
 //! limit checked here is also stated in the published schema (see `ArgKind::schema`).
 
 use std::fmt;
 
 use serde_json::Value;
 
-use super::catalogue::{find_tool, ArgKind};
+use super::catalogue::{exactly_one_of, find_tool, ArgKind};
 use super::limits::{
     MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS,
 };
@@ -29,6 +30,8 @@ pub enum ValidationError {
     ArgsNotObject,
     /// A required argument is absent.
     MissingArgument(&'static str),
+    /// Neither of two alternatives (exactly one is required) is given.
+    MissingAlternative([&'static str; 2]),
     /// An argument the operation does not take (name shortened for the message).
     UnknownArgument(String),
     /// An argument's value breaks its schema.
@@ -49,6 +52,9 @@ impl fmt::Display for ValidationError {
             }
             ValidationError::ArgsNotObject => f.write_str("Expected args object"),
             ValidationError::MissingArgument(arg) => write!(f, "Missing argument: {arg}"),
+            ValidationError::MissingAlternative([first, second]) => {
+                write!(f, "Missing argument: {first} (give {first} or {second})")
+            }
             ValidationError::UnknownArgument(arg) => write!(f, "Unknown argument: {arg}"),
             ValidationError::Invalid { arg, rule } => write!(f, "Invalid {arg}: {rule}"),
         }
@@ -91,6 +97,18 @@ pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError
                 arg: arg.name,
                 rule,
             })?;
+        }
+    }
+    if let Some([first, second]) = exactly_one_of(tool.name) {
+        match (args.contains_key(first), args.contains_key(second)) {
+            (false, false) => return Err(ValidationError::MissingAlternative([first, second])),
+            (true, true) => {
+                return Err(ValidationError::Invalid {
+                    arg: second,
+                    rule: format!("give {first} or {second}, not both"),
+                })
+            }
+            _ => {}
         }
     }
     Ok(ToolRequest {
@@ -320,5 +338,47 @@ mod tests {
             validate_tool_request(&json!({"operation": "terminal_read", "args": args})).unwrap();
         assert_eq!(request.operation, "terminal_read");
         assert_eq!(Value::Object(request.args), args);
+    }
+
+    #[test]
+    fn exactly_one_of_selector_and_ref() {
+        let click = |args: Value| rejection(json!({"operation": "browser_click", "args": args}));
+        assert_eq!(
+            click(json!({"nodeId": "b"})),
+            "Missing argument: selector (give selector or ref)"
+        );
+        assert_eq!(
+            click(json!({"nodeId": "b", "selector": "#a", "ref": "e1"})),
+            "Invalid ref: give selector or ref, not both"
+        );
+        for args in [
+            json!({"nodeId": "b", "selector": "#a"}),
+            json!({"nodeId": "b", "ref": "e1"}),
+        ] {
+            assert!(
+                validate_tool_request(&json!({"operation": "browser_click", "args": args})).is_ok()
+            );
+        }
+        let typed = json!({"operation": "browser_type", "args": {"nodeId": "b", "text": "x"}});
+        assert_eq!(
+            rejection(typed),
+            "Missing argument: selector (give selector or ref)"
+        );
+    }
+
+    #[test]
+    fn whole_numbers_within_their_range() {
+        let inspect = |max: Value| {
+            validate_tool_request(&json!({"operation": "browser_inspect",
+                "args": {"nodeId": "b", "mode": "snapshot", "maxChars": max}}))
+        };
+        assert!(inspect(json!(3000)).is_ok());
+        assert!(inspect(json!(40000.0)).is_ok());
+        for bad in [json!(2999), json!(40001), json!(1500.5), json!("2000")] {
+            assert_eq!(
+                inspect(bad).unwrap_err().to_string(),
+                "Invalid maxChars: must be a whole number from 3000 to 40000"
+            );
+        }
     }
 }

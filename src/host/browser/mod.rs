@@ -20,6 +20,11 @@
 //! - Downloads are denied, pages opened by pages (popups) are closed, JavaScript dialogs
 //!   are dismissed (they would block the page) and file choosers are intercepted.
 //!
+//! Snapshots and refs: `browser_inspect` with `mode: "snapshot"` lists a page's
+//! accessibility tree one element a line (`snapshot.rs`), each element with a ref kept in
+//! the page's ref table (`refs.rs`); `browser_click` and `browser_type` act on a ref's
+//! element after checking it is still that document's element (`elements.rs`).
+//!
 //! Our page scripts run in an isolated world with `returnByValue`, so page scripts cannot
 //! replace the DOM functions they use, and only JSON data comes back to this process.
 //!
@@ -28,8 +33,11 @@
 //! group, reaps the browser and removes the profile.
 
 mod cdp;
+mod elements;
 mod policy;
 mod process;
+pub mod refs;
+pub mod snapshot;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -43,8 +51,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::base::files::private_dir;
+use crate::protocol::limits::SNAPSHOT_DEFAULT_CHARS;
 use cdp::{CdpError, Connection, Event, EventHook};
 use process::ChromiumProcess;
+use refs::{PageRefs, RefError};
 
 pub use policy::document_url_allowed;
 pub use process::EXECUTABLE_NAMES;
@@ -59,6 +69,9 @@ pub const MAX_TEXT_CHARS: usize = 24_000;
 pub const MAX_CONTROLS: usize = 100;
 /// Each control's text is cut to this many characters.
 pub const CONTROL_TEXT_CHARS: usize = 120;
+
+/// The `browser_inspect` arguments that shape a snapshot (and mean nothing without one).
+const SNAPSHOT_ONLY: &[&str] = &["maxChars", "snapshot", "offset", "root", "find"];
 
 const COMMON_JS: &str = include_str!("js/common.js");
 const INSPECT_JS: &str = include_str!("js/inspect.js");
@@ -151,6 +164,8 @@ pub enum EngineError {
     Page(String),
     /// Chromium rejected a command or sent something unexpected.
     Protocol(String),
+    /// A ref or snapshot id cannot be used (unknown, stale, gone, hidden, covered).
+    Ref(RefError),
 }
 
 impl fmt::Display for EngineError {
@@ -180,6 +195,7 @@ impl fmt::Display for EngineError {
             }
             EngineError::Page(message) => f.write_str(message),
             EngineError::Protocol(detail) => write!(f, "Browser command failed: {detail}"),
+            EngineError::Ref(error) => error.fmt(f),
         }
     }
 }
@@ -223,6 +239,8 @@ struct Shared {
     /// Every page target's current URL and title, as Chromium last reported them
     /// (`Target.targetInfoChanged`): navigations by agents and by the pages themselves.
     infos: Mutex<HashMap<PageId, PageInfo>>,
+    /// Each page's refs and stored snapshots (`refs.rs`), dropped with the page.
+    refs: Mutex<HashMap<PageId, Arc<Mutex<PageRefs>>>>,
 }
 
 /// A page's current address and title, as Chromium reports them.
@@ -241,6 +259,7 @@ impl Shared {
 
     fn remove(&self, page: &PageId) {
         lock(&self.infos).remove(page);
+        lock(&self.refs).remove(page);
         let removed = lock(&self.pages).remove(page);
         if removed.is_some_and(|state| !state.gone_sent) {
             self.emit(PageEvent::Gone(page.clone()));
@@ -275,6 +294,11 @@ impl Shared {
             title: text("title"),
         };
         lock(&self.infos).insert(PageId(target.to_string()), info);
+    }
+
+    /// The ref table of `page`, made on first use.
+    fn refs_of(&self, page: &PageId) -> Arc<Mutex<PageRefs>> {
+        Arc::clone(lock(&self.refs).entry(page.clone()).or_default())
     }
 
     fn page_of_session(&self, session: &str) -> Option<PageId> {
@@ -670,23 +694,88 @@ impl BrowserEngine {
             "browser_navigate" => {
                 Ok(json!({ "url": self.navigate(page, text("url")?, deadline)? }))
             }
+            "browser_inspect" if args.contains_key("mode") => self.snapshot(page, args, deadline),
+            "browser_inspect" if SNAPSHOT_ONLY.iter().any(|key| args.contains_key(*key)) => {
+                Err(EngineError::Page(format!(
+                    "{} apply to snapshots only: add mode \"snapshot\"",
+                    SNAPSHOT_ONLY.join(", ")
+                )))
+            }
             "browser_inspect" => serde_json::to_value(self.inspect(page, deadline)?)
                 .map_err(|e| EngineError::Protocol(e.to_string())),
-            "browser_click" => {
-                let selector = text("selector")?;
-                self.click(page, selector, deadline)?;
-                Ok(json!({ "selector": selector }))
-            }
-            "browser_type" => {
-                let selector = text("selector")?;
-                self.type_text(page, selector, text("text")?, deadline)?;
-                Ok(json!({ "selector": selector }))
-            }
+            "browser_click" => match args.get("ref").and_then(Value::as_str) {
+                Some(element_ref) => {
+                    let refs = self.shared.refs_of(page);
+                    self.on_page(page, deadline, |connection, session| {
+                        elements::click(connection, session, &refs, element_ref, deadline)
+                    })?;
+                    Ok(json!({ "ref": element_ref }))
+                }
+                None => {
+                    let selector = text("selector")?;
+                    self.click(page, selector, deadline)?;
+                    Ok(json!({ "selector": selector }))
+                }
+            },
+            "browser_type" => match args.get("ref").and_then(Value::as_str) {
+                Some(element_ref) => {
+                    let refs = self.shared.refs_of(page);
+                    let typed = text("text")?;
+                    self.on_page(page, deadline, |connection, session| {
+                        elements::type_text(
+                            connection,
+                            session,
+                            &refs,
+                            element_ref,
+                            typed,
+                            deadline,
+                        )
+                    })?;
+                    Ok(json!({ "ref": element_ref }))
+                }
+                None => {
+                    let selector = text("selector")?;
+                    self.type_text(page, selector, text("text")?, deadline)?;
+                    Ok(json!({ "selector": selector }))
+                }
+            },
             "browser_screenshot" => Ok(json!({ "image": self.screenshot(page, deadline)? })),
             other => Err(EngineError::Page(format!(
                 "Unknown browser operation: {other}"
             ))),
         }
+    }
+
+    /// `browser_inspect` with `mode: "snapshot"` on validated `args`: a new snapshot (or
+    /// the stored one `snapshot` names), seen through `offset`, `maxChars`, `root` and
+    /// `find`. See `snapshot.rs` for the answer.
+    pub fn snapshot(
+        &self,
+        page: &PageId,
+        args: &Map<String, Value>,
+        deadline: Instant,
+    ) -> Result<Value, EngineError> {
+        let whole = |key: &str, default: i64| {
+            args.get(key)
+                .and_then(Value::as_f64)
+                .map_or(default, |n| n as i64)
+                .max(0) as usize
+        };
+        let text = |key: &str| args.get(key).and_then(Value::as_str);
+        let view = snapshot::View {
+            offset: whole("offset", 0),
+            max_chars: whole("maxChars", SNAPSHOT_DEFAULT_CHARS),
+            root: text("root"),
+            find: text("find"),
+        };
+        let refs = self.shared.refs_of(page);
+        let id = match text("snapshot") {
+            Some(id) => id.to_string(),
+            None => self.on_page(page, deadline, |connection, session| {
+                elements::take(connection, session, page, &refs, deadline)
+            })?,
+        };
+        elements::render(&refs, &id, &view)
     }
 
     /// Kills Chromium's process group, reaps it and removes its profile. Idempotent; every
@@ -1033,7 +1122,7 @@ fn evaluate(
 }
 
 /// A real left click: move, press and release at (x, y) in viewport coordinates.
-fn click_at(
+pub(crate) fn click_at(
     connection: &Connection,
     session: &str,
     x: f64,

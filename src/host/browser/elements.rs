@@ -1,0 +1,584 @@
+//! The DevTools side of snapshots and refs: taking a page's snapshot, finding a ref's
+//! element again (or saying why it cannot be found), and clicking or typing into it.
+//!
+//! A snapshot covers the main frame, the frames in its process (same site: same-origin
+//! and other-origin frames of the same site) and shadow roots, open and closed (the
+//! accessibility tree is built on the composed tree). A frame of another site runs in a
+//! process of its own: its `<iframe>` line says `[contents not included]`.
+//!
+//! A ref is resolved only through the page's ref table ([`super::refs`]): its frame must
+//! still show the same document (loader id) and its backend node must still be in it.
+//! Its element is reached in an isolated world, so page scripts cannot change what our
+//! functions see. Before a click, the element's centre is hit-tested
+//! (`DOM.getNodeForLocation`): if something else is there, nothing is clicked.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::cdp::{CdpError, Connection};
+use super::refs::{PageRefs, RefError, RefKey};
+use super::snapshot::{self, Element, Snapshot, View};
+use super::{cut, lock, EngineError, PageId, COMMON_JS};
+
+/// Where a ref's element is: its JavaScript object in an isolated world of its frame.
+struct Resolved {
+    object: String,
+    key: RefKey,
+    /// The isolated world the object lives in.
+    context: i64,
+    /// The element is in the main frame's document (not in an `<iframe>`).
+    in_main_frame: bool,
+}
+
+/// Frames deeper than this below the main frame are listed without their contents.
+const MAX_FRAME_DEPTH: usize = 4;
+/// At most this many frames' contents are read into one snapshot.
+const MAX_FRAMES: usize = 20;
+
+/// A frame whose elements are in the snapshot: its id and its document's loader.
+struct FrameDoc {
+    id: String,
+    loader: String,
+}
+
+/// Takes a new snapshot of the page, its frames included (each `<iframe>` line is followed
+/// by its document's elements), gives its elements refs and stores it.
+pub fn take(
+    connection: &Connection,
+    session: &str,
+    page: &PageId,
+    refs: &Mutex<PageRefs>,
+    deadline: Instant,
+) -> Result<String, EngineError> {
+    let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
+    let frame_tree = &tree["frameTree"];
+    let url = frame_tree["frame"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let title = connection
+        .call(
+            "Target.getTargetInfo",
+            json!({ "targetId": page.0 }),
+            None,
+            deadline,
+        )?
+        .pointer("/targetInfo/title")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut reader = FrameReader {
+        connection,
+        session,
+        deadline,
+        frames: Vec::new(),
+        elements: Vec::new(),
+    };
+    reader.read(frame_tree, 0, None, 0)?;
+    let FrameReader {
+        frames, elements, ..
+    } = reader;
+    let mut table = lock(refs);
+    let (id, seq) = table.begin_snapshot();
+    let lines = elements
+        .iter()
+        .map(|(element, frame)| {
+            let element_ref = element.backend.map(|backend| {
+                let key = RefKey {
+                    frame: frames[*frame].id.clone(),
+                    loader: frames[*frame].loader.clone(),
+                    backend,
+                };
+                table.ref_for(key, seq)
+            });
+            snapshot::line(element, element_ref.as_deref())
+        })
+        .collect();
+    table.store(Snapshot {
+        id: id.clone(),
+        url,
+        title,
+        lines,
+    });
+    Ok(id)
+}
+
+/// Reads the elements of a frame and of the frames inside it, in document order.
+struct FrameReader<'a> {
+    connection: &'a Connection,
+    session: &'a str,
+    deadline: Instant,
+    /// The frames read so far.
+    frames: Vec<FrameDoc>,
+    /// Every element read so far with its frame's index in `frames`.
+    elements: Vec<(Element, usize)>,
+}
+
+impl FrameReader<'_> {
+    /// Appends the elements of the frame `tree` describes (a `Page.getFrameTree` node),
+    /// `nesting` frames below the main frame, at `depth` below the line `owner` (its
+    /// `<iframe>`), and after each `<iframe>` line of it the elements of that frame.
+    fn read(
+        &mut self,
+        tree: &Value,
+        depth: usize,
+        owner: Option<usize>,
+        nesting: usize,
+    ) -> Result<(), EngineError> {
+        let frame_id = tree["frame"]["id"].as_str().unwrap_or_default();
+        let ax = self.connection.call(
+            "Accessibility.getFullAXTree",
+            json!({ "frameId": frame_id }),
+            Some(self.session),
+            self.deadline,
+        );
+        let ax = match ax {
+            Ok(ax) => ax,
+            // The main frame must answer; a child frame Chromium cannot read here (one in
+            // another process) is marked on its <iframe> line instead.
+            Err(error) if owner.is_none() => return Err(error.into()),
+            Err(_) => {
+                self.mark_not_included(owner);
+                return Ok(());
+            }
+        };
+        let frame = self.frames.len();
+        self.frames.push(FrameDoc {
+            id: frame_id.to_string(),
+            loader: tree["frame"]["loaderId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        });
+        // The <iframe> element of each child frame, by backend node id.
+        let mut children: Vec<(i64, &Value)> = Vec::new();
+        for child in tree["childFrames"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            let owner_node = self.connection.call(
+                "DOM.getFrameOwner",
+                json!({ "frameId": child["frame"]["id"] }),
+                Some(self.session),
+                self.deadline,
+            );
+            if let Some(backend) = owner_node.ok().and_then(|o| o["backendNodeId"].as_i64()) {
+                children.push((backend, child));
+            }
+        }
+        let nodes = ax["nodes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        // Where each of this frame's elements landed in `self.elements`.
+        let mut placed: Vec<usize> = Vec::new();
+        for element in snapshot::elements(nodes) {
+            if self.elements.len() >= snapshot::MAX_LINES {
+                break;
+            }
+            let child = element
+                .backend
+                .and_then(|b| children.iter().find(|(owner, _)| *owner == b))
+                .map(|(_, child)| *child);
+            let element = Element {
+                depth: element.depth + depth,
+                parent: element
+                    .parent
+                    .and_then(|p| placed.get(p).copied())
+                    .or(owner),
+                ..element
+            };
+            let inner_depth = element.depth + 1;
+            let is_frame = element.role == "Iframe";
+            self.elements.push((element, frame));
+            let line = self.elements.len() - 1;
+            placed.push(line);
+            if let Some(child) = child {
+                if nesting >= MAX_FRAME_DEPTH || self.frames.len() >= MAX_FRAMES {
+                    self.mark_not_included(Some(line));
+                } else {
+                    self.read(child, inner_depth, Some(line), nesting + 1)?;
+                }
+            } else if is_frame {
+                // A frame of another site runs in a process of its own, which this page's
+                // session does not read.
+                self.mark_not_included(Some(line));
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_not_included(&mut self, line: Option<usize>) {
+        if let Some((iframe, _)) = line.and_then(|i| self.elements.get_mut(i)) {
+            iframe.states.push("[contents not included]".to_string());
+        }
+    }
+}
+
+/// The answer for `view` of stored snapshot `id`. A `root` ref must be a line of it;
+/// otherwise the error says whether the ref is unknown, stale or gone.
+pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, EngineError> {
+    let table = lock(refs);
+    let snapshot = table.snapshot(id).map_err(EngineError::Ref)?;
+    match snapshot.render(view) {
+        Ok(rendered) => Ok(snapshot::answer(snapshot, rendered)),
+        Err(snapshot::ViewError::RootNotListed) => {
+            let root = view.root.unwrap_or_default();
+            let key = table.lookup(root).map_err(EngineError::Ref)?;
+            // The document the snapshot shows in the root's frame, if it shows that frame.
+            let current = snapshot.lines.iter().find_map(|l| {
+                let other = table.lookup(l.element_ref.as_deref()?).ok()?;
+                (other.frame == key.frame).then_some(other.loader)
+            });
+            Err(EngineError::Ref(match current {
+                Some(loader) if loader != key.loader => RefError::Stale(root.to_string()),
+                _ => RefError::Gone(root.to_string()),
+            }))
+        }
+    }
+}
+
+/// Finds `element_ref`'s element: the ref must be issued, its document current and its
+/// element still in the page.
+fn resolve(
+    connection: &Connection,
+    session: &str,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<Resolved, EngineError> {
+    let key = lock(refs).lookup(element_ref).map_err(EngineError::Ref)?;
+    let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
+    if frame_loader(&tree["frameTree"], &key.frame) != Some(key.loader.as_str()) {
+        return Err(EngineError::Ref(RefError::Stale(element_ref.to_string())));
+    }
+    let world = connection.call(
+        "Page.createIsolatedWorld",
+        json!({ "frameId": key.frame, "worldName": "termsprawl-tools", "grantUniveralAccess": false }),
+        Some(session),
+        deadline,
+    )?;
+    let context = world["executionContextId"].as_i64().unwrap_or_default();
+    let gone = || EngineError::Ref(RefError::Gone(element_ref.to_string()));
+    // Chromium refuses a backend node id it no longer has.
+    let node = connection
+        .call(
+            "DOM.resolveNode",
+            json!({ "backendNodeId": key.backend, "executionContextId": context }),
+            Some(session),
+            deadline,
+        )
+        .or_else(refused_as(Value::Null))?;
+    if node.is_null() {
+        return Err(gone());
+    }
+    let object = node
+        .pointer("/object/objectId")
+        .and_then(Value::as_str)
+        .ok_or_else(gone)?
+        .to_string();
+    let in_main_frame = tree["frameTree"]["frame"]["id"] == key.frame.as_str();
+    let resolved = Resolved {
+        object,
+        key,
+        context,
+        in_main_frame,
+    };
+    // A node a script removed may live on while something holds it.
+    let connected = call_on(
+        connection,
+        session,
+        &resolved.object,
+        "function () { return this.isConnected; }",
+        &[],
+        deadline,
+    )?;
+    if connected != Value::Bool(true) {
+        return Err(gone());
+    }
+    Ok(resolved)
+}
+
+/// Turns Chromium's refusal of a command into `answer`, an answer that means "no such
+/// node"; a timeout or a stopped engine stays an error.
+fn refused_as(answer: Value) -> impl FnOnce(CdpError) -> Result<Value, EngineError> {
+    move |error| match error {
+        CdpError::Protocol(_) => Ok(answer),
+        other => Err(other.into()),
+    }
+}
+
+/// The loader id of frame `id` in a `Page.getFrameTree` answer's tree.
+fn frame_loader<'a>(tree: &'a Value, id: &str) -> Option<&'a str> {
+    if tree["frame"]["id"] == id {
+        return tree["frame"]["loaderId"].as_str();
+    }
+    tree["childFrames"]
+        .as_array()?
+        .iter()
+        .find_map(|child| frame_loader(child, id))
+}
+
+/// Runs `function` with `this` = the object and `args`, returning its JSON value.
+fn call_on(
+    connection: &Connection,
+    session: &str,
+    object: &str,
+    function: &str,
+    args: &[Value],
+    deadline: Instant,
+) -> Result<Value, EngineError> {
+    let reply = connection.call(
+        "Runtime.callFunctionOn",
+        json!({ "objectId": object, "functionDeclaration": function, "arguments": args,
+                "returnByValue": true, "awaitPromise": false }),
+        Some(session),
+        deadline,
+    )?;
+    if let Some(details) = reply.get("exceptionDetails") {
+        let text = details
+            .pointer("/exception/description")
+            .or_else(|| details.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("exception");
+        return Err(EngineError::Protocol(format!(
+            "page script failed: {}",
+            cut(text, 300)
+        )));
+    }
+    Ok(reply
+        .pointer("/result/value")
+        .cloned()
+        .unwrap_or(Value::Null))
+}
+
+/// Scrolls the element into view and returns the viewport point at its centre: the
+/// centre of its first box, since an inline element broken over lines has its bounding
+/// box's centre between them.
+const CENTRE_JS: &str = "function () {
+  const el = this.nodeType === 1 ? this : this.parentElement;
+  if (!el) return null;
+  el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+  const r = Array.from(el.getClientRects()).find((b) => b.width > 0 && b.height > 0);
+  if (!r) return null;
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) return null;
+  return { x, y, pageX: x + scrollX, pageY: y + scrollY };
+}";
+
+/// Whether `hit` is the element or inside it (across shadow roots); if not, a short
+/// description of `hit` for the error.
+const HIT_JS: &str = "function (hit) {
+  for (let n = hit; n; n = n.parentNode || n.host) { if (n === this) return { inside: true }; }
+  const el = hit.nodeType === 1 ? hit : hit.parentElement;
+  if (!el) return { inside: false, tag: '', id: '', text: '' };
+  const text = String(el.getAttribute('aria-label') || el.textContent || '').replace(/\\s+/g, ' ').trim();
+  return { inside: false, tag: el.localName, id: el.id, text: text.slice(0, 80).toWellFormed() };
+}";
+
+/// Clicks `element_ref`'s element at its centre if nothing covers it there.
+pub fn click(
+    connection: &Connection,
+    session: &str,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let element = resolve(connection, session, refs, element_ref, deadline)?;
+    let hidden = || EngineError::Ref(RefError::Hidden(element_ref.to_string()));
+    let centre = call_on(
+        connection,
+        session,
+        &element.object,
+        CENTRE_JS,
+        &[],
+        deadline,
+    )?;
+    let point = if element.in_main_frame {
+        let field = |key: &str| centre[key].as_f64();
+        match (field("x"), field("y"), field("pageX"), field("pageY")) {
+            (Some(x), Some(y), Some(page_x), Some(page_y)) => Some(Point {
+                x,
+                y,
+                page_x,
+                page_y,
+            }),
+            _ => None,
+        }
+    } else if centre.is_null() {
+        None
+    } else {
+        // Inside an <iframe>, the script sees the frame's own viewport; Chromium knows
+        // where that is in the page's.
+        frame_point(connection, session, &element, deadline)?
+    };
+    // The hit test takes document coordinates (the viewport's plus the scroll offset);
+    // Chromium answers an error when no node is at the point.
+    let Some(Point {
+        x,
+        y,
+        page_x,
+        page_y,
+    }) = point
+    else {
+        return Err(hidden());
+    };
+    let hit = connection
+        .call(
+            "DOM.getNodeForLocation",
+            json!({ "x": page_x.floor() as i64, "y": page_y.floor() as i64, "includeUserAgentShadowDOM": false,
+                    "ignorePointerEventsNone": true }),
+            Some(session),
+            deadline,
+        )
+        .or_else(refused_as(Value::Null))?;
+    let hit_backend = hit["backendNodeId"].as_i64();
+    if hit_backend != Some(element.key.backend) {
+        let covered_by = match hit_backend {
+            Some(backend) => describe_hit(connection, session, &element, backend, deadline)?,
+            None => Some("nothing (no element is at that point)".to_string()),
+        };
+        if let Some(by) = covered_by {
+            return Err(EngineError::Ref(RefError::Covered(
+                element_ref.to_string(),
+                by,
+            )));
+        }
+    }
+    super::click_at(connection, session, x, y, deadline)
+}
+
+/// Where to click: a point in the page's viewport, and the same point in its document
+/// (the viewport point plus the scroll offset), as the hit test takes it.
+struct Point {
+    x: f64,
+    y: f64,
+    page_x: f64,
+    page_y: f64,
+}
+
+/// The centre of the element's first box, or `None` when it is not in the viewport.
+fn frame_point(
+    connection: &Connection,
+    session: &str,
+    element: &Resolved,
+    deadline: Instant,
+) -> Result<Option<Point>, EngineError> {
+    let quads = connection
+        .call(
+            "DOM.getContentQuads",
+            json!({ "backendNodeId": element.key.backend }),
+            Some(session),
+            deadline,
+        )
+        .ok();
+    let Some(quad) = quads
+        .as_ref()
+        .and_then(|q| q["quads"].as_array())
+        .and_then(|q| q.first())
+        .and_then(Value::as_array)
+        .filter(|q| q.len() == 8)
+    else {
+        return Ok(None);
+    };
+    let corner = |i: usize| quad[i].as_f64().unwrap_or_default();
+    let x = (corner(0) + corner(2) + corner(4) + corner(6)) / 4.0;
+    let y = (corner(1) + corner(3) + corner(5) + corner(7)) / 4.0;
+    let inside = (0.0..f64::from(super::VIEWPORT_WIDTH)).contains(&x)
+        && (0.0..f64::from(super::VIEWPORT_HEIGHT)).contains(&y);
+    if !inside {
+        return Ok(None);
+    }
+    let metrics = connection.call("Page.getLayoutMetrics", json!({}), Some(session), deadline)?;
+    let scroll = |key: &str| {
+        metrics["cssLayoutViewport"][key]
+            .as_f64()
+            .unwrap_or_default()
+    };
+    Ok(Some(Point {
+        x,
+        y,
+        page_x: x + scroll("pageX"),
+        page_y: y + scroll("pageY"),
+    }))
+}
+
+/// `None` when the node hit is inside the element (a click there reaches it), else what
+/// the node is, quoted: `<div id="overlay"> "Loading…"`.
+fn describe_hit(
+    connection: &Connection,
+    session: &str,
+    element: &Resolved,
+    backend: i64,
+    deadline: Instant,
+) -> Result<Option<String>, EngineError> {
+    // In the element's own world: an object passes only between functions of one world.
+    let hit = connection.call(
+        "DOM.resolveNode",
+        json!({ "backendNodeId": backend, "executionContextId": element.context }),
+        Some(session),
+        deadline,
+    );
+    let Some(hit_object) = hit.ok().and_then(|n| {
+        n.pointer("/object/objectId")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }) else {
+        return Ok(Some("another element".to_string()));
+    };
+    let seen = call_on(
+        connection,
+        session,
+        &element.object,
+        HIT_JS,
+        &[json!({ "objectId": hit_object })],
+        deadline,
+    );
+    let Ok(seen) = seen else {
+        return Ok(Some("another element".to_string()));
+    };
+    if seen["inside"] == true {
+        return Ok(None);
+    }
+    let field = |key: &str| seen[key].as_str().unwrap_or_default().to_string();
+    let mut what = format!("<{}", snapshot::quote(&field("tag"), 40).trim_matches('"'));
+    if !field("id").is_empty() {
+        what.push_str(&format!(" id={}", snapshot::quote(&field("id"), 60)));
+    }
+    what.push('>');
+    if !field("text").is_empty() {
+        what.push_str(&format!(" {}", snapshot::quote(&field("text"), 80)));
+    }
+    Ok(Some(what))
+}
+
+/// Sets the value of `element_ref`'s element (a visible, editable input or textarea) as
+/// `browser_type` does for a selector.
+pub fn type_text(
+    connection: &Connection,
+    session: &str,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    text: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let element = resolve(connection, session, refs, element_ref, deadline)?;
+    let function = format!(
+        "function (text) {{\n{COMMON_JS}\nif (!visible(this)) return {{ hidden: true }};\nreturn typeInto(this, text);\n}}"
+    );
+    let result = call_on(
+        connection,
+        session,
+        &element.object,
+        &function,
+        &[json!({ "value": text })],
+        deadline,
+    )?;
+    if result["hidden"] == true {
+        return Err(EngineError::Ref(RefError::Hidden(element_ref.to_string())));
+    }
+    if let Some(message) = result["error"].as_str() {
+        return Err(EngineError::Page(message.to_string()));
+    }
+    Ok(())
+}
