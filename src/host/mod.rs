@@ -28,6 +28,7 @@ pub mod shell;
 pub mod terminal;
 pub mod terminals;
 pub mod tmux;
+mod tmux_panes;
 pub mod view;
 pub mod workspace;
 

@@ -14,6 +14,8 @@ pub struct ProcStat {
     pub pgrp: libc::pid_t,
     /// Session id.
     pub session: libc::pid_t,
+    /// The foreground process group of its controlling terminal (-1: it has none).
+    pub tpgid: libc::pid_t,
 }
 
 impl ProcStat {
@@ -33,12 +35,15 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
+    let _tty_nr = fields.next()?;
+    let tpgid = fields.next()?.parse().ok()?;
     Some(ProcStat {
         pid,
         state,
         ppid,
         pgrp,
         session,
+        tpgid,
     })
 }
 
@@ -72,6 +77,43 @@ pub fn group_members(group: libc::pid_t) -> Vec<libc::pid_t> {
         .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
         .filter_map(proc_stat)
         .filter(|stat| stat.pgrp == group && stat.running())
+        .map(|stat| stat.pid)
+        .collect()
+}
+
+/// The running children of process `parent` that lead a session of their own (what a
+/// program that runs another on a terminal of its own, such as the pane filter, starts).
+/// From the kernel's lists of the children of each of `parent`'s threads, else all of
+/// `/proc` (a kernel without those lists).
+pub fn session_leading_children(parent: libc::pid_t) -> Vec<libc::pid_t> {
+    let pids = |text: &str| -> Vec<libc::pid_t> {
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let lists: Vec<String> = std::fs::read_dir(format!("/proc/{parent}/task"))
+        .map(|tasks| {
+            let paths = tasks.flatten().map(|task| task.path().join("children"));
+            paths
+                .filter_map(|path| std::fs::read_to_string(path).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let candidates: Vec<libc::pid_t> = match lists.is_empty() {
+        false => lists.iter().flat_map(|list| pids(list)).collect(),
+        true => std::fs::read_dir("/proc")
+            .map(|entries| {
+                let names = entries.flatten().map(|entry| entry.file_name());
+                names
+                    .filter_map(|name| name.to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    candidates
+        .into_iter()
+        .filter_map(proc_stat)
+        .filter(|stat| stat.ppid == parent && stat.session == stat.pid && stat.running())
         .map(|stat| stat.pid)
         .collect()
 }
@@ -177,11 +219,13 @@ mod tests {
                 state: 'S',
                 ppid: 7,
                 pgrp: 42,
-                session: 40
+                session: 40,
+                tpgid: 42
             }
         );
         assert!(stat.running());
-        assert!(!parse_stat("9 (x) Z 1 9 9").unwrap().running());
+        assert!(!parse_stat("9 (x) Z 1 9 9 0 -1").unwrap().running());
+        assert_eq!(parse_stat("9 (x) S 1 9 9"), None, "no tpgid");
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S one 2 3"), None);
     }
@@ -213,5 +257,34 @@ mod tests {
         let stat = proc_stat(me).expect("/proc/self exists");
         assert_eq!(stat.pid, me);
         assert!(session_members(stat.session).contains(&me));
+    }
+
+    #[test]
+    fn a_child_leading_its_own_session_is_found_and_others_are_not() {
+        let me = std::process::id() as libc::pid_t;
+        let spawn = |program: &str| {
+            std::process::Command::new(program)
+                .args(["sleep", "30"])
+                .spawn()
+                .unwrap()
+        };
+        // `env sleep` stays in our session; `setsid sleep` (not a group leader, so it
+        // does not fork) makes its own and becomes `sleep`.
+        let (mut plain, mut leader) = (spawn("env"), spawn("setsid"));
+        let leader_id = leader.id() as libc::pid_t;
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = session_leading_children(me);
+            if found.contains(&leader_id) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        assert!(found.contains(&leader_id), "{found:?}");
+        assert!(!found.contains(&(plain.id() as libc::pid_t)), "{found:?}");
+        for child in [&mut plain, &mut leader] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 }

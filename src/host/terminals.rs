@@ -39,6 +39,7 @@ use serde_json::{json, Value};
 use super::shell;
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
 use super::tmux::{SessionInfo, TmuxError, TmuxServer};
+use super::tmux_panes::TmuxPanes;
 use super::HostError;
 use crate::runtime::{
     unix_millis, CommandOutput, CommandRecord, Foreground, OutputMark, ProgramEnd,
@@ -234,6 +235,8 @@ pub struct HostTerminals {
     stopping: Arc<AtomicBool>,
     /// `<data>/agent-tools/shell`: the start-up files of PTY shells with integration.
     shell_files: PathBuf,
+    /// tmux panes' shells and output as seen without integration.
+    tmux_panes: TmuxPanes,
 }
 
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
@@ -390,6 +393,7 @@ impl HostTerminals {
             server_started: Mutex::default(),
             stopping: Arc::new(AtomicBool::new(false)),
             shell_files,
+            tmux_panes: TmuxPanes::default(),
         })
     }
 
@@ -653,6 +657,7 @@ impl HostTerminals {
         match &self.backend {
             Backend::Tmux(tmux) => {
                 self.lock_opened().remove(node_id);
+                self.tmux_panes.forget(node_id);
                 let killed = tmux.kill(node_id);
                 self.forget_listing();
                 killed.map_err(|e| e.to_string())
@@ -1026,16 +1031,27 @@ impl Terminals for HostTerminals {
         self.pty_terminal(node_id)?.command(id)
     }
 
+    /// tmux: from `/proc` and tmux without integration ([`TmuxPanes`]).
     fn foreground(&self, node_id: &str) -> Option<Foreground> {
-        self.pty_terminal(node_id).map(|t| t.foreground())
+        match &self.backend {
+            Backend::Tmux(tmux) => self.tmux_panes.foreground(tmux, node_id),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.foreground()),
+        }
     }
 
+    /// tmux: positions are lines ([`TmuxPanes`]).
     fn output_mark(&self, node_id: &str) -> Option<OutputMark> {
-        self.pty_terminal(node_id).map(|t| t.output_mark())
+        match &self.backend {
+            Backend::Tmux(tmux) => self.tmux_panes.output_mark(tmux, node_id),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.output_mark()),
+        }
     }
 
     fn output_since(&self, node_id: &str, position: u64) -> Option<(CommandOutput, OutputMark)> {
-        self.pty_terminal(node_id).map(|t| t.output_since(position))
+        match &self.backend {
+            Backend::Tmux(tmux) => self.tmux_panes.output_since(tmux, node_id, position),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.output_since(position)),
+        }
     }
 
     fn scrollback(&self, _node_id: &str) -> Option<String> {

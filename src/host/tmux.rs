@@ -82,6 +82,21 @@ const READY_AFTER: Duration = Duration::from_millis(300);
 /// How long `external` watches the terminal program for an immediate failure.
 const EXTERNAL_WATCH: Duration = Duration::from_millis(500);
 
+/// A tmux pane at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaneInfo {
+    /// The pane's program: the pane filter, or the program itself without one.
+    pub pid: u32,
+    /// The program has exited (the pane is kept dead).
+    pub dead: bool,
+    /// A full-screen program has the alternate screen.
+    pub alternate: bool,
+    /// Lines in the pane's history, above the screen.
+    pub history_size: u64,
+    /// The cursor's line on the screen (0: the top).
+    pub cursor_y: u64,
+}
+
 /// What went wrong talking to tmux or launching an external terminal.
 #[derive(Debug)]
 pub enum TmuxError {
@@ -469,6 +484,42 @@ impl TmuxServer {
             )
             .map_err(|e| self.missing_session(node, e))?;
         Ok(last_chars(&tidy_capture(&String::from_utf8_lossy(&out)), max_chars).to_string())
+    }
+
+    /// What tmux says of `node`'s pane now, in one tmux call.
+    pub fn pane_info(&self, node: &str) -> Result<PaneInfo, TmuxError> {
+        check_node(node)?;
+        let format = "#{pane_pid}\t#{pane_dead}\t#{alternate_on}\t#{history_size}\t#{cursor_y}";
+        let out = self
+            .run(
+                "display-message",
+                &["display-message", "-p", "-t", &pane_target(node), format],
+            )
+            .map_err(|e| self.missing_session(node, e))?;
+        parse_pane_info(&String::from_utf8_lossy(&out)).ok_or_else(|| TmuxError::Failed {
+            what: "display-message".to_string(),
+            message: "tmux answered pane details in an unknown form".to_string(),
+        })
+    }
+
+    /// `node`'s lines from `start` (0: the screen's first line, negative: history) to the
+    /// screen's end, wrapped lines joined, cleaned as [`TmuxServer::capture`] cleans them.
+    pub fn capture_from(&self, node: &str, start: i64) -> Result<String, TmuxError> {
+        check_node(node)?;
+        let start = start.to_string();
+        let target = pane_target(node);
+        let out = self
+            .run(
+                "capture-pane",
+                &["capture-pane", "-p", "-J", "-S", &start, "-t", &target],
+            )
+            .map_err(|e| self.missing_session(node, e))?;
+        Ok(tidy_capture(&String::from_utf8_lossy(&out)))
+    }
+
+    /// Whether this server starts each pane's program under the pane filter.
+    pub fn filters_panes(&self) -> bool {
+        self.pane_filter.is_some()
     }
 
     /// `node`'s visible screen only, cleaned as [`TmuxServer::capture`] cleans it, in one
@@ -965,6 +1016,21 @@ fn parse_session_line(line: &str) -> Option<SessionInfo> {
     })
 }
 
+/// One `display-message` line of [`TmuxServer::pane_info`]'s format.
+fn parse_pane_info(line: &str) -> Option<PaneInfo> {
+    let fields: Vec<&str> = line.trim_end().split('\t').collect();
+    let [pid, dead, alternate, history, cursor_y] = fields[..] else {
+        return None;
+    };
+    Some(PaneInfo {
+        pid: pid.parse().ok()?,
+        dead: dead == "1",
+        alternate: alternate == "1",
+        history_size: history.parse().ok()?,
+        cursor_y: cursor_y.parse().ok()?,
+    })
+}
+
 /// Trims trailing blanks of each line and the empty lines below the last text.
 fn tidy_capture(raw: &str) -> String {
     let lines: Vec<&str> = raw.lines().map(str::trim_end).collect();
@@ -1171,6 +1237,24 @@ mod tests {
         assert!(pieces.iter().all(|p| p.len() <= 4 && !p.is_empty()));
         assert_eq!(pieces.concat(), text);
         assert!(chunks("", 4).is_empty());
+    }
+
+    #[test]
+    fn pane_info_lines_parse() {
+        let info = parse_pane_info("4242\t0\t1\t120\t23\n").unwrap();
+        assert_eq!(
+            info,
+            PaneInfo {
+                pid: 4242,
+                dead: false,
+                alternate: true,
+                history_size: 120,
+                cursor_y: 23
+            }
+        );
+        assert!(parse_pane_info("4242\t1\t0\t0\t0").unwrap().dead);
+        assert_eq!(parse_pane_info("4242\t0\t0\t0"), None);
+        assert_eq!(parse_pane_info("x\t0\t0\t0\t0"), None);
     }
 
     #[test]

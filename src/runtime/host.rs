@@ -235,7 +235,8 @@ pub struct CommandOutput {
 /// A position in a terminal's output, and when output last came.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OutputMark {
-    /// How many bytes the terminal's program has written so far.
+    /// Where the output stands, in the host's own unit (bytes the program wrote so far
+    /// for the PTY backend, the cursor's line for tmux): only handed back to the host.
     pub position: u64,
     /// Unix milliseconds of the last output (0: none yet).
     pub last_output_at: u64,
