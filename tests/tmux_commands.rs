@@ -1,0 +1,198 @@
+//! Terminal commands through the real `serve` on its default backend, tmux (skipped with
+//! a notice where tmux is not installed), for bash, zsh and dash, with and without the
+//! pane filter. tmux shells report no commands (`integration: "none"`), so the answers
+//! come from the kernel's view of the pane's shell and tmux's view of the pane: a command
+//! that ends is `exited` with no exit status, one blocked reading the terminal is
+//! `awaiting_input`, a full-screen one `fullscreen`; a wait that times out can be waited
+//! again; output printed to look like an end mark ends nothing.
+#![cfg(feature = "host")] // drives `serve`
+#![deny(unsafe_code)]
+
+mod serve_harness;
+mod sys;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use serve_harness::*;
+
+/// The shells to try: those installed (zsh may not be; the test says so).
+fn shells() -> Vec<(&'static str, &'static str)> {
+    let all = [
+        ("bash", "/bin/bash"),
+        ("zsh", "/bin/zsh"),
+        ("sh", "/bin/dash"),
+    ];
+    all.into_iter()
+        .filter(|(name, path)| {
+            let there = Path::new(path).exists();
+            if !there {
+                eprintln!("NOTICE: {path} is not installed; {name} is not tried");
+            }
+            there
+        })
+        .collect()
+}
+
+fn submit(serve: &Serve, dirs: &Dirs, node: &str, command: &str, extra: Value) -> Value {
+    let mut args = json!({"nodeId": node, "command": command, "wait": "exit", "timeoutMs": 20000});
+    for (key, value) in extra.as_object().unwrap() {
+        args[key] = value.clone();
+    }
+    serve.ok(dirs, "me", "terminal_submit", args)
+}
+
+/// `serve` with `extra` flags and `shell` as the user's shell, in a home of its own (an
+/// empty `.zshrc`, so zsh asks nothing at its first start), and a terminal at its prompt.
+fn serve_with_shell(dirs: &Dirs, shell: &str, extra: &[&str]) -> (Serve, String) {
+    let home = dirs.data.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".zshrc"), "").unwrap();
+    let home_text = home.to_string_lossy().into_owned();
+    let env = [("SHELL", shell), ("HOME", home_text.as_str())];
+    let mut flags = vec!["--agent", "me"];
+    flags.extend_from_slice(extra);
+    let serve = Serve::start_with_env(dirs, &flags, &env);
+    let term = serve.ok(dirs, "me", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        dirs.tmux_sessions().contains(&term),
+        "the default backend is tmux here"
+    );
+    (serve, term)
+}
+
+/// The checks every shell and both pane set-ups pass.
+fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &str, name: &str) {
+    let first = poll(
+        &format!("{name}'s first prompt"),
+        Duration::from_secs(10),
+        || {
+            let ok = submit(serve, dirs, term, "true", json!({}));
+            (ok["state"] == "exited").then_some(ok)
+        },
+    );
+    assert_eq!(first["integration"], "none", "{first}");
+    assert_eq!(first["exitCode"], Value::Null, "{first}");
+
+    // A failing build-like command: it ends, and both ends of its output are kept.
+    let failed = submit(
+        serve,
+        dirs,
+        term,
+        "echo Compiling; seq 1 3000; echo 'error: build failed'; false",
+        json!({"maxChars": 400}),
+    );
+    println!("{name}: {failed}");
+    assert_eq!(failed["state"], "exited", "{failed}");
+    assert_eq!(failed["exitCode"], Value::Null, "{failed}");
+    assert_eq!(failed["truncated"], true, "{failed}");
+    let output = failed["output"].as_str().unwrap();
+    assert!(output.contains("echo Compiling"), "{output}");
+    assert!(output.contains("error: build failed"), "{output}");
+    assert!(output.contains("characters left out"), "{output}");
+    assert!(output.chars().count() <= 400, "{}", output.chars().count());
+
+    // Output that looks like our end mark (a made-up nonce) ends nothing: the answer
+    // comes after the sleep, once the shell has the terminal again.
+    let forged = submit(
+        serve,
+        dirs,
+        term,
+        r"printf '\033]5379;00112233445566778899aabbccddeeff;D;0\007'; sleep 1; (exit 4)",
+        json!({}),
+    );
+    assert_eq!(forged["state"], "exited", "{forged}");
+    assert_eq!(forged["exitCode"], Value::Null, "{forged}");
+    assert!(forged["durationMs"].as_u64().unwrap() >= 1000, "{forged}");
+
+    // A program blocked reading the terminal ends the wait and says so; typing ends it.
+    let asked = submit(serve, dirs, term, "head -n 1", json!({}));
+    assert_eq!(asked["state"], "awaiting_input", "{asked}");
+    let refused = serve.err(
+        dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": "true", "wait": "exit"}),
+    );
+    assert!(refused.contains("still running"), "{refused}");
+    serve.ok(
+        dirs,
+        "me",
+        "terminal_input",
+        json!({"nodeId": term, "text": "typed-answer\r"}),
+    );
+    let answered = serve.ok(
+        dirs,
+        "me",
+        "terminal_wait",
+        json!({"nodeId": term, "until": "exit", "timeoutMs": 10000}),
+    );
+    assert_eq!(answered["state"], "exited", "{answered}");
+
+    // A wait that times out, then waiting again for what runs.
+    let slow = submit(serve, dirs, term, "sleep 2", json!({"timeoutMs": 300}));
+    assert_eq!(slow["state"], "timed_out", "{slow}");
+    let done = serve.ok(
+        dirs,
+        "me",
+        "terminal_wait",
+        json!({"nodeId": term, "until": "exit", "timeoutMs": 10000}),
+    );
+    assert_eq!(done["state"], "exited", "{done}");
+
+    // A full-screen program.
+    let paged = submit(serve, dirs, term, "seq 1 500 | less", json!({}));
+    assert_eq!(paged["state"], "fullscreen", "{paged}");
+    serve.ok(
+        dirs,
+        "me",
+        "terminal_input",
+        json!({"nodeId": term, "text": "q"}),
+    );
+    let closed = serve.ok(
+        dirs,
+        "me",
+        "terminal_wait",
+        json!({"nodeId": term, "until": "exit", "timeoutMs": 10000}),
+    );
+    assert_eq!(closed["state"], "exited", "{closed}");
+
+    // Without integration no command is recorded: reading one says what to do instead.
+    let last = serve.err(
+        dirs,
+        "me",
+        "terminal_read",
+        json!({"nodeId": term, "command": "last"}),
+    );
+    assert!(last.contains("integration none"), "{last}");
+}
+
+#[test]
+fn tmux_commands_end_wait_for_input_and_show_fullscreen_in_every_shell() {
+    if !tmux_installed() {
+        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+        return;
+    }
+    for (name, shell) in shells() {
+        let dirs = Dirs::new(&format!("tc-{name}"));
+        let (serve, term) = serve_with_shell(&dirs, shell, &[]);
+        commands_answer_from_the_kernel_and_tmux(&serve, &dirs, &term, name);
+        serve.stop();
+    }
+}
+
+#[test]
+fn tmux_commands_are_answered_without_the_pane_filter() {
+    if !tmux_installed() {
+        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+        return;
+    }
+    let dirs = Dirs::new("tc-nofilter");
+    let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &["--no-query-filter"]);
+    commands_answer_from_the_kernel_and_tmux(&serve, &dirs, &term, "bash");
+    serve.stop();
+}
