@@ -109,6 +109,20 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     assert_eq!(forged["exitCode"], Value::Null, "{forged}");
     assert!(forged["durationMs"].as_u64().unwrap() >= 1000, "{forged}");
 
+    // The shell itself busy after a command (a loop of its own) is still running.
+    let looped = submit(
+        serve,
+        dirs,
+        term,
+        "sleep 1; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo looped-$i",
+        json!({}),
+    );
+    assert_eq!(looped["state"], "exited", "{looped}");
+    assert!(
+        looped["output"].as_str().unwrap().contains("looped-100000"),
+        "{looped}"
+    );
+
     // A program blocked reading the terminal ends the wait and says so; typing ends it.
     let asked = submit(serve, dirs, term, "head -n 1", json!({}));
     assert_eq!(asked["state"], "awaiting_input", "{asked}");

@@ -10,6 +10,10 @@
 //!   saw it so: the pane filter hands tmux a program's output a moment after the
 //!   program wrote it, so a program that has switched to the alternate screen and
 //!   waits for keys (`less`) can look, for that moment, like a prompt.
+//!   When the shell has the terminal it is at its prompt only while it waits to read
+//!   it; otherwise it runs something itself (a loop, the gap between two commands of
+//!   one line), which is running. A shell builtin that waits for typing (`read`) looks
+//!   like the prompt: without integration nothing tells them apart.
 //! - Output positions count lines, not bytes: a position is the cursor's line counted
 //!   from the oldest line tmux keeps (`history_size` + `cursor_y`), and the text since is
 //!   `capture-pane -S` from that line. Two honest limits: once the history is full
@@ -80,11 +84,18 @@ impl TmuxPanes {
         }
         let shell = self.shell(tmux, node, pane)?;
         let stat = procfs::proc_stat(shell)?;
-        // No terminal, or the shell has it: at its prompt or between commands.
-        if stat.tpgid <= 0 || stat.tpgid == shell {
+        if stat.tpgid <= 0 {
             return Some(Foreground::Shell);
         }
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
+        // The shell has the terminal: at its prompt when it waits to read it; else
+        // between two commands of one line, or running a loop or a builtin itself.
+        if stat.tpgid == shell {
+            return match procfs::reading_terminal(shell, &tty) {
+                true => Some(Foreground::Shell),
+                false => Some(Foreground::Running),
+            };
+        }
         let members = procfs::group_members(stat.tpgid);
         let reading = members
             .iter()
