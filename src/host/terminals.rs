@@ -571,6 +571,7 @@ impl HostTerminals {
         match &self.backend {
             Backend::Tmux(tmux) => {
                 let opened = tmux.open(node_id, cwd, &env, command, size.cols, size.rows);
+                self.tmux_panes.forget(node_id);
                 if opened.is_ok() {
                     self.lock_opened().insert(node_id.to_string());
                     if let Some(started) = lock(&self.server_started).as_ref() {
@@ -963,7 +964,8 @@ impl Terminals for HostTerminals {
 
     fn has_live_session(&self, node_id: &str) -> bool {
         match &self.backend {
-            Backend::Tmux(tmux) => tmux.has_live_session(node_id).unwrap_or(false),
+            // One tmux look serves a waiting call's whole look (see `TmuxPanes`).
+            Backend::Tmux(tmux) => self.tmux_panes.live(tmux, node_id),
             Backend::Pty(pty) => pty.get(node_id).is_some_and(|t| t.live()),
         }
     }
@@ -977,6 +979,7 @@ impl Terminals for HostTerminals {
     fn write(&self, node_id: &str, text: &str) -> Result<(), String> {
         match &self.backend {
             Backend::Tmux(tmux) => {
+                self.tmux_panes.typed(node_id);
                 let result = if text == "\u{3}" {
                     tmux.interrupt(node_id)
                 } else {

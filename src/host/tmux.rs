@@ -95,6 +95,8 @@ pub struct PaneInfo {
     pub history_size: u64,
     /// The cursor's line on the screen (0: the top).
     pub cursor_y: u64,
+    /// The cursor's column.
+    pub cursor_x: u64,
 }
 
 /// What went wrong talking to tmux or launching an external terminal.
@@ -489,7 +491,8 @@ impl TmuxServer {
     /// What tmux says of `node`'s pane now, in one tmux call.
     pub fn pane_info(&self, node: &str) -> Result<PaneInfo, TmuxError> {
         check_node(node)?;
-        let format = "#{pane_pid}\t#{pane_dead}\t#{alternate_on}\t#{history_size}\t#{cursor_y}";
+        let format =
+            "#{pane_pid}\t#{pane_dead}\t#{alternate_on}\t#{history_size}\t#{cursor_y}\t#{cursor_x}";
         let out = self
             .run(
                 "display-message",
@@ -1019,7 +1022,7 @@ fn parse_session_line(line: &str) -> Option<SessionInfo> {
 /// One `display-message` line of [`TmuxServer::pane_info`]'s format.
 fn parse_pane_info(line: &str) -> Option<PaneInfo> {
     let fields: Vec<&str> = line.trim_end().split('\t').collect();
-    let [pid, dead, alternate, history, cursor_y] = fields[..] else {
+    let [pid, dead, alternate, history, cursor_y, cursor_x] = fields[..] else {
         return None;
     };
     Some(PaneInfo {
@@ -1028,6 +1031,7 @@ fn parse_pane_info(line: &str) -> Option<PaneInfo> {
         alternate: alternate == "1",
         history_size: history.parse().ok()?,
         cursor_y: cursor_y.parse().ok()?,
+        cursor_x: cursor_x.parse().ok()?,
     })
 }
 
@@ -1241,7 +1245,7 @@ mod tests {
 
     #[test]
     fn pane_info_lines_parse() {
-        let info = parse_pane_info("4242\t0\t1\t120\t23\n").unwrap();
+        let info = parse_pane_info("4242\t0\t1\t120\t23\t7\n").unwrap();
         assert_eq!(
             info,
             PaneInfo {
@@ -1249,12 +1253,13 @@ mod tests {
                 dead: false,
                 alternate: true,
                 history_size: 120,
-                cursor_y: 23
+                cursor_y: 23,
+                cursor_x: 7
             }
         );
-        assert!(parse_pane_info("4242\t1\t0\t0\t0").unwrap().dead);
-        assert_eq!(parse_pane_info("4242\t0\t0\t0"), None);
-        assert_eq!(parse_pane_info("x\t0\t0\t0\t0"), None);
+        assert!(parse_pane_info("4242\t1\t0\t0\t0\t0").unwrap().dead);
+        assert_eq!(parse_pane_info("4242\t0\t0\t0\t0"), None);
+        assert_eq!(parse_pane_info("x\t0\t0\t0\t0\t0"), None);
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //!   field `tpgid` is its terminal's foreground group: another group has the terminal
 //!   while a command runs, and one of that group blocked reading the terminal waits for
 //!   typing ([`procfs::reading_terminal`]) once two looks at least [`SETTLE_MS`] apart
-//!   saw it so: the pane filter hands tmux a program's output a moment after the
-//!   program wrote it, so a program that has switched to the alternate screen and
-//!   waits for keys (`less`) can look, for that moment, like a prompt.
+//!   saw it so: tmux gets a program's output a moment after the program wrote it (and
+//!   a look may use tmux's answer of [`PANE_TTL`] ago), so a program that has switched
+//!   to the alternate screen and waits for keys (`less`) can look, for that moment,
+//!   like a prompt.
 //!   When the shell has the terminal it is at its prompt only while it waits to read
 //!   it; otherwise it runs something itself (a loop, the gap between two commands of
 //!   one line), which is running. A shell builtin that waits for typing (`read`) looks
@@ -22,116 +23,144 @@
 //!   a `clear` that erases the history moves positions back, and the text since is then
 //!   the screen. tmux keeps no output times, so the last output is when a look here
 //!   first saw the text change.
+//!
+//! Cost: every look at a pane spawns tmux clients, and a waiting call looks ten times a
+//! second. So one `display-message` answers the looks at a pane for [`PANE_TTL`] (the
+//! foreground, `has_live_session` and the output position share it), and the text is
+//! captured again only when the cursor or the history moved, or [`RECAPTURE_MS`] after
+//! the last capture (a line redrawn in place moves neither).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::procfs;
 use super::shell::text::{HeadTail, HEAD_BYTES, TAIL_BYTES};
-use super::tmux::{PaneInfo, TmuxServer};
+use super::tmux::{PaneInfo, TmuxError, TmuxServer};
 use crate::base::lock_or_recover as lock;
 use crate::runtime::{unix_millis, CommandOutput, Foreground, OutputMark};
 
-/// How long a group must have been seen waiting for typing before it counts as such.
-const SETTLE_MS: u64 = 50;
+/// How long a group must have been seen waiting for typing before it counts as such:
+/// longer than [`PANE_TTL`], so the pane's alternate screen was looked at after it.
+const SETTLE_MS: u64 = 300;
+const _: () = assert!(SETTLE_MS > PANE_TTL.as_millis() as u64);
 
-/// A text last seen this long ago is forgotten (longer than any wait lasts).
-const FORGET_AFTER_MS: u64 = 15 * 60 * 1000;
+/// A text not looked at for this long is forgotten (a wait looks every 100 ms).
+const FORGET_AFTER_MS: u64 = 60 * 1000;
+/// How long one `display-message` answer serves the looks at a pane: what a waiting
+/// call sees lags this much at most (as `canvas_list`'s tmux listing does).
+const PANE_TTL: Duration = Duration::from_millis(250);
+/// The text since a position is captured again at least this often while looked at.
+const RECAPTURE_MS: u64 = 1000;
 
 /// The tmux panes' shells and the text each look saw, for [`super::HostTerminals`].
 #[derive(Default)]
 pub struct TmuxPanes {
     /// The shell of each node's pane, found once: (pane program, shell).
     shells: Mutex<HashMap<String, (libc::pid_t, libc::pid_t)>>,
-    /// The text since a position (by node and position): its digest, when it last
-    /// changed and when it was last looked at.
+    /// The text since a position (by node and position), as last captured.
     seen: Mutex<HashMap<(String, u64), SeenText>>,
-    /// The foreground group of each node seen waiting for typing, and since when.
-    awaiting: Mutex<HashMap<String, (libc::pid_t, u64)>>,
+    /// Each node's last `display-message` answer (`None`: no such pane) and its time.
+    panes: Mutex<HashMap<String, (Instant, Option<PaneInfo>)>>,
+    /// Each node's last foreground look.
+    looks: Mutex<HashMap<String, Look>>,
 }
 
+/// What a look at a pane's foreground saw, and since when it has seen it.
 #[derive(Clone, Copy)]
+struct Look {
+    raw: Foreground,
+    group: libc::pid_t,
+    since: u64,
+    /// It counts only once seen for [`SETTLE_MS`].
+    settles: bool,
+}
+
+#[derive(Clone)]
 struct SeenText {
+    /// The pane's cursor and history when it was captured.
+    moved: (u64, u64, u64),
+    output: CommandOutput,
     digest: u64,
+    captured_at: u64,
     changed_at: u64,
     looked_at: u64,
 }
 
 impl TmuxPanes {
     /// What `node`'s foreground does; `None` when tmux has no such pane or its shell
-    /// cannot be found.
+    /// cannot be found. Waiting for typing, and the shell back at its prompt after a
+    /// program, count once seen for [`SETTLE_MS`] (see the module docs); until then
+    /// they read as running.
     pub fn foreground(&self, tmux: &TmuxServer, node: &str) -> Option<Foreground> {
-        let pane = tmux.pane_info(node).ok()?;
-        let foreground = self.foreground_of(tmux, node, &pane);
-        if !matches!(
-            foreground,
-            Some(Foreground::AwaitingInput | Foreground::Running)
-        ) {
-            lock(&self.awaiting).remove(node);
-        }
-        foreground
+        let pane = self.pane(tmux, node)?;
+        let Some((raw, group)) = self.raw_foreground(tmux, node, &pane) else {
+            lock(&self.looks).remove(node);
+            return None;
+        };
+        let now = unix_millis();
+        let mut looks = lock(&self.looks);
+        let look = next_look(looks.get(node), raw, group, now);
+        looks.insert(node.to_string(), look);
+        Some(look.answer(now))
     }
 
-    /// [`TmuxPanes::foreground`] of a pane tmux described.
-    fn foreground_of(&self, tmux: &TmuxServer, node: &str, pane: &PaneInfo) -> Option<Foreground> {
+    /// What the pane and the kernel show now, and the foreground group (0 when none
+    /// is known).
+    fn raw_foreground(
+        &self,
+        tmux: &TmuxServer,
+        node: &str,
+        pane: &PaneInfo,
+    ) -> Option<(Foreground, libc::pid_t)> {
         if pane.dead {
-            return Some(Foreground::Ended);
+            return Some((Foreground::Ended, 0));
         }
         if pane.alternate {
-            return Some(Foreground::Fullscreen);
+            return Some((Foreground::Fullscreen, 0));
         }
         let shell = self.shell(tmux, node, pane)?;
         let stat = procfs::proc_stat(shell)?;
         if stat.tpgid <= 0 {
-            return Some(Foreground::Shell);
+            return Some((Foreground::Shell, 0));
         }
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
         // The shell has the terminal: at its prompt when it waits to read it; else
         // between two commands of one line, or running a loop or a builtin itself.
-        if stat.tpgid == shell {
-            return match procfs::reading_terminal(shell, &tty) {
-                true => Some(Foreground::Shell),
-                false => Some(Foreground::Running),
-            };
-        }
-        let members = procfs::group_members(stat.tpgid);
-        let reading = members
-            .iter()
-            .any(|&pid| procfs::reading_terminal(pid, &tty));
-        if !reading {
-            lock(&self.awaiting).remove(node);
-            return Some(Foreground::Running);
-        }
-        match self.awaiting_settled(node, stat.tpgid) {
-            true => Some(Foreground::AwaitingInput),
-            false => Some(Foreground::Running),
-        }
+        let reading = match stat.tpgid == shell {
+            true => procfs::reading_terminal(shell, &tty),
+            false => procfs::group_members(stat.tpgid)
+                .iter()
+                .any(|&pid| procfs::reading_terminal(pid, &tty)),
+        };
+        let foreground = match (stat.tpgid == shell, reading) {
+            (true, true) => Foreground::Shell,
+            (false, true) => Foreground::AwaitingInput,
+            (_, false) => Foreground::Running,
+        };
+        Some((foreground, stat.tpgid))
     }
 
-    /// Whether `node`'s foreground `group`, seen reading the terminal now, was seen so
-    /// [`SETTLE_MS`] ago or longer; else the look starts counting.
-    fn awaiting_settled(&self, node: &str, group: libc::pid_t) -> bool {
-        let now = unix_millis();
-        let mut awaiting = lock(&self.awaiting);
-        match awaiting.get(node) {
-            Some(&(seen, since)) if seen == group => now.saturating_sub(since) >= SETTLE_MS,
-            _ => {
-                awaiting.insert(node.to_string(), (group, now));
-                false
-            }
-        }
+    /// Drops tmux's last answer about `node`'s pane: something was typed into it.
+    pub fn typed(&self, node: &str) {
+        lock(&self.panes).remove(node);
     }
 
     /// Where `node`'s output stands: the cursor's line (see the module docs). tmux keeps
     /// no output times: `last_output_at` is 0.
     pub fn output_mark(&self, tmux: &TmuxServer, node: &str) -> Option<OutputMark> {
-        let pane = tmux.pane_info(node).ok()?;
+        let pane = self.pane(tmux, node)?;
         Some(OutputMark {
             position: line_position(&pane),
             last_output_at: 0,
         })
+    }
+
+    /// Whether `node`'s pane exists and its program runs.
+    pub fn live(&self, tmux: &TmuxServer, node: &str) -> bool {
+        self.pane(tmux, node).is_some_and(|pane| !pane.dead)
     }
 
     /// The text from line `position` to the screen's end (its head and tail when long),
@@ -142,25 +171,75 @@ impl TmuxPanes {
         node: &str,
         position: u64,
     ) -> Option<(CommandOutput, OutputMark)> {
-        let pane = tmux.pane_info(node).ok()?;
-        let now = line_position(&pane);
-        // The alternate screen has no history: its lines say nothing of positions.
-        let text = match pane.alternate {
-            true => String::new(),
-            false => tmux
-                .capture_from(node, capture_start(&pane, position))
-                .ok()?,
+        let pane = self.pane(tmux, node)?;
+        let moved = (pane.history_size, pane.cursor_y, pane.cursor_x);
+        let now = unix_millis();
+        let key = (node.to_string(), position);
+        let known = lock(&self.seen).get(&key).cloned();
+        let (output, changed_at) = match known {
+            Some(seen)
+                if seen.moved == moved && now.saturating_sub(seen.captured_at) < RECAPTURE_MS =>
+            {
+                (seen.output, seen.changed_at)
+            }
+            known => {
+                // The alternate screen has no history: its lines say nothing of positions.
+                let text = match pane.alternate {
+                    true => String::new(),
+                    false => tmux
+                        .capture_from(node, capture_start(&pane, position))
+                        .ok()?,
+                };
+                let mut kept = HeadTail::new(HEAD_BYTES, TAIL_BYTES);
+                kept.push_str(&text);
+                let digest = digest(&text);
+                let changed_at = match known {
+                    Some(seen) if seen.digest == digest => seen.changed_at,
+                    _ => now,
+                };
+                let seen = SeenText {
+                    moved,
+                    output: kept.output(),
+                    digest,
+                    captured_at: now,
+                    changed_at,
+                    looked_at: now,
+                };
+                lock(&self.seen).insert(key.clone(), seen);
+                (kept.output(), changed_at)
+            }
         };
-        let mut kept = HeadTail::new(HEAD_BYTES, TAIL_BYTES);
-        kept.push_str(&text);
-        let last_output_at = self.changed_at(node, position, &text);
+        let mut seen = lock(&self.seen);
+        seen.retain(|_, s| now.saturating_sub(s.looked_at) < FORGET_AFTER_MS);
+        if let Some(entry) = seen.get_mut(&key) {
+            entry.looked_at = now;
+        }
         Some((
-            kept.output(),
+            output,
             OutputMark {
-                position: now,
-                last_output_at,
+                position: line_position(&pane),
+                last_output_at: changed_at,
             },
         ))
+    }
+
+    /// `node`'s pane as tmux described it at most [`PANE_TTL`] ago.
+    fn pane(&self, tmux: &TmuxServer, node: &str) -> Option<PaneInfo> {
+        if let Some((at, pane)) = lock(&self.panes).get(node) {
+            if at.elapsed() < PANE_TTL {
+                return *pane;
+            }
+        }
+        let pane = match tmux.pane_info(node) {
+            Ok(pane) => Some(pane),
+            Err(TmuxError::NoSession(_)) => None,
+            // Not an answer about the pane (tmux slow or failing): not kept.
+            Err(_) => return None,
+        };
+        let mut panes = lock(&self.panes);
+        panes.retain(|_, (at, _)| at.elapsed() < PANE_TTL);
+        panes.insert(node.to_string(), (Instant::now(), pane));
+        pane
     }
 
     /// The shell of `node`'s pane: the one found before while it is still the pane
@@ -185,35 +264,47 @@ impl TmuxPanes {
         Some(shell)
     }
 
-    /// When a look here first saw the text since `position` of `node` as it is now.
-    fn changed_at(&self, node: &str, position: u64, text: &str) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        text.hash(&mut hasher);
-        let digest = hasher.finish();
-        let now = unix_millis();
-        let mut seen = lock(&self.seen);
-        seen.retain(|_, s| now.saturating_sub(s.looked_at) < FORGET_AFTER_MS);
-        let entry = seen
-            .entry((node.to_string(), position))
-            .or_insert(SeenText {
-                digest,
-                changed_at: now,
-                looked_at: now,
-            });
-        if entry.digest != digest {
-            entry.digest = digest;
-            entry.changed_at = now;
-        }
-        entry.looked_at = now;
-        entry.changed_at
-    }
-
     /// Forgets what was found for `node` (its terminal was closed).
     pub fn forget(&self, node: &str) {
         lock(&self.shells).remove(node);
-        lock(&self.awaiting).remove(node);
+        lock(&self.looks).remove(node);
+        lock(&self.panes).remove(node);
         lock(&self.seen).retain(|(seen_node, _), _| seen_node != node);
     }
+}
+
+/// The look after `before` that saw `raw` with foreground group `group` at `now`.
+fn next_look(before: Option<&Look>, raw: Foreground, group: libc::pid_t, now: u64) -> Look {
+    match before {
+        Some(look) if look.raw == raw && look.group == group => *look,
+        before => {
+            // The shell is back from a program: its last output may still be on its way
+            // to tmux, and the pane's answer may be older than its return.
+            let returned = raw == Foreground::Shell && before.is_some_and(|b| b.raw != raw);
+            Look {
+                raw,
+                group,
+                since: now,
+                settles: returned || raw == Foreground::AwaitingInput,
+            }
+        }
+    }
+}
+
+impl Look {
+    /// What it says at `now`: running until it has settled.
+    fn answer(&self, now: u64) -> Foreground {
+        match self.settles && now.saturating_sub(self.since) < SETTLE_MS {
+            true => Foreground::Running,
+            false => self.raw,
+        }
+    }
+}
+
+fn digest(text: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The cursor's line counted from the oldest line tmux keeps.
@@ -242,6 +333,7 @@ mod tests {
             alternate: false,
             history_size,
             cursor_y,
+            cursor_x: 0,
         }
     }
 
@@ -257,27 +349,31 @@ mod tests {
     }
 
     #[test]
-    fn the_last_change_is_when_a_look_first_saw_the_text() {
-        let panes = TmuxPanes::default();
-        let first = panes.changed_at("t", 3, "$ make");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        assert_eq!(panes.changed_at("t", 3, "$ make"), first);
-        let changed = panes.changed_at("t", 3, "$ make\nerror");
-        assert!(changed > first, "{changed} {first}");
-        // Another position of the same node is looked at on its own.
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        assert!(panes.changed_at("t", 9, "$ make\nerror") > changed);
-        panes.forget("t");
-        assert!(lock(&panes.seen).is_empty());
-    }
-
-    #[test]
-    fn waiting_for_typing_counts_once_seen_twice_apart() {
-        let panes = TmuxPanes::default();
-        assert!(!panes.awaiting_settled("t", 40));
-        std::thread::sleep(std::time::Duration::from_millis(SETTLE_MS + 5));
-        assert!(panes.awaiting_settled("t", 40));
+    fn waiting_for_typing_and_a_return_to_the_prompt_count_once_settled() {
+        use Foreground::*;
+        // The prompt with no program seen before: at once (a submit's busy check).
+        let first = next_look(None, Shell, 7, 1000);
+        assert_eq!(first.answer(1000), Shell);
+        // A program reading the terminal: running until it has been seen so a while.
+        let asked = next_look(Some(&first), AwaitingInput, 40, 2000);
+        assert_eq!(asked.answer(2000 + SETTLE_MS - 1), Running);
+        let still = next_look(Some(&asked), AwaitingInput, 40, 2000 + SETTLE_MS);
+        assert_eq!(still.answer(2000 + SETTLE_MS), AwaitingInput);
         // Another group starts counting again.
-        assert!(!panes.awaiting_settled("t", 41));
+        let other = next_look(Some(&still), AwaitingInput, 41, 2000 + SETTLE_MS);
+        assert_eq!(other.answer(2000 + SETTLE_MS), Running);
+        // Back at the prompt after a program: once settled.
+        let back = next_look(Some(&other), Shell, 7, 3000);
+        assert_eq!(back.answer(3000), Running);
+        assert_eq!(back.answer(3000 + SETTLE_MS), Shell);
+        // Running and full-screen programs count at once.
+        assert_eq!(
+            next_look(Some(&back), Running, 40, 4000).answer(4000),
+            Running
+        );
+        assert_eq!(
+            next_look(None, Fullscreen, 0, 4000).answer(4000),
+            Fullscreen
+        );
     }
 }
