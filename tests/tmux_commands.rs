@@ -167,13 +167,16 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
         "terminal_input",
         json!({"nodeId": term, "text": "q"}),
     );
-    let closed = serve.ok(
-        dirs,
-        "me",
-        "terminal_wait",
-        json!({"nodeId": term, "until": "exit", "timeoutMs": 10000}),
-    );
-    assert_eq!(closed["state"], "exited", "{closed}");
+    // A wait that starts while `less` is still closing may see it still full-screen.
+    poll("less to close", Duration::from_secs(10), || {
+        let closed = serve.ok(
+            dirs,
+            "me",
+            "terminal_wait",
+            json!({"nodeId": term, "until": "exit", "timeoutMs": 10000}),
+        );
+        (closed["state"] == "exited").then_some(())
+    });
 
     // Without integration no command is recorded: reading one says what to do instead.
     let last = serve.err(
