@@ -964,8 +964,11 @@ impl Terminals for HostTerminals {
 
     fn has_live_session(&self, node_id: &str) -> bool {
         match &self.backend {
-            // One tmux look serves a waiting call's whole look (see `TmuxPanes`).
-            Backend::Tmux(tmux) => self.tmux_panes.live(tmux, node_id),
+            // One tmux answer serves a waiting call's whole look (see `TmuxPanes`); an end
+            // recorded since counts at once.
+            Backend::Tmux(tmux) => {
+                self.recorded_end(node_id).is_none() && self.tmux_panes.live(tmux, node_id)
+            }
             Backend::Pty(pty) => pty.get(node_id).is_some_and(|t| t.live()),
         }
     }
