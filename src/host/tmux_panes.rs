@@ -18,10 +18,10 @@
 //! - Output positions count lines, not bytes: a position is the cursor's line counted
 //!   from the oldest line tmux keeps (`history_size` + `cursor_y`), and the text since is
 //!   `capture-pane -S` from that line. Two honest limits: once the history is full
-//!   (`HISTORY_LIMIT` lines) old lines fall off its top and a position names a later
-//!   line than it did (the head of a very long output starts later; its tail is right);
-//!   a `clear` that erases the history moves positions back, and the text since is then
-//!   the screen. tmux keeps no output times, so the last output is when a look here
+//!   (`HISTORY_LIMIT` lines) tmux drops its oldest tenth at once, and a position taken
+//!   before that names a line that much later (the text since starts later than the
+//!   command did, by up to 1,000 lines; its tail is right); a `clear` that erases the
+//!   history moves positions back, and the text since is then the screen. tmux keeps no output times, so the last output is when a look here
 //!   first saw the text change.
 //!
 //! Cost: every look at a pane spawns tmux clients, and a waiting call looks ten times a
