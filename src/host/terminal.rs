@@ -632,7 +632,7 @@ impl Terminal {
             return Foreground::Shell;
         };
         if group != shell {
-            let members = procfs::group_members(group);
+            let members = procfs::group_members(shell, group);
             return match members
                 .iter()
                 .any(|&pid| procfs::reading_terminal(pid, &tty))
@@ -647,8 +647,9 @@ impl Terminal {
         // A builtin (`read -p`) waits in the shell itself. Output still on its way to
         // the reader may hold the command's end: then it is not waiting yet.
         let nothing_unread = pty::unread_bytes(self.master.as_fd()).is_ok_and(|n| n == 0);
-        let typed_line_read = lock(&self.typed_at_reads)
-            .map_or(true, |reads| procfs::read_calls(shell).is_some_and(|now| now > reads));
+        let typed_line_read = lock(&self.typed_at_reads).map_or(true, |reads| {
+            procfs::read_calls(shell).is_some_and(|now| now > reads)
+        });
         match nothing_unread && typed_line_read && procfs::reading_terminal(shell, &tty) {
             true => Foreground::AwaitingInput,
             false => Foreground::Running,

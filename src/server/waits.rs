@@ -307,7 +307,10 @@ mod tests {
             .map(|_| add(&waits, "p", &flag, LONG))
             .collect();
         let refused = waits.reserve("p").err().unwrap();
-        assert!(refused.contains(&format!("at most {WAITS_PER_PROJECT}")), "{refused}");
+        assert!(
+            refused.contains(&format!("at most {WAITS_PER_PROJECT}")),
+            "{refused}"
+        );
         // Other projects still have places, up to the bound in all.
         let mut others = Vec::new();
         for i in WAITS_PER_PROJECT..WAITS_MAX {
