@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::base::lock_or_recover;
 
 /// How often the waits are checked while any exists, besides each wake.
-pub const TICK: Duration = Duration::from_millis(100);
+pub const TICK: Duration = Duration::from_millis(250);
 /// At most this many calls of one project wait at once…
 pub const WAITS_PER_PROJECT: usize = 64;
 /// …and this many in all.
