@@ -407,7 +407,7 @@ fn waits_leave_the_worker_are_bounded_and_end_on_revoke() {
         panic!("one past the bound was accepted")
     };
     assert!(
-        refused.starts_with("Too many calls are waiting already (32 in this project"),
+        refused.starts_with("Too many calls are waiting already (64 in this project"),
         "{refused}"
     );
     assert!(!written(&rig).contains(&"one more\r".to_string()));

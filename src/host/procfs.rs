@@ -55,30 +55,48 @@ pub fn proc_stat(pid: libc::pid_t) -> Option<ProcStat> {
 
 /// The running (non-zombie) processes of session `session`, from `/proc`.
 pub fn session_members(session: libc::pid_t) -> Vec<libc::pid_t> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter_map(proc_stat)
+    all_processes()
         .filter(|stat| stat.session == session && stat.running())
         .map(|stat| stat.pid)
         .collect()
 }
 
-/// The running processes of process group `group`, from `/proc`.
-pub fn group_members(group: libc::pid_t) -> Vec<libc::pid_t> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+/// The running processes of process group `group` among `root`'s descendants (a job of
+/// the shell `root`): found by walking `/proc/<pid>/task/<pid>/children` down from it,
+/// at most [`DESCENDANTS_MAX`] processes, so asking costs a few reads, not a scan of
+/// every process. A kernel without that file: every process is looked at.
+pub fn group_members(root: libc::pid_t, group: libc::pid_t) -> Vec<libc::pid_t> {
+    let children = |pid: libc::pid_t| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).map(|text| {
+            let pids = text.split_whitespace().filter_map(|p| p.parse().ok());
+            pids.collect::<Vec<libc::pid_t>>()
+        })
     };
+    let Ok(mut pending) = children(root) else {
+        return all_processes()
+            .filter(|stat| stat.pgrp == group && stat.running())
+            .map(|stat| stat.pid)
+            .collect();
+    };
+    let (mut members, mut seen) = (Vec::new(), 0);
+    while let Some(pid) = pending.pop().filter(|_| seen < DESCENDANTS_MAX) {
+        seen += 1;
+        if proc_stat(pid).is_some_and(|stat| stat.pgrp == group && stat.running()) {
+            members.push(pid);
+        }
+        pending.extend(children(pid).unwrap_or_default());
+    }
+    members
+}
+
+/// The most descendants [`group_members`] looks at.
+pub const DESCENDANTS_MAX: usize = 256;
+
+fn all_processes() -> impl Iterator<Item = ProcStat> {
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
     entries
-        .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<libc::pid_t>().ok())
         .filter_map(proc_stat)
-        .filter(|stat| stat.pgrp == group && stat.running())
-        .map(|stat| stat.pid)
-        .collect()
 }
 
 /// The running children of process `parent` that lead a session of their own (what a

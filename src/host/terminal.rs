@@ -632,7 +632,7 @@ impl Terminal {
             return Foreground::Shell;
         };
         if group != shell {
-            let members = procfs::group_members(group);
+            let members = procfs::group_members(shell, group);
             return match members
                 .iter()
                 .any(|&pid| procfs::reading_terminal(pid, &tty))

@@ -33,6 +33,9 @@ pub(super) struct Watched {
     max_chars: usize,
     /// `exit`, `idle` or the plain text of `{pattern}`.
     until: (String, Option<String>),
+    /// The last look saw the program waiting for typing. It must be seen twice in a row
+    /// (a tick apart) to end a wait: an answer just typed may not be read yet.
+    seen_waiting: bool,
 }
 
 /// One look at the terminal.
@@ -88,6 +91,7 @@ impl Watched {
                 true => until(args)?,
                 false => Default::default(),
             },
+            seen_waiting: false,
         };
         let integrated = terminals.integration(node_id) != ShellIntegration::None;
         if line.is_some() {
@@ -202,12 +206,15 @@ impl Watched {
         })
     }
 
-    fn done(&self, seen: &Seen) -> bool {
+    fn done(&mut self, seen: &Seen) -> bool {
         let (until, pattern) = (self.until.0.as_str(), self.until.1.as_deref());
+        let waited_before =
+            std::mem::replace(&mut self.seen_waiting, seen.state == "awaiting_input");
         match (seen.state, pattern) {
             ("exited" | "ended", _) => true,
             // A dev server may read keys while it runs: only its text ends a pattern wait.
-            ("awaiting_input" | "fullscreen", pattern) => pattern.is_none(),
+            ("awaiting_input", None) => waited_before,
+            ("fullscreen", pattern) => pattern.is_none(),
             (_, Some(pattern)) => {
                 let text = format!("{}\n{}", seen.output.head, seen.output.tail);
                 // Without integration the output starts with the echoed command line.

@@ -17,9 +17,9 @@ use serde_json::Value;
 use crate::base::lock_or_recover;
 
 /// How often the waits are checked while any exists, besides each wake.
-pub const TICK: Duration = Duration::from_millis(100);
+pub const TICK: Duration = Duration::from_millis(250);
 /// At most this many calls of one project wait at once…
-pub const WAITS_PER_PROJECT: usize = 32;
+pub const WAITS_PER_PROJECT: usize = 64;
 /// …and this many in all.
 pub const WAITS_MAX: usize = 256;
 
@@ -307,7 +307,10 @@ mod tests {
             .map(|_| add(&waits, "p", &flag, LONG))
             .collect();
         let refused = waits.reserve("p").err().unwrap();
-        assert!(refused.contains("at most 32"), "{refused}");
+        assert!(
+            refused.contains(&format!("at most {WAITS_PER_PROJECT}")),
+            "{refused}"
+        );
         // Other projects still have places, up to the bound in all.
         let mut others = Vec::new();
         for i in WAITS_PER_PROJECT..WAITS_MAX {
