@@ -131,7 +131,7 @@ impl TmuxPanes {
         // between two commands of one line, or running a loop or a builtin itself.
         let reading = match stat.tpgid == shell {
             true => procfs::reading_terminal(shell, &tty),
-            false => procfs::group_members(stat.tpgid)
+            false => procfs::group_members(shell, stat.tpgid)
                 .iter()
                 .any(|&pid| procfs::reading_terminal(pid, &tty)),
         };
