@@ -1037,7 +1037,7 @@ impl Terminals for HostTerminals {
         self.pty_terminal(node_id)?.command(id)
     }
 
-    /// tmux: from `/proc` and tmux without integration ([`TmuxPanes`]).
+    /// tmux: from `/proc` and tmux without integration (`tmux_panes`).
     fn foreground(&self, node_id: &str) -> Option<Foreground> {
         match &self.backend {
             Backend::Tmux(tmux) => self.tmux_panes.foreground(tmux, node_id),
@@ -1045,7 +1045,7 @@ impl Terminals for HostTerminals {
         }
     }
 
-    /// tmux: positions are lines ([`TmuxPanes`]).
+    /// tmux: positions are lines (`tmux_panes`).
     fn output_mark(&self, node_id: &str) -> Option<OutputMark> {
         match &self.backend {
             Backend::Tmux(tmux) => self.tmux_panes.output_mark(tmux, node_id),
