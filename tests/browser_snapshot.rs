@@ -187,6 +187,19 @@ fn snapshot(engine: &BrowserEngine, page: &PageId, extra: Value) -> Value {
     run(engine, page, "browser_inspect", args).unwrap()
 }
 
+/// `browser_click` by `reference`.
+fn click(engine: &BrowserEngine, page: &PageId, reference: &str) -> Result<Value, String> {
+    let args = json!({ "nodeId": "b1", "ref": reference });
+    run(engine, page, "browser_click", args)
+}
+
+/// The page's title now.
+fn page_title(engine: &BrowserEngine, page: &PageId) -> Value {
+    engine
+        .evaluate(page, "() => document.title", &json!({}), secs(15))
+        .unwrap()
+}
+
 /// The ref on the snapshot line that contains `needle`.
 fn ref_of(text: &str, needle: &str) -> String {
     let line = text
@@ -250,13 +263,7 @@ fn a_form_is_filled_and_sent_by_ref() {
     )
     .unwrap();
     assert_eq!(typed, json!({ "ref": name }));
-    let clicked = run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": send }),
-    )
-    .unwrap();
+    let clicked = click(&engine, &page, &send).unwrap();
     assert_eq!(clicked, json!({ "ref": send }));
     let after = snapshot(&engine, &page, json!({}));
     let after_text = after["text"].as_str().unwrap();
@@ -273,26 +280,14 @@ fn a_form_is_filled_and_sent_by_ref() {
 
     // A ref click on a link to a local file is held by the navigation policy.
     let local = ref_of(after_text, "link \"local file\"");
-    run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": local }),
-    )
-    .unwrap();
+    click(&engine, &page, &local).unwrap();
     thread::sleep(Duration::from_millis(500));
     let still = snapshot(&engine, &page, json!({}));
     assert_eq!(still["url"], format!("{base}/form"));
 
     // A ref never issued, and one of another shape, are refused without acting.
     for unknown in ["e999999", "s1"] {
-        let error = run(
-            &engine,
-            &page,
-            "browser_click",
-            json!({ "nodeId": "b1", "ref": unknown }),
-        )
-        .unwrap_err();
+        let error = click(&engine, &page, &unknown).unwrap_err();
         assert!(
             error.starts_with(&format!("Unknown ref \"{unknown}\"")),
             "{error}"
@@ -324,13 +319,7 @@ fn refs_of_an_earlier_document_or_a_removed_element_are_refused() {
         .as_str()
         .unwrap()
         .contains("- button \"Other\""));
-    let error = run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": send }),
-    )
-    .unwrap_err();
+    let error = click(&engine, &page, &send).unwrap_err();
     println!("stale ref error: {error}");
     assert!(
         error.starts_with(&format!("Stale ref \"{send}\"")),
@@ -376,13 +365,7 @@ fn refs_of_an_earlier_document_or_a_removed_element_are_refused() {
         json!({ "nodeId": "b1", "url": format!("{base}/lookalike") }),
     )
     .unwrap();
-    let error = run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": other_button }),
-    )
-    .unwrap_err();
+    let error = click(&engine, &page, &other_button).unwrap_err();
     assert!(error.starts_with("Stale ref"), "{error}");
 
     // Removed and re-added by a script: an equal element, but not the one the ref named.
@@ -399,37 +382,21 @@ fn refs_of_an_earlier_document_or_a_removed_element_are_refused() {
     engine
         .evaluate(&page, rerender, &json!({}), secs(15))
         .unwrap();
-    let error = run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": save }),
-    )
-    .unwrap_err();
+    let error = click(&engine, &page, &save).unwrap_err();
     assert!(
         error.starts_with(&format!(
             "Ref \"{save}\" names an element that is no longer in the page"
         )),
         "{error}"
     );
-    let title = engine
-        .evaluate(&page, "() => document.title", &json!({}), secs(15))
-        .unwrap();
+    let title = page_title(&engine, &page);
     assert_eq!(title, "Re-render", "nothing was clicked");
     // A new snapshot gives the new element a new ref that works.
     let after = snapshot(&engine, &page, json!({}));
     let new_save = ref_of(after["text"].as_str().unwrap(), "button \"Save\"");
     assert_ne!(new_save, save);
-    run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": new_save }),
-    )
-    .unwrap();
-    let title = engine
-        .evaluate(&page, "() => document.title", &json!({}), secs(15))
-        .unwrap();
+    click(&engine, &page, &new_save).unwrap();
+    let title = page_title(&engine, &page);
     assert_eq!(title, "clicked");
 }
 
@@ -444,13 +411,7 @@ fn a_covered_element_is_not_clicked() {
         .unwrap();
     let shot = snapshot(&engine, &page, json!({}));
     let buy = ref_of(shot["text"].as_str().unwrap(), "button \"Buy\"");
-    let error = run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": buy }),
-    )
-    .unwrap_err();
+    let error = click(&engine, &page, &buy).unwrap_err();
     println!("covered error: {error}");
     assert!(
         error.starts_with(&format!(
@@ -458,9 +419,7 @@ fn a_covered_element_is_not_clicked() {
         )),
         "{error}"
     );
-    let title = engine
-        .evaluate(&page, "() => document.title", &json!({}), secs(15))
-        .unwrap();
+    let title = page_title(&engine, &page);
     assert_eq!(title, "Overlay");
     engine
         .evaluate(
@@ -470,16 +429,8 @@ fn a_covered_element_is_not_clicked() {
             secs(15),
         )
         .unwrap();
-    run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": buy }),
-    )
-    .unwrap();
-    let title = engine
-        .evaluate(&page, "() => document.title", &json!({}), secs(15))
-        .unwrap();
+    click(&engine, &page, &buy).unwrap();
+    let title = page_title(&engine, &page);
     assert_eq!(title, "clicked");
 }
 
@@ -541,13 +492,7 @@ fn a_large_page_is_paged_within_max_chars_and_found_into() {
     );
     assert_eq!(narrowed["lines"], 11, "123 and 1230-1239");
     let link = ref_of(&lines[4_000], "Link number 3999");
-    run(
-        &engine,
-        &page,
-        "browser_click",
-        json!({ "nodeId": "b1", "ref": link }),
-    )
-    .unwrap();
+    click(&engine, &page, &link).unwrap();
     thread::sleep(Duration::from_millis(500));
     let landed = engine.refresh_page_info(&page, secs(15)).unwrap();
     assert_eq!(landed.url, format!("{base}/l3999"));
@@ -603,13 +548,7 @@ fn frames_and_shadow_roots_are_listed_with_working_refs() {
             .find(|l| l.contains("button \"Press\""))
             .unwrap();
         let press = ref_of(press, "Press");
-        run(
-            &engine,
-            &page,
-            "browser_click",
-            json!({ "nodeId": "b1", "ref": press }),
-        )
-        .unwrap();
+        click(&engine, &page, &press).unwrap();
         let port = port.rsplit(':').next().unwrap();
         let after = snapshot(
             &engine,
@@ -630,16 +569,8 @@ fn frames_and_shadow_roots_are_listed_with_working_refs() {
     );
     for label in ["In open shadow", "In closed shadow"] {
         let button = ref_of(&text, &format!("button \"{label}\""));
-        run(
-            &engine,
-            &page,
-            "browser_click",
-            json!({ "nodeId": "b1", "ref": button }),
-        )
-        .unwrap();
-        let title = engine
-            .evaluate(&page, "() => document.title", &json!({}), secs(15))
-            .unwrap();
+        click(&engine, &page, &button).unwrap();
+        let title = page_title(&engine, &page);
         assert_eq!(title, format!("{label} clicked"));
     }
 }

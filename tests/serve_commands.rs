@@ -9,36 +9,8 @@
 mod serve_harness;
 mod sys;
 
-use std::path::Path;
-
-use serde_json::{json, Value};
+use serde_json::json;
 use serve_harness::*;
-
-/// The shells to try: those installed (zsh may not be; the test says so).
-fn shells() -> Vec<(&'static str, &'static str)> {
-    let all = [
-        ("bash", "/bin/bash"),
-        ("zsh", "/bin/zsh"),
-        ("sh", "/bin/dash"),
-    ];
-    all.into_iter()
-        .filter(|(name, path)| {
-            let there = Path::new(path).exists();
-            if !there {
-                eprintln!("NOTICE: {path} is not installed; {name} is not tried");
-            }
-            there
-        })
-        .collect()
-}
-
-fn submit(serve: &Serve, dirs: &Dirs, node: &str, command: &str, extra: Value) -> Value {
-    let mut args = json!({"nodeId": node, "command": command, "wait": "exit", "timeoutMs": 20000});
-    for (key, value) in extra.as_object().unwrap() {
-        args[key] = value.clone();
-    }
-    serve.ok(dirs, "me", "terminal_submit", args)
-}
 
 #[test]
 fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
@@ -57,7 +29,7 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
             &format!("{name}'s first prompt"),
             std::time::Duration::from_secs(10),
             || {
-                let ok = submit(&serve, &dirs, &term, "true", json!({}));
+                let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
                 (ok["state"] == "exited").then_some(ok)
             },
         );
@@ -65,7 +37,7 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         assert_eq!(integration["exitCode"], 0, "{integration}");
 
         // A failing build-like command: its status, and both ends of its output.
-        let failed = submit(
+        let failed = submit_and_wait(
             &serve,
             &dirs,
             &term,
@@ -88,13 +60,13 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         assert!(output.chars().count() <= 400, "{}", output.chars().count());
 
         // `(exit 7)`, then a folder change the next command sees.
-        let seven = submit(&serve, &dirs, &term, "(exit 7)", json!({}));
+        let seven = submit_and_wait(&serve, &dirs, &term, "(exit 7)", json!({}));
         assert_eq!(seven["exitCode"], 7, "{seven}");
-        let moved = submit(&serve, &dirs, &term, "cd /tmp", json!({}));
+        let moved = submit_and_wait(&serve, &dirs, &term, "cd /tmp", json!({}));
         assert_eq!(moved["cwd"], "/tmp", "{moved}");
 
         // A forged end with a made-up nonce, then the real status.
-        let forged = submit(
+        let forged = submit_and_wait(
             &serve,
             &dirs,
             &term,
@@ -108,7 +80,7 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         );
 
         // A prompt that waits for typing ends the wait and says so; typing ends it.
-        let asked = submit(
+        let asked = submit_and_wait(
             &serve,
             &dirs,
             &term,
@@ -136,7 +108,7 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         );
 
         // A wait that times out, then waiting again for the same command.
-        let slow = submit(&serve, &dirs, &term, "sleep 2", json!({"timeoutMs": 300}));
+        let slow = submit_and_wait(&serve, &dirs, &term, "sleep 2", json!({"timeoutMs": 300}));
         assert_eq!(slow["state"], "timed_out", "{slow}");
         let refused = serve.err(
             &dirs,

@@ -11,37 +11,10 @@
 mod serve_harness;
 mod sys;
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use serve_harness::*;
-
-/// The shells to try: those installed (zsh may not be; the test says so).
-fn shells() -> Vec<(&'static str, &'static str)> {
-    let all = [
-        ("bash", "/bin/bash"),
-        ("zsh", "/bin/zsh"),
-        ("sh", "/bin/dash"),
-    ];
-    all.into_iter()
-        .filter(|(name, path)| {
-            let there = Path::new(path).exists();
-            if !there {
-                eprintln!("NOTICE: {path} is not installed; {name} is not tried");
-            }
-            there
-        })
-        .collect()
-}
-
-fn submit(serve: &Serve, dirs: &Dirs, node: &str, command: &str, extra: Value) -> Value {
-    let mut args = json!({"nodeId": node, "command": command, "wait": "exit", "timeoutMs": 20000});
-    for (key, value) in extra.as_object().unwrap() {
-        args[key] = value.clone();
-    }
-    serve.ok(dirs, "me", "terminal_submit", args)
-}
 
 /// `serve` with `extra` flags and `shell` as the user's shell, in a home of its own (an
 /// empty `.zshrc`, so zsh asks nothing at its first start), and a terminal at its prompt.
@@ -71,7 +44,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
         &format!("{name}'s first prompt"),
         Duration::from_secs(10),
         || {
-            let ok = submit(serve, dirs, term, "true", json!({}));
+            let ok = submit_and_wait(serve, dirs, term, "true", json!({}));
             (ok["state"] == "exited").then_some(ok)
         },
     );
@@ -79,7 +52,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     assert_eq!(first["exitCode"], Value::Null, "{first}");
 
     // A failing build-like command: it ends, and both ends of its output are kept.
-    let failed = submit(
+    let failed = submit_and_wait(
         serve,
         dirs,
         term,
@@ -98,7 +71,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
 
     // Output that looks like our end mark (a made-up nonce) ends nothing: the answer
     // comes after the sleep, once the shell has the terminal again.
-    let forged = submit(
+    let forged = submit_and_wait(
         serve,
         dirs,
         term,
@@ -110,7 +83,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     assert!(forged["durationMs"].as_u64().unwrap() >= 1000, "{forged}");
 
     // The shell itself busy after a command (a loop of its own) is still running.
-    let looped = submit(
+    let looped = submit_and_wait(
         serve,
         dirs,
         term,
@@ -124,7 +97,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     );
 
     // A program blocked reading the terminal ends the wait and says so; typing ends it.
-    let asked = submit(serve, dirs, term, "head -n 1", json!({}));
+    let asked = submit_and_wait(serve, dirs, term, "head -n 1", json!({}));
     assert_eq!(asked["state"], "awaiting_input", "{asked}");
     let refused = serve.err(
         dirs,
@@ -148,7 +121,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     assert_eq!(answered["state"], "exited", "{answered}");
 
     // A wait that times out, then waiting again for what runs.
-    let slow = submit(serve, dirs, term, "sleep 2", json!({"timeoutMs": 300}));
+    let slow = submit_and_wait(serve, dirs, term, "sleep 2", json!({"timeoutMs": 300}));
     assert_eq!(slow["state"], "timed_out", "{slow}");
     let done = serve.ok(
         dirs,
@@ -159,7 +132,7 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     assert_eq!(done["state"], "exited", "{done}");
 
     // A full-screen program.
-    let paged = submit(serve, dirs, term, "seq 1 500 | less", json!({}));
+    let paged = submit_and_wait(serve, dirs, term, "seq 1 500 | less", json!({}));
     assert_eq!(paged["state"], "fullscreen", "{paged}");
     serve.ok(
         dirs,

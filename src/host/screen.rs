@@ -123,39 +123,9 @@ impl Screen {
     /// Applies a chunk of program output. Chunks may split UTF-8 sequences and escape
     /// sequences anywhere.
     pub fn feed(&mut self, bytes: &[u8]) {
-        let joined;
-        let mut rest: &[u8] = if self.utf8_carry.is_empty() {
-            bytes
-        } else {
-            let mut carry = std::mem::take(&mut self.utf8_carry);
-            carry.extend_from_slice(bytes);
-            joined = carry;
-            &joined
-        };
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(text) => {
-                    text.chars().for_each(|c| self.step(c));
-                    return;
-                }
-                Err(error) => {
-                    let (valid, after) = rest.split_at(error.valid_up_to());
-                    if let Ok(text) = std::str::from_utf8(valid) {
-                        text.chars().for_each(|c| self.step(c));
-                    }
-                    match error.error_len() {
-                        None => {
-                            self.utf8_carry = after.to_vec();
-                            return;
-                        }
-                        Some(len) => {
-                            self.step(char::REPLACEMENT_CHARACTER);
-                            rest = &after[len..];
-                        }
-                    }
-                }
-            }
-        }
+        let mut carry = std::mem::take(&mut self.utf8_carry);
+        decode_utf8(&mut carry, bytes, |c| self.step(c));
+        self.utf8_carry = carry;
     }
 
     /// Whether the alternate screen is shown (a full-screen program: vim, less, htop).
@@ -653,6 +623,44 @@ fn join_tail(lines_last_first: impl Iterator<Item = (String, bool)>, max_chars: 
     match text.char_indices().nth(total - max_chars) {
         Some((start, _)) => text[start..].to_string(),
         None => String::new(),
+    }
+}
+
+/// Decodes `bytes`, after the unfinished character `carry` holds from the last chunk,
+/// calling `step` for each character: an invalid sequence is one U+FFFD, and an
+/// unfinished one at the end is kept in `carry` for the next chunk.
+pub(super) fn decode_utf8(carry: &mut Vec<u8>, bytes: &[u8], mut step: impl FnMut(char)) {
+    let joined;
+    let mut rest: &[u8] = if carry.is_empty() {
+        bytes
+    } else {
+        carry.extend_from_slice(bytes);
+        joined = std::mem::take(carry);
+        &joined
+    };
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(text) => {
+                text.chars().for_each(&mut step);
+                return;
+            }
+            Err(error) => {
+                let (valid, after) = rest.split_at(error.valid_up_to());
+                if let Ok(text) = std::str::from_utf8(valid) {
+                    text.chars().for_each(&mut step);
+                }
+                match error.error_len() {
+                    None => {
+                        *carry = after.to_vec();
+                        return;
+                    }
+                    Some(len) => {
+                        step(char::REPLACEMENT_CHARACTER);
+                        rest = &after[len..];
+                    }
+                }
+            }
+        }
     }
 }
 

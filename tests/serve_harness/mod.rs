@@ -472,3 +472,38 @@ pub fn python_package(module: &str, dist: &str) -> Option<String> {
     let version = String::from_utf8_lossy(&probe.stdout).trim().to_string();
     probe.status.success().then_some(version)
 }
+
+/// The shells the terminal-command tests try, `(integration name, path)`: those
+/// installed (zsh may not be; a notice says so).
+pub fn shells() -> Vec<(&'static str, &'static str)> {
+    let all = [
+        ("bash", "/bin/bash"),
+        ("zsh", "/bin/zsh"),
+        ("sh", "/bin/dash"),
+    ];
+    all.into_iter()
+        .filter(|(name, path)| {
+            let there = Path::new(path).exists();
+            if !there {
+                eprintln!("NOTICE: {path} is not installed; {name} is not tried");
+            }
+            there
+        })
+        .collect()
+}
+
+/// `terminal_submit` of `command` as agent `me`, waiting for its end (20 s at most),
+/// with `extra` arguments added; the call must succeed.
+pub fn submit_and_wait(
+    serve: &Serve,
+    dirs: &Dirs,
+    node: &str,
+    command: &str,
+    extra: Value,
+) -> Value {
+    let mut args = json!({"nodeId": node, "command": command, "wait": "exit", "timeoutMs": 20000});
+    for (key, value) in extra.as_object().unwrap() {
+        args[key] = value.clone();
+    }
+    serve.ok(dirs, "me", "terminal_submit", args)
+}

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use super::cdp::{CdpError, Connection};
 use super::refs::{PageRefs, RefError, RefKey};
 use super::snapshot::{self, Element, Snapshot, View};
-use super::{cut, lock, EngineError, PageId, COMMON_JS};
+use super::{lock, script_succeeded, EngineError, PageId, COMMON_JS};
 
 /// Where a ref's element is: its JavaScript object in an isolated world of its frame.
 struct Resolved {
@@ -335,17 +335,7 @@ fn call_on(
         Some(session),
         deadline,
     )?;
-    if let Some(details) = reply.get("exceptionDetails") {
-        let text = details
-            .pointer("/exception/description")
-            .or_else(|| details.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or("exception");
-        return Err(EngineError::Protocol(format!(
-            "page script failed: {}",
-            cut(text, 300)
-        )));
-    }
+    script_succeeded(&reply)?;
     Ok(reply
         .pointer("/result/value")
         .cloned()

@@ -1100,17 +1100,7 @@ fn evaluate(
         Some(session),
         deadline,
     )?;
-    if let Some(details) = reply.get("exceptionDetails") {
-        let text = details
-            .pointer("/exception/description")
-            .or_else(|| details.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or("exception");
-        return Err(EngineError::Protocol(format!(
-            "page script failed: {}",
-            cut(text, 300)
-        )));
-    }
+    script_succeeded(&reply)?;
     let value = reply
         .pointer("/result/value")
         .cloned()
@@ -1152,6 +1142,23 @@ fn string_field(value: &Value, key: &str) -> Result<String, EngineError> {
 fn random_hex() -> Result<String, EngineError> {
     crate::base::random_hex(8)
         .map_err(|e| EngineError::Launch(format!("no randomness for the profile name: {e}")))
+}
+
+/// `Err` with the page's exception when a `Runtime.evaluate`/`callFunctionOn` reply
+/// reports one (its text cut to 300 characters).
+pub(super) fn script_succeeded(reply: &Value) -> Result<(), EngineError> {
+    let Some(details) = reply.get("exceptionDetails") else {
+        return Ok(());
+    };
+    let text = details
+        .pointer("/exception/description")
+        .or_else(|| details.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("exception");
+    Err(EngineError::Protocol(format!(
+        "page script failed: {}",
+        cut(text, 300)
+    )))
 }
 
 #[cfg(test)]

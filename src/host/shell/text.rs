@@ -3,6 +3,7 @@
 //! becomes its final state, `ESC [ K` erases), and only the head and tail of long output
 //! kept ([`HeadTail`]).
 
+use crate::host::screen::decode_utf8;
 use crate::runtime::CommandOutput;
 
 /// How many bytes of text a command's output keeps from its start, and from its end.
@@ -133,33 +134,9 @@ impl TextCleaner {
 
     /// Applies a chunk of output.
     pub fn feed(&mut self, bytes: &[u8]) {
-        let mut joined = std::mem::take(&mut self.utf8_carry);
-        joined.extend_from_slice(bytes);
-        let mut rest: &[u8] = &joined;
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(text) => {
-                    text.chars().for_each(|c| self.step(c));
-                    return;
-                }
-                Err(error) => {
-                    let (valid, after) = rest.split_at(error.valid_up_to());
-                    if let Ok(text) = std::str::from_utf8(valid) {
-                        text.chars().for_each(|c| self.step(c));
-                    }
-                    match error.error_len() {
-                        None => {
-                            self.utf8_carry = after.to_vec();
-                            return;
-                        }
-                        Some(len) => {
-                            self.step(char::REPLACEMENT_CHARACTER);
-                            rest = &after[len..];
-                        }
-                    }
-                }
-            }
-        }
+        let mut carry = std::mem::take(&mut self.utf8_carry);
+        decode_utf8(&mut carry, bytes, |c| self.step(c));
+        self.utf8_carry = carry;
     }
 
     /// The text so far, the unfinished last line included.
