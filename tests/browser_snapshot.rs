@@ -287,7 +287,7 @@ fn a_form_is_filled_and_sent_by_ref() {
 
     // A ref never issued, and one of another shape, are refused without acting.
     for unknown in ["e999999", "s1"] {
-        let error = click(&engine, &page, &unknown).unwrap_err();
+        let error = click(&engine, &page, unknown).unwrap_err();
         assert!(
             error.starts_with(&format!("Unknown ref \"{unknown}\"")),
             "{error}"
