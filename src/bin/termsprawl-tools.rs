@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use termsprawl_tools::host::activity::{self, ActivityOptions};
+use termsprawl_tools::host::approvals;
 use termsprawl_tools::host::browser_control;
 use termsprawl_tools::host::links;
 use termsprawl_tools::host::options::parse_stop_terminals;
@@ -14,6 +15,7 @@ use termsprawl_tools::terminal_text::escape_for_terminal;
 
 const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
 activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
+approvals list [--json]|allow ID [--for-session|--always]|deny ID [--reason TEXT] [--data DIR] | \
 link A B [--messages] [--project DIR] | unlink A B [--project DIR] | catalogue | validate";
 
 fn main() -> ExitCode {
@@ -59,6 +61,15 @@ fn main() -> ExitCode {
                 Ok(done) => fail(&format!("termsprawl-tools: {done}"), 0),
                 Err(error) => fail(&format!("termsprawl-tools browser-control: {error}"), 1),
             },
+            Err(usage) => fail(&usage, 2),
+        },
+        Some("approvals") => match approvals::parse(&args[1..], env) {
+            Ok((command, data)) => {
+                match approvals::run(&command, &data, &mut std::io::stdout().lock()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(error) => fail(&format!("termsprawl-tools approvals: {error}"), 1),
+                }
+            }
             Err(usage) => fail(&usage, 2),
         },
         Some(command @ ("link" | "unlink")) => {

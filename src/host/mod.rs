@@ -10,6 +10,7 @@
 //! - [`browser_control`]: `browser-control on|off`, switched while `serve` runs.
 
 pub mod activity;
+pub mod approvals;
 pub mod browser;
 pub mod browser_control;
 pub mod browsers;

@@ -38,13 +38,16 @@ pub struct ServeOptions {
     /// the pane filter that drops terminal queries so tmux types no answers into them (see
     /// `serve::pane_filter`).
     pub query_filter: bool,
+    /// `--policy NAME|FILE`: the starting policy (a preset or a policy file; see
+    /// `runtime::policy`); `None`: every call runs unless the saved rules say otherwise.
+    pub policy: Option<String>,
 }
 
 /// The usage line printed on a usage error.
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
 [--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view] [--no-activity] [--no-query-filter]";
+[--no-view] [--no-activity] [--no-query-filter] [--policy open|careful|strict|FILE]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -67,6 +70,7 @@ impl ServeOptions {
         let mut no_view = false;
         let mut query_filter = true;
         let mut activity = true;
+        let mut policy = None;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -94,6 +98,7 @@ impl ServeOptions {
                 "--no-view" if inline.is_none() => no_view = true,
                 "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
+                "--policy" => policy = Some(value()?),
                 _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
             }
         }
@@ -112,6 +117,7 @@ impl ServeOptions {
             no_view,
             activity,
             query_filter,
+            policy,
         })
     }
 }

@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::approvals;
 use super::browser_control;
 use super::default_host::{DefaultHost, HostConfig};
 use super::options::ServeOptions;
 use super::view::BoundView;
 use super::HostError;
+use crate::runtime::policy::Policy;
 use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
 use crate::sys::signals::ShutdownSignal;
 
@@ -108,7 +110,20 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         options.project_id.as_deref(),
         &options.agents,
     )?;
+    let starting = match &options.policy {
+        Some(name) => {
+            Policy::named(name).map_err(|e| HostError::Other(format!("--policy: {e}")))?
+        }
+        None => Policy::default(),
+    };
     let endpoint = host.start(&ctl_beside_current_exe()?)?;
+    let runtime = host.runtime().cloned();
+    if let Some(runtime) = &runtime {
+        let saved = options.data.join("agent-tools").join("policy.json");
+        runtime
+            .set_policy(starting, Some(saved))
+            .map_err(|e| HostError::Other(format!("cannot read the saved policy: {e}")))?;
+    }
     let mut sessions = Vec::new();
     for agent in &options.agents {
         let (node_id, file) = host.add_agent(&project_id, agent)?;
@@ -155,7 +170,14 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     }
     let stop_watching = Arc::new(AtomicBool::new(false));
     let agent_tools = options.data.join("agent-tools");
-    browser_control::watch(agent_tools, host.workspace().clone(), stop_watching.clone());
+    browser_control::watch(
+        agent_tools.clone(),
+        host.workspace().clone(),
+        stop_watching.clone(),
+    );
+    if let Some(runtime) = runtime {
+        approvals::watch(agent_tools, runtime, stop_watching.clone());
+    }
     signal.wait();
     stop_watching.store(true, Ordering::SeqCst);
     eprintln!("termsprawl-tools: stopping");

@@ -6,6 +6,7 @@
 #![doc = include_str!("../../docs/protocol.md")]
 
 mod catalogue;
+mod classes;
 mod guides;
 pub mod limits;
 mod validate;
@@ -17,6 +18,7 @@ pub use catalogue::{
     ARTIFACT_VIEWS, BROWSER_CONTROL_OFF, COMMAND_STATES, EXACTLY_ONE_OF, GUIDE_TOPICS, IMAGE_KEY,
     INSPECT_MODES, INTEGRATIONS, KEY_PATTERN, NO_CONTROL_PATTERN, NO_NUL_PATTERN, RESULT_KEY,
 };
+pub use classes::{OperationClass, OPERATION_CLASSES};
 pub use guides::{guide, TOOL_GUIDES};
 pub use validate::{validate_tool_request, ValidationError};
 pub use wire::{

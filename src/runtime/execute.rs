@@ -22,7 +22,7 @@ use crate::protocol::{
     is_browser_operation, wait_timeout, IntegrationStatus, ToolIdentity, ToolRequest,
     BROWSER_CONTROL_OFF,
 };
-use crate::server::{Execution, ServerCallbacks, Wait};
+use crate::server::{Admission, Execution, ServerCallbacks, Wait};
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -101,6 +101,22 @@ impl Core {
 }
 
 impl ServerCallbacks for Core {
+    fn admission(&self, identity: &ToolIdentity, request: &ToolRequest) -> Admission {
+        self.admission_of(identity, request)
+    }
+
+    fn offers(&self, identity: &ToolIdentity, operation: &str) -> bool {
+        self.offers_to(identity, operation)
+    }
+
+    fn policy_summary(&self, identity: &ToolIdentity) -> Option<Value> {
+        self.policy_summary_of(identity)
+    }
+
+    fn offers_generation(&self) -> u64 {
+        self.policy_generation()
+    }
+
     fn execute_or_wait(&self, identity: &ToolIdentity, request: &ToolRequest) -> Execution {
         let Some(timeout) = wait_timeout(&request.operation, &request.args) else {
             return Execution::Done(self.execute(identity, request));
@@ -134,7 +150,11 @@ impl ServerCallbacks for Core {
             }
             "agent_launch" => self.agent_launch(identity, request),
             "terminal_open" => {
-                self.wait_for_terminal(self.canvas(identity, operation, request.args.clone())?)
+                let opened = self.canvas(identity, operation, request.args.clone())?;
+                if let Some(terminal) = opened.get("nodeId").and_then(Value::as_str) {
+                    self.gate.opened(identity, terminal);
+                }
+                self.wait_for_terminal(opened)
             }
             "browser_list" => Ok(self.browser_list(nodes)),
             "browser_open" => self.browser_open(identity, request),

@@ -1,6 +1,7 @@
 #![doc = include_str!("../../docs/api/runtime.md")]
 
 pub(crate) mod agents;
+pub mod approvals;
 mod artifact;
 mod canvas;
 mod canvas_node;
@@ -9,9 +10,11 @@ mod commands;
 // which checks the reader's internals (`read_claude_jsonl`, `last_chars`, its limits).
 pub mod context;
 mod execute;
+mod gate;
 mod host;
 mod launch;
 mod owners;
+pub mod policy;
 mod tool_runtime;
 mod url;
 

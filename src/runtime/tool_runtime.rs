@@ -94,6 +94,8 @@ pub(super) struct Core {
     pub(super) typed: TypedTails,
     probes: Mutex<HashMap<PathBuf, AgentProbe>>,
     launcher: Mutex<Option<PathBuf>>,
+    /// The person's policy and the calls waiting for their answer.
+    pub(super) gate: super::gate::Gate,
 }
 
 // Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
@@ -102,7 +104,7 @@ pub(super) use crate::base::lock_or_recover as lock;
 
 /// The runtime: binds an [`AgentToolServer`] to a host app through the [`Host`] traits.
 pub struct AgentToolRuntime {
-    core: Arc<Core>,
+    pub(super) core: Arc<Core>,
     server: Arc<AgentToolServer>,
 }
 
@@ -124,6 +126,7 @@ impl AgentToolRuntime {
             stopping: AtomicBool::new(false),
             probes: Mutex::default(),
             launcher: Mutex::default(),
+            gate: Default::default(),
         });
         let server = AgentToolServer::new(user_data_path, core.clone())?;
         let _ = core.server.set(Arc::downgrade(&server));
@@ -528,6 +531,7 @@ impl Core {
             return;
         }
         lock(&self.active).remove(node_id);
+        self.gate.approvals.withdraw(node_id);
         if let Some(server) = self.server() {
             server.revoke(node_id);
         }

@@ -83,6 +83,8 @@ pub(crate) struct Pending<'a> {
     request: ToolRequest,
     /// When the request was parsed (its activity line's duration counts from here).
     started: Instant,
+    /// Held until someone decides ([`Admission::Hold`]): queued only if it answers `Ok`.
+    held: Option<Wait>,
 }
 
 impl Pending<'_> {
@@ -91,10 +93,12 @@ impl Pending<'_> {
     /// answer on the project's worker. `Err`: it could not be queued, and this is its
     /// answer (`later` is dropped). An operation that waits ([`Execution::Wait`]) leaves
     /// the worker: `waiting` is told its deadline, and `later` is called by the waiter.
+    /// A held call waits the same way (`waiting` is told when the hold ends), off the
+    /// queue, and is queued once its hold answers `Ok`.
     pub(crate) fn queue(
         self,
         later: impl FnOnce(WireAnswer) + Send + 'static,
-        waiting: impl FnOnce(Instant) + Send + 'static,
+        waiting: impl Fn(Instant) + Send + Sync + 'static,
     ) -> Result<(), WireAnswer> {
         let (server, session, started) = (self.server, self.session, self.started);
         let Some(owner) = server.me.upgrade() else {
@@ -102,14 +106,20 @@ impl Pending<'_> {
                 "Tool service is shutting down; try again".into(),
             )));
         };
-        let operation = self.request.operation.clone();
-        let (request, caller, queued_at) = (self.request, session.clone(), server.clock.now());
-        let work = Box::new(move || {
+        let (operation, project) = (self.request.operation.clone(), session.project_id.clone());
+        let waiting = Arc::new(waiting);
+        let (request, caller) = (self.request, session.clone());
+        let (runs, waits) = (Arc::clone(&owner), Arc::clone(&waiting));
+        // `Some(refusal)`: answered with it, never run (a held call refused).
+        let run = move |refused: Option<String>, queued_at: Instant| {
             // A panicking operation still gets an answer.
-            let turn = || owner.take_turn(&caller, &request, queued_at);
+            let turn = || match refused {
+                Some(refused) => Execution::Done(Err(refused)),
+                None => runs.take_turn(&caller, &request, queued_at),
+            };
             let execution = catch_unwind(AssertUnwindSafe(turn))
                 .unwrap_or_else(|_| Execution::Done(Err(FAILED_ERROR.into())));
-            let (waits, session) = (Arc::clone(&owner), caller.clone());
+            let (owner, session) = (Arc::clone(&runs), caller.clone());
             // Recorded in the trail when the answer is known (a wait's end included).
             let finish = move |result: Outcome| {
                 let result = ToolResult::from(result);
@@ -122,26 +132,45 @@ impl Pending<'_> {
             match execution {
                 Execution::Done(result) => finish(result),
                 Execution::Wait(wait) => {
-                    waiting(wait.deadline);
-                    let me = Arc::downgrade(&waits);
-                    let gone = move || match me.upgrade()?.revoked(&session)? {
-                        ToolResult::Err(why) => Some(format!("{why}; the call stopped waiting")),
-                        ToolResult::Ok(_) => None,
-                    };
-                    waits.waits.add(wait, Box::new(gone), Box::new(finish));
+                    waits(wait.deadline);
+                    runs.add_wait(wait, session, Box::new(finish));
                 }
             }
-        });
-        server
-            .queues
-            .push(&session.project_id, work)
-            .map_err(|error| {
+        };
+        let Some(hold) = self.held else {
+            let clock = Arc::clone(&owner);
+            let work = Box::new(move || run(None, clock.clock.now()));
+            return server.queues.push(&project, work).map_err(|error| {
                 let refused = ToolResult::Err(error);
                 server
                     .activity
                     .call(session, &operation, None, &refused, started);
                 wire(&refused)
-            })
+            });
+        };
+        waiting(hold.deadline);
+        let queues = Arc::clone(&owner);
+        let decided = move |decision: Outcome| match decision {
+            Ok(_) => {
+                let queued_at = queues.clock.now();
+                // Kept here too: if no worker can be started, the call is answered so.
+                let run = Arc::new(Mutex::new(Some(run)));
+                let job = Arc::clone(&run);
+                let work = Box::new(move || {
+                    if let Some(run) = lock_or_recover(&job).take() {
+                        run(None, queued_at)
+                    }
+                });
+                if let Err(error) = queues.queues.push(&project, work) {
+                    if let Some(run) = lock_or_recover(&run).take() {
+                        run(Some(error), queued_at)
+                    }
+                }
+            }
+            Err(refused) => run(Some(refused), queues.clock.now()),
+        };
+        owner.add_wait(hold, session.clone(), Box::new(decided));
+        Ok(())
     }
 }
 
@@ -179,6 +208,18 @@ pub enum Execution {
     Wait(Wait),
 }
 
+/// What the app makes of an admitted call before it is queued
+/// ([`ServerCallbacks::admission`]).
+pub enum Admission {
+    /// Queue it.
+    Run,
+    /// Answer this error; nothing runs.
+    Refuse(String),
+    /// Hold it off the queue (as a waiting call, within the same bounds) until the wait
+    /// answers: `Ok` queues it, `Err` is its answer and nothing runs.
+    Hold(Wait),
+}
+
 /// What the server needs from the app around it.
 pub trait ServerCallbacks: Send + Sync + 'static {
     /// Runs an accepted operation (already validated, authenticated and serialized
@@ -188,6 +229,27 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     /// calls this one. The default: `execute`'s answer, now.
     fn execute_or_wait(&self, identity: &ToolIdentity, request: &ToolRequest) -> Execution {
         Execution::Done(self.execute(identity, request))
+    }
+    /// Whether an admitted call runs, is refused or is held until someone decides (an
+    /// app's policy). Called on the accept thread: it must not block. The default: runs.
+    fn admission(&self, _identity: &ToolIdentity, _request: &ToolRequest) -> Admission {
+        Admission::Run
+    }
+    /// Whether `identity` is offered `operation` in `session_info`'s `operations` (what an
+    /// MCP client lists); the default: every operation.
+    fn offers(&self, _identity: &ToolIdentity, _operation: &str) -> bool {
+        true
+    }
+    /// What `session_info` says of the agent's policy (its `policy` field, e.g. each
+    /// class's rule); the default: nothing (no field).
+    fn policy_summary(&self, _identity: &ToolIdentity) -> Option<Value> {
+        None
+    }
+    /// A number that changes whenever [`offers`](Self::offers) or
+    /// [`policy_summary`](Self::policy_summary) may answer differently (cached
+    /// `session_info` answers are made again); the default: 0.
+    fn offers_generation(&self) -> u64 {
+        0
     }
     /// Whether this identity may still act (its project and node still exist).
     fn valid(&self, identity: &ToolIdentity) -> bool;
@@ -373,6 +435,8 @@ struct SessionInfoSource {
     browser_enabled: bool,
     app_version: String,
     activity_dropped: u64,
+    /// The app's [`ServerCallbacks::offers_generation`].
+    offers_generation: u64,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -391,7 +455,9 @@ struct SessionInfo<'a> {
     host: &'static str,
     instance_id: &'a str,
     node_id: &'a str,
-    operations: &'static [&'static str],
+    operations: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<Value>,
     preferences_file: &'a Path,
     project_id: &'a str,
     status: Value,
@@ -610,6 +676,21 @@ impl AgentToolServer {
         self.waits.waker().wake();
     }
 
+    /// Waits for `wait` (answered by `finish`), ended early when `session` is revoked.
+    fn add_wait(
+        self: &Arc<Self>,
+        wait: Wait,
+        session: ToolSession,
+        finish: Box<dyn FnOnce(Outcome) + Send>,
+    ) {
+        let me = Arc::downgrade(self);
+        let gone = move || match me.upgrade()?.revoked(&session)? {
+            ToolResult::Err(why) => Some(format!("{why}; the call stopped waiting")),
+            ToolResult::Ok(_) => None,
+        };
+        self.waits.add(wait, Box::new(gone), finish);
+    }
+
     /// A place for one more waiting call of `project_id` (take it before acting, so a
     /// call past the bound is refused having done nothing), or the refusal for the agent.
     pub fn reserve_wait(&self, project_id: &str) -> Result<WaitSlot, String> {
@@ -697,17 +778,32 @@ impl AgentToolServer {
                 .call(session, operation, args, &result, started);
             return Invoked::Now(wire(&result));
         }
+        let identity = session.identity();
+        // The app's admission (its policy): runs, refused, or held until decided.
+        let held = match self.callbacks.admission(&identity, &request) {
+            Admission::Run => None,
+            Admission::Refuse(why) => {
+                let refused = ToolResult::Err(why);
+                self.activity
+                    .call(session, operation, args, &refused, started);
+                return Invoked::Now(wire(&refused));
+            }
+            Admission::Hold(wait) => Some(wait),
+        };
         // An answer the app already holds (the runtime's: an unchanged `canvas_list`).
-        if let Some(value) = self.callbacks.answer_at_once(&session.identity(), &request) {
-            let ok = ToolResult::Ok(Value::Null);
-            self.activity.call(session, operation, args, &ok, started);
-            return Invoked::Now((200, self.at_once_wire(value)));
+        if held.is_none() {
+            if let Some(value) = self.callbacks.answer_at_once(&identity, &request) {
+                let ok = ToolResult::Ok(Value::Null);
+                self.activity.call(session, operation, args, &ok, started);
+                return Invoked::Now((200, self.at_once_wire(value)));
+            }
         }
         Invoked::Queue(Pending {
             server: self,
             session,
             request,
             started,
+            held,
         })
     }
 
@@ -815,6 +911,10 @@ impl AgentToolServer {
         if let Some((_, answer)) = cached {
             return answer.clone();
         }
+        let identity = session.identity();
+        let offered = operation_names(source.browser_enabled)
+            .iter()
+            .filter(|operation| self.callbacks.offers(&identity, operation));
         let value = &SessionInfo {
             activity_dropped: source.activity_dropped,
             app_version: &source.app_version,
@@ -823,7 +923,8 @@ impl AgentToolServer {
             host: "local",
             instance_id: &self.instance_id,
             node_id: &session.node_id,
-            operations: operation_names(source.browser_enabled),
+            operations: offered.copied().collect(),
+            policy: self.callbacks.policy_summary(&identity),
             preferences_file: &self.preferences_file,
             project_id: &session.project_id,
             // Through a `Value`, so its keys stay sorted as they always were.
@@ -857,6 +958,7 @@ impl AgentToolServer {
             browser_enabled: self.callbacks.browser_enabled(),
             app_version: self.callbacks.app_version(),
             activity_dropped: self.activity_dropped(),
+            offers_generation: self.callbacks.offers_generation(),
         }
     }
 

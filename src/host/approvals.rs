@@ -1,0 +1,331 @@
+//! `termsprawl-tools approvals list [--json] | allow ID [--for-session|--always] | deny ID
+//! [--reason TEXT]` (each with `[--data DIR]`): the person answers calls the policy holds
+//! for them, without the canvas view.
+//!
+//! The running `serve` writes the calls waiting for an answer to
+//! `<data>/agent-tools/approvals.json` whenever they change (0600, written whole and
+//! renamed). `allow`/`deny` take the call's agent, operation and arguments from that
+//! list (what `list` showed), write them with the answer as a request file in
+//! `<data>/agent-tools/approvals/` (0700 folder, 0600 file), and wait for `serve` to
+//! answer it in `<request>.answer`: the runtime checks the answer against the call it
+//! holds (`AgentToolRuntime::decide`), so a replayed, expired or re-pointed answer is
+//! refused there. `serve` looks every [`WATCH_EVERY`]: one load of a counter and one
+//! `stat` of the folder.
+
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Map, Value};
+
+use crate::base::files::{private_dir, private_json, read_private_json};
+use crate::base::terminal_text::escape_for_terminal;
+use crate::runtime::approvals::{Decision, Shown};
+use crate::runtime::AgentToolRuntime;
+
+/// How often `serve` looks for answers and a changed list.
+pub const WATCH_EVERY: Duration = Duration::from_millis(100);
+/// How long `allow`/`deny` wait for `serve` to take the answer.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// The usage line of `approvals`.
+pub const APPROVALS_USAGE: &str = "usage: termsprawl-tools approvals list [--json] | allow ID [--for-session|--always] | deny ID [--reason TEXT]  (each with [--data DIR])";
+
+/// What the person asked for.
+#[derive(Debug, PartialEq)]
+pub enum ApprovalsCommand {
+    /// Print the waiting calls.
+    List {
+        /// One JSON object a line (`--json`).
+        json: bool,
+    },
+    /// Answer a call.
+    Answer {
+        /// The call's id, as listed.
+        id: String,
+        /// The answer.
+        decision: Decision,
+    },
+}
+
+fn list_file(agent_tools: &Path) -> PathBuf {
+    agent_tools.join("approvals.json")
+}
+
+fn requests_dir(agent_tools: &Path) -> PathBuf {
+    agent_tools.join("approvals")
+}
+
+/// Parses the words after `approvals`.
+pub fn parse(
+    args: &[String],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(ApprovalsCommand, PathBuf), String> {
+    let usage = || APPROVALS_USAGE.to_string();
+    let (verb, rest) = args.split_first().ok_or_else(usage)?;
+    let (mut json, mut scope, mut reason, mut data, mut id) = (false, None, None, Vec::new(), None);
+    let mut words = rest.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--json" if verb == "list" => json = true,
+            "--for-session" | "--always" if verb == "allow" && scope.is_none() => {
+                scope = Some(word.clone())
+            }
+            "--reason" if verb == "deny" => reason = Some(words.next().ok_or_else(usage)?.clone()),
+            "--data" => data = vec![word.clone(), words.next().ok_or_else(usage)?.clone()],
+            flag if flag.starts_with("--data=") => data = vec![word.clone()],
+            given if verb != "list" && id.is_none() && !given.starts_with('-') => {
+                id = Some(given.to_string())
+            }
+            _ => return Err(usage()),
+        }
+    }
+    let data = super::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
+    let command = match (verb.as_str(), id) {
+        ("list", None) => ApprovalsCommand::List { json },
+        ("allow", Some(id)) => ApprovalsCommand::Answer {
+            id,
+            decision: match scope.as_deref() {
+                Some("--for-session") => Decision::AllowForSession,
+                Some(_) => Decision::AllowAlways,
+                None => Decision::AllowOnce,
+            },
+        },
+        ("deny", Some(id)) => ApprovalsCommand::Answer {
+            id,
+            decision: Decision::Deny(reason.filter(|r| !r.trim().is_empty())),
+        },
+        _ => return Err(usage()),
+    };
+    Ok((command, data))
+}
+
+/// Runs `command` against the `serve` of `data`; what to print, or why it failed.
+pub fn run(command: &ApprovalsCommand, data: &Path, out: &mut impl Write) -> Result<(), String> {
+    let agent_tools = data.join("agent-tools");
+    if !agent_tools.join("endpoint.json").exists() {
+        return Err(format!("no serve is running on {}", data.display()));
+    }
+    let listed = read_private_json(&list_file(&agent_tools))
+        .map_err(|e| format!("cannot read the list: {e}"))?
+        .and_then(|list| list.get("pending").and_then(Value::as_array).cloned())
+        .unwrap_or_default();
+    let print = |out: &mut dyn Write, line: String| {
+        writeln!(out, "{line}").map_err(|e| format!("cannot write: {e}"))
+    };
+    match command {
+        ApprovalsCommand::List { json: true } => listed
+            .iter()
+            .try_for_each(|call| print(out, call.to_string())),
+        ApprovalsCommand::List { json: false } if listed.is_empty() => {
+            print(out, "no call waits for an answer".into())
+        }
+        ApprovalsCommand::List { json: false } => listed
+            .iter()
+            .try_for_each(|call| print(out, describe(call))),
+        ApprovalsCommand::Answer { id, decision } => {
+            let call = listed
+                .iter()
+                .find(|call| call["id"] == id.as_str())
+                .ok_or_else(|| {
+                    format!(
+                        "no call waits for an answer as {}; see `approvals list`",
+                        escape_for_terminal(id)
+                    )
+                })?;
+            let answer = send_answer(&agent_tools, call, decision)?;
+            print(out, answer)
+        }
+    }
+}
+
+/// One waiting call for a person's terminal: every field escaped.
+fn describe(call: &Value) -> String {
+    let field = |key: &str| escape_for_terminal(call[key].as_str().unwrap_or("?"));
+    let args = call["args"].to_string();
+    let args = escape_for_terminal(&args);
+    format!(
+        "{}  {} asks to {} ({}): {}",
+        field("id"),
+        field("nodeId"),
+        field("operation"),
+        field("class"),
+        args
+    )
+}
+
+/// Writes the answer for `call` and waits for `serve` to take it.
+fn send_answer(agent_tools: &Path, call: &Value, decision: &Decision) -> Result<String, String> {
+    let dir = requests_dir(agent_tools);
+    private_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let name = crate::base::random_hex(16).map_err(|e| e.to_string())?;
+    let (verdict, reason) = match decision {
+        Decision::AllowOnce => ("allow", None),
+        Decision::AllowForSession => ("allow-for-session", None),
+        Decision::AllowAlways => ("allow-always", None),
+        Decision::Deny(reason) => ("deny", reason.clone()),
+    };
+    let request = json!({
+        "id": call["id"], "nodeId": call["nodeId"], "operation": call["operation"],
+        "args": call["args"], "decision": verdict, "reason": reason,
+    });
+    let file = dir.join(format!("{name}.json"));
+    private_json(&file, &request).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let answer_file = dir.join(format!("{name}.answer"));
+    let deadline = Instant::now() + ANSWER_WAIT;
+    while Instant::now() < deadline {
+        if let Ok(Some(answer)) = read_private_json(&answer_file) {
+            let _ = std::fs::remove_file(&answer_file);
+            return match answer["error"].as_str() {
+                Some(error) => Err(error.to_string()),
+                None => Ok(format!("{verdict}: {}", describe(call))),
+            };
+        }
+        thread::sleep(WATCH_EVERY / 2);
+    }
+    let _ = std::fs::remove_file(&file);
+    Err(format!(
+        "serve did not take the answer within {} s; is it running?",
+        ANSWER_WAIT.as_secs()
+    ))
+}
+
+/// `serve`'s side: keeps `approvals.json` current and applies answers, on a thread,
+/// until `stop` is set.
+pub fn watch(agent_tools: PathBuf, runtime: Arc<AgentToolRuntime>, stop: Arc<AtomicBool>) {
+    let dir = requests_dir(&agent_tools);
+    let stamp = |dir: &Path| {
+        std::fs::symlink_metadata(dir).ok().map(|m| {
+            let modified = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            (m.ino(), modified, m.nlink())
+        })
+    };
+    let spawned = thread::Builder::new()
+        .name("approvals".into())
+        .spawn(move || {
+            let (mut listed, mut seen) = (None, None);
+            while !stop.load(Ordering::SeqCst) {
+                let version = runtime.approvals_version();
+                if listed != Some(version) {
+                    let pending: Vec<Value> = runtime
+                        .pending_approvals()
+                        .iter()
+                        .map(|asked| asked.to_json())
+                        .collect();
+                    match private_json(&list_file(&agent_tools), &json!({ "pending": pending })) {
+                        Ok(()) => listed = Some(version),
+                        Err(e) => eprintln!("termsprawl-tools: cannot write approvals.json: {e}"),
+                    }
+                }
+                let now = stamp(&dir);
+                if now != seen {
+                    seen = now;
+                    take_answers(&dir, &runtime);
+                }
+                thread::sleep(WATCH_EVERY);
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("termsprawl-tools: approvals cannot be answered from the command line: {e}");
+    }
+}
+
+/// Applies each answer file in `dir` and writes its outcome beside it.
+fn take_answers(dir: &Path, runtime: &AgentToolRuntime) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let request = read_private_json(&path).ok().flatten();
+        let _ = std::fs::remove_file(&path);
+        let outcome = match request.as_ref().map(apply_to(runtime)) {
+            Some(Ok(())) => json!({ "ok": true }),
+            Some(Err(error)) => json!({ "error": error }),
+            None => json!({ "error": "the answer could not be read; nothing was decided" }),
+        };
+        let _ = private_json(&path.with_extension("answer"), &outcome);
+    }
+}
+
+fn apply_to(runtime: &AgentToolRuntime) -> impl Fn(&Value) -> Result<(), String> + '_ {
+    move |request| {
+        let text = |key: &str| request[key].as_str().unwrap_or("").to_string();
+        let shown = Shown {
+            node_id: text("nodeId"),
+            operation: text("operation"),
+            args: request["args"]
+                .as_object()
+                .cloned()
+                .unwrap_or_else(Map::new),
+        };
+        let decision = match text("decision").as_str() {
+            "allow" => Decision::AllowOnce,
+            "allow-for-session" => Decision::AllowForSession,
+            "allow-always" => Decision::AllowAlways,
+            "deny" => Decision::Deny(request["reason"].as_str().map(str::to_string)),
+            _ => return Err("unknown answer; nothing was decided".into()),
+        };
+        runtime.decide(&text("id"), &shown, decision).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_command_line_is_read_strictly() {
+        let env = |_: &str| Some("/home/u".to_string());
+        let (command, data) = parse(&words("list --json --data /d"), env).unwrap();
+        assert_eq!(command, ApprovalsCommand::List { json: true });
+        assert_eq!(data, PathBuf::from("/d"));
+        let (command, _) = parse(&words("allow abc --always"), env).unwrap();
+        assert_eq!(
+            command,
+            ApprovalsCommand::Answer {
+                id: "abc".into(),
+                decision: Decision::AllowAlways
+            }
+        );
+        let (command, _) = parse(&words("deny abc --reason no"), env).unwrap();
+        assert_eq!(
+            command,
+            ApprovalsCommand::Answer {
+                id: "abc".into(),
+                decision: Decision::Deny(Some("no".into()))
+            }
+        );
+        for bad in [
+            "",
+            "allow",
+            "list abc",
+            "allow a b",
+            "deny a --always",
+            "allow a --for-session --always",
+            "list --reason x",
+        ] {
+            assert!(parse(&words(bad), env).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_listed_call_is_shown_as_text() {
+        let call = json!({"id": "1", "nodeId": "a\u{1b}[31m", "operation": "terminal_submit",
+            "class": "terminals-others", "args": {"command": "<b>rm</b>\n"}});
+        let line = describe(&call);
+        assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line}");
+        assert!(line.contains("<b>rm</b>"), "{line}");
+    }
+}
