@@ -1,0 +1,142 @@
+//! `serve --policy careful` with real PTY terminals, answered with the `approvals`
+//! command: a command typed into a terminal another agent opened waits for the person
+//! (listed with its arguments, as text), runs once allowed, and is refused with the
+//! person's reason; the agent's own terminal is not asked about; a bad `--policy` is
+//! refused at start; the saved rules are private.
+#![cfg(feature = "host")] // drives `serve`
+#![deny(unsafe_code)]
+
+mod serve_harness;
+mod sys;
+
+use std::process::Command;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use serve_harness::*;
+
+/// `termsprawl-tools approvals ARGS --data D`: (exit code, stdout, stderr).
+fn approvals(dirs: &Dirs, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .arg("approvals")
+        .args(args)
+        .arg("--data")
+        .arg(&dirs.data)
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let code = output.status.code().unwrap_or(-1);
+    (code, text(&output.stdout), text(&output.stderr))
+}
+
+/// The calls waiting for the person, once there are `n`.
+fn listed(dirs: &Dirs, n: usize) -> Vec<Value> {
+    poll("the approvals list", Duration::from_secs(10), || {
+        let (code, out, err) = approvals(dirs, &["list", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let calls: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (calls.len() == n).then_some(calls)
+    })
+}
+
+#[test]
+fn a_command_into_another_agents_terminal_waits_for_the_approvals_command() {
+    let dirs = Dirs::new("approvals-cli");
+    let serve = Serve::start(
+        &dirs,
+        &[
+            "--terminals",
+            "pty",
+            "--agent",
+            "a",
+            "--agent",
+            "b",
+            "--policy",
+            "careful",
+        ],
+    );
+    // `b` opens a shell; to `a` it is another's terminal.
+    let shell = serve.ok(&dirs, "b", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, out, _) = approvals(&dirs, &["list"]);
+    assert_eq!((code, out.trim()), (0, "no call waits for an answer"));
+
+    let hostile = "echo '<img src=x onerror=alert(1)>' \u{1b}[31m";
+    let submit = |command: &str| {
+        let (port, token) = (serve.port, token(&dirs, "a"));
+        let args = json!({"nodeId": shell, "command": command});
+        let body = json!({"operation": "terminal_submit", "args": args});
+        thread::spawn(move || post(port, &token, &body))
+    };
+    let waiting = submit(hostile);
+    let call = &listed(&dirs, 1)[0];
+    assert_eq!(call["nodeId"], "a");
+    assert_eq!(call["operation"], "terminal_submit");
+    assert_eq!(call["class"], "terminals-others");
+    assert_eq!(call["args"]["command"], hostile);
+    let id = call["id"].as_str().unwrap();
+    // The text list shows the arguments as text: the escape is escaped.
+    let (_, text, _) = approvals(&dirs, &["list"]);
+    assert!(text.contains(id) && text.contains("<img src=x"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+
+    let (code, out, err) = approvals(&dirs, &["allow", id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("allow: "), "{out}");
+    let (status, answer) = waiting.join().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    // Answered already: the same answer again is refused (by the command when the list
+    // no longer has it, else by `serve`).
+    let (code, _, err) = approvals(&dirs, &["allow", id]);
+    assert_eq!(code, 1);
+    let err = err.to_lowercase();
+    assert!(err.contains("no call waits for an answer"), "{err}");
+
+    let waiting = submit("rm -rf build");
+    let id = listed(&dirs, 1)[0]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = approvals(&dirs, &["deny", &id, "--reason", "not now"]);
+    assert_eq!(code, 0, "{err}");
+    let (status, answer) = waiting.join().unwrap();
+    assert_eq!(status, 400);
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("The person denied this call: not now."),
+        "{answer}"
+    );
+
+    // `a`'s own terminal is its own: not asked about under `careful`.
+    let own = serve.ok(&dirs, "a", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    serve.ok(
+        &dirs,
+        "a",
+        "terminal_submit",
+        json!({"nodeId": own, "command": "true"}),
+    );
+    assert!(listed(&dirs, 0).is_empty());
+
+    // The list `serve` writes is private.
+    use std::os::unix::fs::PermissionsExt;
+    let list = dirs.agent_tools().join("approvals.json");
+    let mode = std::fs::metadata(list).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    serve.stop();
+}
+
+#[test]
+fn an_unknown_policy_is_refused_at_start() {
+    let dirs = Dirs::new("approvals-bad-policy");
+    let (status, _, err) = serve_fails(&dirs, &["--terminals", "pty", "--policy", "carefull"]);
+    assert!(!status.success());
+    assert!(err.contains("open, careful, strict"), "{err}");
+}
