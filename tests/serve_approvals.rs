@@ -140,3 +140,59 @@ fn an_unknown_policy_is_refused_at_start() {
     assert!(!status.success());
     assert!(err.contains("open, careful, strict"), "{err}");
 }
+
+#[test]
+fn the_python_sdk_hears_the_tool_list_change_when_the_policy_denies_a_class() {
+    let sdk = Command::new("python3").args(["-c", "import mcp"]).output();
+    if !sdk.is_ok_and(|out| out.status.success()) {
+        eprintln!(
+            "NOTICE: python3 with the `mcp` package is not installed; skipping (pip install mcp)"
+        );
+        return;
+    }
+    let dirs = Dirs::new("approvals-mcp");
+    let serve = Serve::start(&dirs, &["--agent", "agent-1", "--terminals", "pty"]);
+    let session = dirs.agent_tools().join("sessions/agent-1.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_policy_changed.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_termsprawlctl"))
+        .arg(&session)
+        .arg(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .arg(&dirs.data)
+        .arg("agent-1")
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    println!("--- Python SDK: list_changed on a policy change ---\n{stdout}");
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("RESULT "), "{stdout}");
+    // The rule the command set was saved privately, and `policy show` says so.
+    let (code, shown, err) = policy(&dirs, &["show", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(shown.trim()).unwrap();
+    assert_eq!(shown["starting"], "open");
+    assert_eq!(
+        shown["saved"]["projects"][serve.project_id()]["agents"]["agent-1"]["launch"],
+        "allow"
+    );
+    assert!(serve.stop().success());
+}
+
+/// `termsprawl-tools policy ARGS --data D`: (exit code, stdout, stderr).
+fn policy(dirs: &Dirs, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .arg("policy")
+        .args(args)
+        .arg("--data")
+        .arg(&dirs.data)
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (
+        output.status.code().unwrap_or(-1),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}

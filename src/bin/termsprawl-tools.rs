@@ -16,6 +16,7 @@ use termsprawl_tools::terminal_text::escape_for_terminal;
 const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
 activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
 approvals list [--json]|allow ID [--for-session|--always]|deny ID [--reason TEXT] [--data DIR] | \
+policy show [--json]|set CLASS allow|ask|deny [--agent NODE] [--data DIR] | \
 link A B [--messages] [--project DIR] | unlink A B [--project DIR] | catalogue | validate";
 
 fn main() -> ExitCode {
@@ -63,15 +64,21 @@ fn main() -> ExitCode {
             },
             Err(usage) => fail(&usage, 2),
         },
-        Some("approvals") => match approvals::parse(&args[1..], env) {
-            Ok((command, data)) => {
-                match approvals::run(&command, &data, &mut std::io::stdout().lock()) {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(error) => fail(&format!("termsprawl-tools approvals: {error}"), 1),
+        Some(name @ ("approvals" | "policy")) => {
+            let parsed = match name {
+                "approvals" => approvals::parse(&args[1..], env),
+                _ => approvals::parse_policy(&args[1..], env),
+            };
+            match parsed {
+                Ok((command, data)) => {
+                    match approvals::run(&command, &data, &mut std::io::stdout().lock()) {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(error) => fail(&format!("termsprawl-tools {name}: {error}"), 1),
+                    }
                 }
+                Err(usage) => fail(&usage, 2),
             }
-            Err(usage) => fail(&usage, 2),
-        },
+        }
         Some(command @ ("link" | "unlink")) => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
             let is_link = command == "link";

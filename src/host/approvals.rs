@@ -24,13 +24,49 @@ use serde_json::{json, Map, Value};
 
 use crate::base::files::{private_dir, private_json, read_private_json};
 use crate::base::terminal_text::escape_for_terminal;
+use crate::protocol::OperationClass;
 use crate::runtime::approvals::{Decision, Shown};
+use crate::runtime::policy::Rule;
 use crate::runtime::AgentToolRuntime;
 
 /// How often `serve` looks for answers and a changed list.
 pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// How long `allow`/`deny` wait for `serve` to take the answer.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// The usage line of `policy`.
+pub const POLICY_USAGE: &str = "usage: termsprawl-tools policy show [--json] | set CLASS allow|ask|deny [--agent NODE]  (each with [--data DIR]; CLASS: read, canvas, terminals-own, terminals-others, browser, launch, messaging)";
+
+/// Parses the words after `policy`.
+pub fn parse_policy(
+    args: &[String],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(ApprovalsCommand, PathBuf), String> {
+    let usage = || POLICY_USAGE.to_string();
+    let (mut json, mut node_id, mut data, mut words) = (false, None, Vec::new(), Vec::new());
+    let mut given = args.iter();
+    while let Some(word) = given.next() {
+        match word.as_str() {
+            "--json" => json = true,
+            "--agent" => node_id = Some(given.next().ok_or_else(usage)?.clone()),
+            "--data" => data = vec![word.clone(), given.next().ok_or_else(usage)?.clone()],
+            flag if flag.starts_with("--data=") => data = vec![word.clone()],
+            flag if flag.starts_with('-') => return Err(usage()),
+            _ => words.push(word.as_str()),
+        }
+    }
+    let data = super::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
+    let command = match words.as_slice() {
+        ["show"] if node_id.is_none() => ApprovalsCommand::ShowPolicy { json },
+        ["set", class, rule] if !json => ApprovalsCommand::SetRule {
+            class: OperationClass::named(class).ok_or_else(usage)?,
+            rule: Rule::named(rule).ok_or_else(usage)?,
+            node_id,
+        },
+        _ => return Err(usage()),
+    };
+    Ok((command, data))
+}
 
 /// The usage line of `approvals`.
 pub const APPROVALS_USAGE: &str = "usage: termsprawl-tools approvals list [--json] | allow ID [--for-session|--always] | deny ID [--reason TEXT]  (each with [--data DIR])";
@@ -42,6 +78,20 @@ pub enum ApprovalsCommand {
     List {
         /// One JSON object a line (`--json`).
         json: bool,
+    },
+    /// `policy show`: the rules in force.
+    ShowPolicy {
+        /// As JSON.
+        json: bool,
+    },
+    /// `policy set CLASS RULE [--agent NODE]`: saves a rule for the project or one agent.
+    SetRule {
+        /// The class.
+        class: OperationClass,
+        /// The rule.
+        rule: Rule,
+        /// The agent (`None`: every agent of the project).
+        node_id: Option<String>,
     },
     /// Answer a call.
     Answer {
@@ -110,10 +160,10 @@ pub fn run(command: &ApprovalsCommand, data: &Path, out: &mut impl Write) -> Res
     if !agent_tools.join("endpoint.json").exists() {
         return Err(format!("no serve is running on {}", data.display()));
     }
-    let listed = read_private_json(&list_file(&agent_tools))
+    let written = read_private_json(&list_file(&agent_tools))
         .map_err(|e| format!("cannot read the list: {e}"))?
-        .and_then(|list| list.get("pending").and_then(Value::as_array).cloned())
         .unwrap_or_default();
+    let listed = written["pending"].as_array().cloned().unwrap_or_default();
     let print = |out: &mut dyn Write, line: String| {
         writeln!(out, "{line}").map_err(|e| format!("cannot write: {e}"))
     };
@@ -127,6 +177,37 @@ pub fn run(command: &ApprovalsCommand, data: &Path, out: &mut impl Write) -> Res
         ApprovalsCommand::List { json: false } => listed
             .iter()
             .try_for_each(|call| print(out, describe(call))),
+        ApprovalsCommand::ShowPolicy { json: true } => print(out, written["policy"].to_string()),
+        ApprovalsCommand::ShowPolicy { json: false } => {
+            let policy = &written["policy"];
+            let starting = escape_for_terminal(policy["starting"].as_str().unwrap_or("open"));
+            print(out, format!("starting policy: {starting}"))?;
+            let saved = serde_json::to_string_pretty(&policy["saved"]).unwrap_or_default();
+            print(
+                out,
+                format!("saved rules ({}):", policy["file"].as_str().unwrap_or("?")),
+            )?;
+            saved
+                .lines()
+                .try_for_each(|line| print(out, escape_for_terminal(line).into_owned()))
+        }
+        ApprovalsCommand::SetRule {
+            class,
+            rule,
+            node_id,
+        } => {
+            let request = json!({
+                "kind": "rule", "class": class.name(), "rule": rule.name(), "nodeId": node_id,
+            });
+            send(&agent_tools, &request)?;
+            let who = node_id.as_deref().map_or("every agent".into(), |n| {
+                format!("agent {}", escape_for_terminal(n))
+            });
+            print(
+                out,
+                format!("{} is now {} for {who}", class.name(), rule.name()),
+            )
+        }
         ApprovalsCommand::Answer { id, decision } => {
             let call = listed
                 .iter()
@@ -160,9 +241,6 @@ fn describe(call: &Value) -> String {
 
 /// Writes the answer for `call` and waits for `serve` to take it.
 fn send_answer(agent_tools: &Path, call: &Value, decision: &Decision) -> Result<String, String> {
-    let dir = requests_dir(agent_tools);
-    private_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let name = crate::base::random_hex(16).map_err(|e| e.to_string())?;
     let (verdict, reason) = match decision {
         Decision::AllowOnce => ("allow", None),
         Decision::AllowForSession => ("allow-for-session", None),
@@ -170,11 +248,21 @@ fn send_answer(agent_tools: &Path, call: &Value, decision: &Decision) -> Result<
         Decision::Deny(reason) => ("deny", reason.clone()),
     };
     let request = json!({
-        "id": call["id"], "nodeId": call["nodeId"], "operation": call["operation"],
-        "args": call["args"], "decision": verdict, "reason": reason,
+        "kind": "answer", "id": call["id"], "nodeId": call["nodeId"],
+        "operation": call["operation"], "args": call["args"], "decision": verdict,
+        "reason": reason,
     });
+    send(agent_tools, &request)?;
+    Ok(format!("{verdict}: {}", describe(call)))
+}
+
+/// Writes `request` for `serve` and waits for its outcome.
+fn send(agent_tools: &Path, request: &Value) -> Result<(), String> {
+    let dir = requests_dir(agent_tools);
+    private_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let name = crate::base::random_hex(16).map_err(|e| e.to_string())?;
     let file = dir.join(format!("{name}.json"));
-    private_json(&file, &request).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    private_json(&file, request).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     let answer_file = dir.join(format!("{name}.answer"));
     let deadline = Instant::now() + ANSWER_WAIT;
     while Instant::now() < deadline {
@@ -182,7 +270,7 @@ fn send_answer(agent_tools: &Path, call: &Value, decision: &Decision) -> Result<
             let _ = std::fs::remove_file(&answer_file);
             return match answer["error"].as_str() {
                 Some(error) => Err(error.to_string()),
-                None => Ok(format!("{verdict}: {}", describe(call))),
+                None => Ok(()),
             };
         }
         thread::sleep(WATCH_EVERY / 2);
@@ -194,9 +282,22 @@ fn send_answer(agent_tools: &Path, call: &Value, decision: &Decision) -> Result<
     ))
 }
 
-/// `serve`'s side: keeps `approvals.json` current and applies answers, on a thread,
-/// until `stop` is set.
-pub fn watch(agent_tools: PathBuf, runtime: Arc<AgentToolRuntime>, stop: Arc<AtomicBool>) {
+/// What `serve` watches for: its project, and the name of its starting policy.
+pub struct Watched {
+    /// The project rules without `--agent` apply to.
+    pub project_id: String,
+    /// `--policy`'s value (`open` without it).
+    pub starting: String,
+}
+
+/// `serve`'s side: keeps `approvals.json` current (the waiting calls and the rules in
+/// force) and applies answers and rules, on a thread, until `stop` is set.
+pub fn watch(
+    agent_tools: PathBuf,
+    runtime: Arc<AgentToolRuntime>,
+    watched: Watched,
+    stop: Arc<AtomicBool>,
+) {
     let dir = requests_dir(&agent_tools);
     let stamp = |dir: &Path| {
         std::fs::symlink_metadata(dir).ok().map(|m| {
@@ -209,14 +310,9 @@ pub fn watch(agent_tools: PathBuf, runtime: Arc<AgentToolRuntime>, stop: Arc<Ato
         .spawn(move || {
             let (mut listed, mut seen) = (None, None);
             while !stop.load(Ordering::SeqCst) {
-                let version = runtime.approvals_version();
+                let version = (runtime.approvals_version(), runtime.policy_version());
                 if listed != Some(version) {
-                    let pending: Vec<Value> = runtime
-                        .pending_approvals()
-                        .iter()
-                        .map(|asked| asked.to_json())
-                        .collect();
-                    match private_json(&list_file(&agent_tools), &json!({ "pending": pending })) {
+                    match private_json(&list_file(&agent_tools), &listing(&runtime, &watched)) {
                         Ok(()) => listed = Some(version),
                         Err(e) => eprintln!("termsprawl-tools: cannot write approvals.json: {e}"),
                     }
@@ -224,7 +320,7 @@ pub fn watch(agent_tools: PathBuf, runtime: Arc<AgentToolRuntime>, stop: Arc<Ato
                 let now = stamp(&dir);
                 if now != seen {
                     seen = now;
-                    take_answers(&dir, &runtime);
+                    take_requests(&dir, &runtime, &watched.project_id);
                 }
                 thread::sleep(WATCH_EVERY);
             }
@@ -234,8 +330,21 @@ pub fn watch(agent_tools: PathBuf, runtime: Arc<AgentToolRuntime>, stop: Arc<Ato
     }
 }
 
-/// Applies each answer file in `dir` and writes its outcome beside it.
-fn take_answers(dir: &Path, runtime: &AgentToolRuntime) {
+/// What `approvals.json` holds.
+fn listing(runtime: &AgentToolRuntime, watched: &Watched) -> Value {
+    let pending: Vec<Value> = runtime
+        .pending_approvals()
+        .iter()
+        .map(|asked| asked.to_json())
+        .collect();
+    let (_, saved) = runtime.policy();
+    let file = runtime.server().directory().join("policy.json");
+    let policy = json!({ "starting": watched.starting, "file": file, "saved": saved.to_json() });
+    json!({ "pending": pending, "policy": policy })
+}
+
+/// Applies each request file in `dir` and writes its outcome beside it.
+fn take_requests(dir: &Path, runtime: &AgentToolRuntime, project_id: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -246,35 +355,42 @@ fn take_answers(dir: &Path, runtime: &AgentToolRuntime) {
         }
         let request = read_private_json(&path).ok().flatten();
         let _ = std::fs::remove_file(&path);
-        let outcome = match request.as_ref().map(apply_to(runtime)) {
+        let outcome = match request.map(|r| apply(runtime, project_id, &r)) {
             Some(Ok(())) => json!({ "ok": true }),
             Some(Err(error)) => json!({ "error": error }),
-            None => json!({ "error": "the answer could not be read; nothing was decided" }),
+            None => json!({ "error": "the request could not be read; nothing was changed" }),
         };
         let _ = private_json(&path.with_extension("answer"), &outcome);
     }
 }
 
-fn apply_to(runtime: &AgentToolRuntime) -> impl Fn(&Value) -> Result<(), String> + '_ {
-    move |request| {
-        let text = |key: &str| request[key].as_str().unwrap_or("").to_string();
-        let shown = Shown {
-            node_id: text("nodeId"),
-            operation: text("operation"),
-            args: request["args"]
-                .as_object()
-                .cloned()
-                .unwrap_or_else(Map::new),
-        };
-        let decision = match text("decision").as_str() {
-            "allow" => Decision::AllowOnce,
-            "allow-for-session" => Decision::AllowForSession,
-            "allow-always" => Decision::AllowAlways,
-            "deny" => Decision::Deny(request["reason"].as_str().map(str::to_string)),
-            _ => return Err("unknown answer; nothing was decided".into()),
-        };
-        runtime.decide(&text("id"), &shown, decision).map(|_| ())
+/// One request of the commands: an answer to a call, or a rule.
+fn apply(runtime: &AgentToolRuntime, project_id: &str, request: &Value) -> Result<(), String> {
+    let text = |key: &str| request[key].as_str().unwrap_or("").to_string();
+    if text("kind") == "rule" {
+        let class = OperationClass::named(&text("class")).ok_or("unknown class")?;
+        let rule = Rule::named(&text("rule")).ok_or("unknown rule")?;
+        let node = request["nodeId"].as_str();
+        return runtime
+            .set_rule(project_id, node, class, rule)
+            .map_err(|e| format!("the rule could not be saved: {e}"));
     }
+    let shown = Shown {
+        node_id: text("nodeId"),
+        operation: text("operation"),
+        args: request["args"]
+            .as_object()
+            .cloned()
+            .unwrap_or_else(Map::new),
+    };
+    let decision = match text("decision").as_str() {
+        "allow" => Decision::AllowOnce,
+        "allow-for-session" => Decision::AllowForSession,
+        "allow-always" => Decision::AllowAlways,
+        "deny" => Decision::Deny(request["reason"].as_str().map(str::to_string)),
+        _ => return Err("unknown answer; nothing was decided".into()),
+    };
+    runtime.decide(&text("id"), &shown, decision).map(|_| ())
 }
 
 #[cfg(test)]
@@ -307,6 +423,23 @@ mod tests {
                 decision: Decision::Deny(Some("no".into()))
             }
         );
+        let (command, _) = parse_policy(&words("set launch deny --agent a"), env).unwrap();
+        let set = ApprovalsCommand::SetRule {
+            class: OperationClass::Launch,
+            rule: Rule::Deny,
+            node_id: Some("a".into()),
+        };
+        assert_eq!(command, set);
+        for bad in [
+            "",
+            "show --agent a",
+            "set launch",
+            "set shell deny",
+            "set launch maybe",
+            "set launch deny --json",
+        ] {
+            assert!(parse_policy(&words(bad), env).is_err(), "{bad}");
+        }
         for bad in [
             "",
             "allow",

@@ -176,7 +176,11 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         stop_watching.clone(),
     );
     if let Some(runtime) = runtime {
-        approvals::watch(agent_tools, runtime, stop_watching.clone());
+        let watched = approvals::Watched {
+            project_id: project_id.clone(),
+            starting: options.policy.clone().unwrap_or_else(|| "open".into()),
+        };
+        approvals::watch(agent_tools, runtime, watched, stop_watching.clone());
     }
     signal.wait();
     stop_watching.store(true, Ordering::SeqCst);

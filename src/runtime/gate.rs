@@ -191,6 +191,11 @@ impl AgentToolRuntime {
         Ok(())
     }
 
+    /// A number that changes whenever the rules do.
+    pub fn policy_version(&self) -> u64 {
+        self.core.policy_generation()
+    }
+
     /// The calls waiting for the person's answer, oldest first.
     pub fn pending_approvals(&self) -> Vec<Asked> {
         self.core.gate.approvals.list()

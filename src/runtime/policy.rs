@@ -49,7 +49,8 @@ impl Rule {
         }
     }
 
-    fn named(name: &str) -> Option<Rule> {
+    /// The rule named `name`.
+    pub fn named(name: &str) -> Option<Rule> {
         [Rule::Allow, Rule::Ask, Rule::Deny]
             .into_iter()
             .find(|rule| rule.name() == name)
