@@ -270,3 +270,32 @@ fn a_denied_class_is_refused_and_leaves_session_info() {
     );
     assert!(runtime.pending_approvals().is_empty());
 }
+
+#[test]
+fn an_unanswered_call_gets_the_stated_timeout_and_the_same_call_waits_on_the_same_request() {
+    use termsprawl_tools::runtime::approvals::HOLD;
+    let agents = careful("approvals-late");
+    let began = Instant::now();
+    let (status, answer) = agents.type_into_shell("ls\n").join().unwrap();
+    assert!(began.elapsed() >= HOLD, "answered before the hold ended");
+    assert_eq!(status, 400);
+    let error = answer["error"].as_str().unwrap();
+    let asked = agents.asked();
+    assert!(
+        error.starts_with("The person has not answered this call yet")
+            && error.contains(&asked.id)
+            && error.contains("call again with the same arguments"),
+        "{error}"
+    );
+    assert_eq!(agents.typed("ls\n"), 0);
+    // Called again: still one request, and the person's answer reaches this call.
+    let again = agents.type_into_shell("ls\n");
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(agents.asked().id, asked.id);
+    let runtime = &agents.rig.runtime;
+    runtime
+        .decide(&asked.id, &shown(&asked), Decision::AllowOnce)
+        .unwrap();
+    assert_eq!(again.join().unwrap().0, 200);
+    assert_eq!(agents.typed("ls\n"), 1);
+}

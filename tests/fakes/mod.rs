@@ -443,8 +443,9 @@ pub fn call(url: &str, token: &str, operation: &str, args: Value) -> (u16, Value
     let (authority, path) = rest.split_once('/').expect("path");
     let body = json!({"operation": operation, "args": args}).to_string();
     let mut stream = TcpStream::connect(authority).unwrap();
+    // Longer than a call held for the person (`runtime::approvals::HOLD`, 40 s).
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(Duration::from_secs(90)))
         .unwrap();
     let request = format!(
         "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
