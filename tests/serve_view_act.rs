@@ -822,3 +822,221 @@ fn the_person_types_into_a_terminal_from_the_page() {
     let _ = std::fs::remove_dir_all(root);
     assert!(serve.stop().success());
 }
+
+/// PATH with `tests/fake_agents` first (its `claude` stands in for Claude Code).
+fn fake_agent_path() -> String {
+    let fakes = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fake_agents");
+    format!(
+        "{}:{}",
+        fakes.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Sets form control `id` of the page to `value` (a checkbox: `checked`).
+fn choose(engine: &BrowserEngine, page: &PageId, id: &str, value: &str) {
+    let script = r#"(a) => {
+      const el = document.getElementById(a.id);
+      if (![...el.options].some((o) => o.value === a.value)) return false;
+      el.value = a.value;
+      return el.value === a.value;
+    }"#;
+    poll(&format!("{value} in #{id}"), WAIT, || {
+        eval(engine, page, script, json!({"id": id, "value": value})).filter(|v| *v == json!(true))
+    });
+}
+
+/// Drags `selector` by (dx, dy) screen pixels with pointer events.
+fn drag(engine: &BrowserEngine, page: &PageId, selector: &str, dx: f64, dy: f64) {
+    let script = r#"(a) => {
+      const el = document.querySelector(a.s);
+      const box = el.getBoundingClientRect();
+      const x = box.left + 5, y = box.top + 5;
+      const at = (type, px, py) => el.dispatchEvent(new PointerEvent(type,
+        { pointerId: 1, button: 0, clientX: px, clientY: py, bubbles: true, cancelable: true }));
+      at("pointerdown", x, y);
+      at("pointermove", x + a.dx / 2, y + a.dy / 2);
+      at("pointermove", x + a.dx, y + a.dy);
+      at("pointerup", x + a.dx, y + a.dy);
+      return true;
+    }"#;
+    let done = eval(
+        engine,
+        page,
+        script,
+        json!({"s": selector, "dx": dx, "dy": dy}),
+    );
+    assert_eq!(done, Some(json!(true)), "drag {selector}");
+}
+
+fn canvas_node(serve: &Serve, dirs: &Dirs, id: &str) -> Option<Value> {
+    let list = serve.ok(dirs, "me", "canvas_list", json!({}));
+    node(&list, id).cloned()
+}
+
+#[test]
+fn the_person_runs_the_canvas_from_the_page() {
+    let Some((engine, root)) = chromium("controls", &[]) else {
+        return;
+    };
+    let dirs = Dirs::new("act-controls");
+    let path = fake_agent_path();
+    let env = [("PATH", path.as_str()), ("FAKE_CLAUDE_CONNECT", "listen")];
+    let serve = Serve::start_with_env(&dirs, &["--agent", "me", "--terminals", "pty"], &env);
+    let page = open_view(&engine, &view_url(&serve));
+
+    // Two agents launched from the page, with the fake Claude Code preset.
+    let mut agents = Vec::new();
+    for _ in 0..2 {
+        let known = ids(&serve, &dirs);
+        choose(&engine, &page, "agent-kind", "claude");
+        click(&engine, &page, "#launch-agent");
+        let agent = poll("the launched agent", WAIT, || {
+            let added = new_nodes(&serve, &dirs, &known);
+            let launched = added.iter().find(|n| n["data"]["agentId"] == "claude")?;
+            Some(launched["id"].as_str().unwrap().to_string())
+        });
+        poll(&format!("{agent} listening"), WAIT, || {
+            let read = serve.ok(&dirs, "me", "terminal_read", json!({"nodeId": agent}));
+            read["output"]
+                .as_str()?
+                .contains(&format!("listening as {agent}"))
+                .then_some(())
+        });
+        agents.push(agent);
+    }
+    let (a, b) = (agents[0].clone(), agents[1].clone());
+    let send = json!({"nodeId": b, "text": "hello from a"});
+
+    // A link without the messaging consent: reading only.
+    choose(&engine, &page, "link-a", &a);
+    choose(&engine, &page, "link-b", &b);
+    click(&engine, &page, "#link");
+    let link_file = dirs
+        .project
+        .join(format!(".termsprawl/links/{a}--{b}.json"));
+    poll("the link file", WAIT, || link_file.is_file().then_some(()));
+    let refused = serve.err(&dirs, &a, "agent_send", send.clone());
+    assert!(refused.contains("allows reading only"), "{refused}");
+    // With it: the message goes.
+    click(&engine, &page, "#link-messages");
+    click(&engine, &page, "#link");
+    poll("the consent in the link file", WAIT, || {
+        let text = std::fs::read_to_string(&link_file).ok()?;
+        text.contains("agentMessages").then_some(())
+    });
+    let task = serve.ok(&dirs, &a, "agent_send", send.clone());
+    assert_eq!(task["state"], "submitted", "{task}");
+    let shown = poll("the link on the page", WAIT, || {
+        let script = r##"() => Array.from(document.querySelectorAll("#links line.messages")).map((l) => l.dataset.link)"##;
+        let v = eval(&engine, &page, script, json!({}))?;
+        v.as_array().filter(|l| !l.is_empty()).cloned()
+    });
+    assert_eq!(shown, vec![json!(format!("{a}->{b}"))]);
+    click(&engine, &page, "#unlink");
+    poll("the link gone", WAIT, || {
+        (!link_file.exists()).then_some(())
+    });
+    let refused = serve.err(&dirs, &a, "agent_send", send);
+    assert!(refused.contains("link"), "{refused}");
+
+    // Browser control on and off: an agent's browser_list follows.
+    let off = termsprawl_tools::protocol::BROWSER_CONTROL_OFF;
+    assert_eq!(serve.err(&dirs, "me", "browser_list", json!({})), off);
+    click(&engine, &page, "#browser-on");
+    poll("browser control on", WAIT, || {
+        (serve.call(&dirs, "me", "browser_list", json!({}))["ok"] == true).then_some(())
+    });
+    click(&engine, &page, "#browser-off");
+    poll("browser control off", WAIT, || {
+        (serve.call(&dirs, "me", "browser_list", json!({}))["error"] == off).then_some(())
+    });
+
+    // Dragging a node's title moves it, its corner grip resizes it: canvas_list shows both.
+    let before = canvas_node(&serve, &dirs, &a).unwrap();
+    drag(
+        &engine,
+        &page,
+        &format!(r#".node[data-node-id="{a}"] .head"#),
+        60.0,
+        40.0,
+    );
+    let moved = poll("the moved node", WAIT, || {
+        let now = canvas_node(&serve, &dirs, &a)?;
+        (now["position"] != before["position"]).then_some(now)
+    });
+    assert!(
+        moved["position"]["x"].as_f64() > before["position"]["x"].as_f64(),
+        "{moved}"
+    );
+    assert!(
+        moved["position"]["y"].as_f64() > before["position"]["y"].as_f64(),
+        "{moved}"
+    );
+    drag(
+        &engine,
+        &page,
+        &format!(r#".node[data-node-id="{a}"] .grip"#),
+        80.0,
+        60.0,
+    );
+    let resized = poll("the resized node", WAIT, || {
+        let now = canvas_node(&serve, &dirs, &a)?;
+        (now["size"] != before["size"]).then_some(now)
+    });
+    assert!(
+        resized["size"]["width"].as_f64() > before["size"]["width"].as_f64(),
+        "{resized}"
+    );
+
+    // Closing a node takes two real clicks: the button, then its confirmation.
+    click(
+        &engine,
+        &page,
+        &format!(r#".node[data-node-id="{b}"] .close"#),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        canvas_node(&serve, &dirs, &b).is_some(),
+        "closed without confirmation"
+    );
+    click(
+        &engine,
+        &page,
+        &format!(r#".node[data-node-id="{b}"] .confirm-close"#),
+    );
+    poll("the closed node", WAIT, || {
+        canvas_node(&serve, &dirs, &b).is_none().then_some(())
+    });
+    let gone = poll("the node gone from the page", WAIT, || {
+        let v = eval(
+            &engine,
+            &page,
+            "(a) => !document.querySelector(a.s)",
+            json!({"s": format!(r#".node[data-node-id="{b}"]"#)}),
+        )?;
+        (v == json!(true)).then_some(())
+    });
+    let _ = gone;
+
+    // Every action is in the trail as the person's.
+    let done: Vec<String> = person_lines(&serve, &dirs)
+        .iter()
+        .filter(|l| l["outcome"] == "ok")
+        .map(|l| l["operation"].as_str().unwrap().to_string())
+        .collect();
+    for expected in [
+        "agent_launch",
+        "link",
+        "unlink",
+        "browser_control",
+        "canvas_move",
+        "canvas_resize",
+        "terminal_close",
+    ] {
+        assert!(done.iter().any(|d| d == expected), "{expected} in {done:?}");
+    }
+    engine.shutdown();
+    let _ = std::fs::remove_dir_all(root);
+    assert!(serve.stop().success());
+}

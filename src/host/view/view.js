@@ -484,7 +484,9 @@
       const origin = { x: e.clientX, y: e.clientY };
       const from = { ...node.position, ...node.size };
       const target = e.currentTarget;
-      target.setPointerCapture(e.pointerId);
+      try {
+        target.setPointerCapture(e.pointerId);
+      } catch (error) { /* not an active pointer: moves still reach the target */ }
       let moved = null;
       const move = (m) => {
         const dx = (m.clientX - origin.x) / view.scale;
