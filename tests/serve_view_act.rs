@@ -1008,7 +1008,7 @@ fn the_person_runs_the_canvas_from_the_page() {
     poll("the closed node", WAIT, || {
         canvas_node(&serve, &dirs, &b).is_none().then_some(())
     });
-    let gone = poll("the node gone from the page", WAIT, || {
+    poll("the node gone from the page", WAIT, || {
         let v = eval(
             &engine,
             &page,
@@ -1017,7 +1017,6 @@ fn the_person_runs_the_canvas_from_the_page() {
         )?;
         (v == json!(true)).then_some(())
     });
-    let _ = gone;
 
     // Every action is in the trail as the person's.
     let done: Vec<String> = person_lines(&serve, &dirs)
@@ -1039,4 +1038,94 @@ fn the_person_runs_the_canvas_from_the_page() {
     engine.shutdown();
     let _ = std::fs::remove_dir_all(root);
     assert!(serve.stop().success());
+}
+
+/// Types one `k` into the focused terminal and has the page's `data-echo-ms` say how
+/// many milliseconds after the key event the screen `s` ended in `typed`.
+const TIMED_KEY: &str = r#"(args) => {
+  const screen = document.querySelector(args.s);
+  const sink = document.activeElement;
+  if (!screen || !sink || !sink.classList.contains("keys")) return "no focused terminal";
+  delete document.body.dataset.echoMs;
+  const started = performance.now();
+  const shows = () => screen.textContent.trimEnd().split("\n").pop().endsWith(args.typed);
+  const observer = new MutationObserver(() => {
+    if (!shows()) return;
+    document.body.dataset.echoMs = String(performance.now() - started);
+    observer.disconnect();
+  });
+  observer.observe(screen, { childList: true, characterData: true, subtree: true });
+  sink.dispatchEvent(new KeyboardEvent("keydown", { key: "k", bubbles: true, cancelable: true }));
+  return "typed";
+}"#;
+
+/// The `n`th percentile (0–100) of `sorted`.
+fn percentile(sorted: &[Duration], n: usize) -> Duration {
+    sorted[(sorted.len() * n / 100).min(sorted.len() - 1)]
+}
+
+#[test]
+fn a_key_typed_in_the_page_echoes_on_the_page() {
+    let Some((engine, root)) = chromium("latency", &[]) else {
+        return;
+    };
+    let mut backends = vec!["pty"];
+    if tmux_installed() {
+        backends.push("tmux");
+    }
+    for backend in backends {
+        let dirs = Dirs::new(&format!("act-echo-{backend}"));
+        let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", backend]);
+        let term = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        submit_and_wait(&serve, &dirs, &term, "true", json!({}));
+        let page = open_view(&engine, &view_url(&serve));
+        let body = format!(r#".node[data-node-id="{term}"] .body"#);
+        poll("the terminal on the page", WAIT, || {
+            eval(
+                &engine,
+                &page,
+                "(a) => !!document.querySelector(a.s)",
+                json!({"s": body}),
+            )
+            .filter(|v| *v == json!(true))
+        });
+        click(&engine, &page, &body);
+        // Keys at a typist's pace; each timed in the page, from its key event to the
+        // screen showing it (a mutation observer, so the test's own polling adds nothing).
+        let mut times = Vec::new();
+        for n in 1..=50 {
+            let args = json!({"s": format!(r#".node[data-node-id="{term}"] .screen"#), "typed": "k".repeat(n)});
+            let typed = eval(&engine, &page, TIMED_KEY, args);
+            assert_eq!(typed, Some(json!("typed")), "key {n}");
+            let ms = poll(&format!("the echo of key {n}"), WAIT, || {
+                let v = eval(
+                    &engine,
+                    &page,
+                    "() => document.body.dataset.echoMs || null",
+                    json!({}),
+                )?;
+                v.as_str()?.parse::<f64>().ok()
+            });
+            times.push(Duration::from_secs_f64(ms / 1000.0));
+            std::thread::sleep(Duration::from_millis(80));
+        }
+        press(
+            &engine,
+            &page,
+            json!({"keys": [{"key": "u", "ctrl": true}]}),
+        );
+        times.sort();
+        println!(
+            "figure: {backend}: a key typed in the view page to its echo on the page, 50 keys (2026-12-05): p50 {:?}, p95 {:?}, max {:?}",
+            percentile(&times, 50),
+            percentile(&times, 95),
+            times[times.len() - 1]
+        );
+        assert!(serve.stop().success());
+    }
+    engine.shutdown();
+    let _ = std::fs::remove_dir_all(root);
 }

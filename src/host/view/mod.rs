@@ -43,6 +43,10 @@
 //! the node ids the page says are in view, and `GET /api/screenshot?node=ID` takes at
 //! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
 //! At most [`MAX_VIEWERS`] viewers (page instances, by their random viewer id) at once.
+//! For [`ECHO_WINDOW`] after the person's last key, polls tick every [`ECHO_TICK`] and
+//! read the screens as often (so an echo shows within tens of milliseconds), and the
+//! poll the page starts right after sending keys (`soon=1`) does not wait first.
+//! Answers go out in one write (`whole_answer`).
 //!
 //! Threads: one accept thread (the only `recv` caller, through `Listening`, which
 //! outlives tiny_http's own accept thread) checks the head and refuses what it must with
@@ -60,7 +64,7 @@ mod keys;
 mod snapshot;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -69,7 +73,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tiny_http::{Header, Method, Request, Response};
+use tiny_http::{HTTPVersion, Header, Method, Request, Response, StatusCode};
 
 pub use actions::MAX_ACT_BODY;
 pub use keys::MAX_TEXT_CHARS;
@@ -338,12 +342,12 @@ fn accept_loop(listening: &Listening, shared: &Arc<Shared>) {
     while let Some(request) = listening.next(&shared.stopping) {
         let busy = Busy::new(shared, &request);
         if let Err((status, message)) = check_head(shared, &request) {
-            answer(request, status, &json!({ "error": message }));
+            refuse(request, status, &json!({ "error": message }));
             continue;
         }
         if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-            answer(
+            refuse(
                 request,
                 503,
                 &json!({ "error": "The view is busy; try again" }),
@@ -517,7 +521,7 @@ fn route(shared: &Shared, mut request: Request) {
                 .is_err()
             {
                 let error = json!({ "error": "The action's body did not arrive whole" });
-                return answer(request, 400, &error);
+                return refuse(request, 400, &error);
             }
             let acted = actions::act(&shared.source, &shared.data, &body);
             if acted.typed {
@@ -600,10 +604,12 @@ fn state(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &
     let typing = || lock_or_recover(&shared.last_key).is_some_and(|at| at.elapsed() < ECHO_WINDOW);
     // A viewer that has a version is answered at most once a tick: while something
     // changes all the time (the activity panel under load) it must not poll in a loop.
-    // Right after the person's keys the page asks at once (`soon`), for their echo.
+    // While the person types, a tick is short (their keys' echo may come in the answer
+    // after one that showed something else), and right after their keys the page asks
+    // at once (`soon`).
     let soon = params.get("soon") == Some(&"1") && typing();
     if !since.is_empty() && !soon {
-        std::thread::sleep(POLL_TICK);
+        std::thread::sleep(if typing() { ECHO_TICK } else { POLL_TICK });
     }
     let answer = loop {
         let (tick, screens_every) = match typing() {
@@ -684,11 +690,40 @@ fn with_security_headers<R: io::Read>(mut response: Response<R>, kind: &str) -> 
 }
 
 fn asset(request: Request, body: &'static str, kind: &str) {
-    let response = with_security_headers(Response::from_string(body), kind);
-    let _ = request.respond(response);
+    whole_answer(request, 200, kind, body.as_bytes());
 }
 
+/// Answers a request whose body was read (or that had none).
 fn answer(request: Request, status: u16, value: &Value) {
+    whole_answer(
+        request,
+        status,
+        "application/json",
+        value.to_string().as_bytes(),
+    );
+}
+
+/// Writes the whole answer from one buffer in one write. tiny_http's `respond` writes the
+/// head, then a body larger than its 8 KiB buffer, separately; with Nagle's algorithm the
+/// second write then waits for the client's delayed acknowledgement (40 ms on Linux), on
+/// every poll that carries terminal screens.
+fn whole_answer(request: Request, status: u16, kind: &str, body: &[u8]) {
+    let HTTPVersion(major, minor) = *request.http_version();
+    let reason = StatusCode(status).default_reason_phrase();
+    let mut bytes = Vec::with_capacity(body.len() + 640);
+    bytes.extend_from_slice(format!("HTTP/{major}.{minor} {status} {reason}\r\n").as_bytes());
+    for (name, value) in SECURITY_HEADERS.iter().chain(&[("Content-Type", kind)]) {
+        bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    bytes.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+    bytes.extend_from_slice(body);
+    let mut writer = request.into_writer();
+    let _ = writer.write_all(&bytes).and_then(|()| writer.flush());
+}
+
+/// Answers a request refused before its body was read: tiny_http's `respond`, after
+/// which the patched tiny_http ends the connection rather than read the rest.
+fn refuse(request: Request, status: u16, value: &Value) {
     let response = Response::from_string(value.to_string()).with_status_code(status);
     let response = with_security_headers(response, "application/json");
     let _ = request.respond(response);
