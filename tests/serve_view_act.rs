@@ -96,6 +96,12 @@ fn actions_are_refused_unless_they_come_from_the_view_page_itself() {
             "", 405,
         ),
         (
+            "the page itself, as a frame of another origin's page",
+            "GET", "/",
+            format!("{host}Sec-Fetch-Site: same-site\r\nSec-Fetch-Dest: iframe\r\n"),
+            "", 403,
+        ),
+        (
             "an <img> GET",
             "GET", "/api/act",
             format!("{host}Sec-Fetch-Site: cross-site\r\nSec-Fetch-Dest: image\r\n"),
@@ -448,6 +454,8 @@ fn cross_site_pages_cannot_act_or_frame_the_view() {
     );
     assert!(person_lines(&serve, &dirs).is_empty());
     // Framed, the view would have polled as a viewer: all eight places are still free.
+    // (Its document request from another origin is refused, Sec-Fetch-Site being
+    // same-site or cross-site; served, frame-ancestors 'none' would keep it from showing.)
     let auth = format!("Host: 127.0.0.1:{view_port}\r\nAuthorization: Bearer {key}\r\n");
     for n in 1..=8 {
         let path = format!("/api/state?viewer={n:032x}");
@@ -1017,6 +1025,26 @@ fn the_person_runs_the_canvas_from_the_page() {
         )?;
         (v == json!(true)).then_some(())
     });
+
+    // The launched agents' files (launch/, sessions/) and the link files never hold the key.
+    let (_, key) = view_parts(&view_url(&serve));
+    let mut files = Vec::new();
+    files_under(&dirs.data, &mut files);
+    files_under(&dirs.project, &mut files);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.to_string_lossy().contains("/launch/")),
+        "{files:?}"
+    );
+    for file in files {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap_or_default()).to_string();
+        assert!(
+            !text.contains(&key),
+            "{} holds the view key",
+            file.display()
+        );
+    }
 
     // Every action is in the trail as the person's.
     let done: Vec<String> = person_lines(&serve, &dirs)
