@@ -449,7 +449,8 @@
       notice(action + ": " + (answer.error || "refused (" + response.status + ")"), true);
       return null;
     }
-    notice(action + ": done", false);
+    // Keys are their own confirmation (the echo); every other action says it was done.
+    if (action !== "keys") notice(action + ": done", false);
     return answer.value;
   }
 
