@@ -1087,6 +1087,19 @@ const TIMED_KEY: &str = r#"(args) => {
   return "typed";
 }"#;
 
+/// User and system CPU time of process `pid` so far, in clock ticks (10 ms each here).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
 /// The `n`th percentile (0–100) of `sorted`.
 fn percentile(sorted: &[Duration], n: usize) -> Duration {
     sorted[(sorted.len() * n / 100).min(sorted.len() - 1)]
@@ -1124,6 +1137,7 @@ fn a_key_typed_in_the_page_echoes_on_the_page() {
         // Keys at a typist's pace; each timed in the page, from its key event to the
         // screen showing it (a mutation observer, so the test's own polling adds nothing).
         let mut times = Vec::new();
+        let (cpu_before, wall_before) = (cpu_ticks(serve.pid()), Instant::now());
         for n in 1..=50 {
             let args = json!({"s": format!(r#".node[data-node-id="{term}"] .screen"#), "typed": "k".repeat(n)});
             let typed = eval(&engine, &page, TIMED_KEY, args);
@@ -1140,12 +1154,20 @@ fn a_key_typed_in_the_page_echoes_on_the_page() {
             times.push(Duration::from_secs_f64(ms / 1000.0));
             std::thread::sleep(Duration::from_millis(80));
         }
+        let cpu = cpu_ticks(serve.pid()) - cpu_before;
+        let wall = wall_before.elapsed();
         press(
             &engine,
             &page,
             json!({"keys": [{"key": "u", "ctrl": true}]}),
         );
         times.sort();
+        println!(
+            "figure: {backend}: serve's CPU while one view typed those keys: {} ms in {:?} ({:.1}% of one core)",
+            cpu * 10,
+            wall,
+            cpu as f64 * 10.0 / wall.as_millis() as f64 * 100.0
+        );
         println!(
             "figure: {backend}: a key typed in the view page to its echo on the page, 50 keys (2026-12-05): p50 {:?}, p95 {:?}, max {:?}",
             percentile(&times, 50),
