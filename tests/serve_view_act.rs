@@ -485,15 +485,16 @@ fn the_hosts_own_browser_cannot_open_the_view() {
         format!("http://localhost:{port}/"),
         format!("http://127.0.0.1:{port}/api/state"),
     ] {
-        let opened = serve.call(&dirs, "me", "browser_open", json!({"url": address}));
-        println!("figure: browser_open {address}: {opened}");
-        if opened["ok"] == true {
-            // The node may be made; its page never loads the view.
-            let node = opened["value"]["nodeId"].as_str().unwrap().to_string();
-            let seen = serve.call(&dirs, "me", "browser_inspect", json!({"nodeId": node}));
-            assert!(!seen.to_string().contains("termsprawl canvas"), "{seen}");
-        }
+        let refused = serve.err(&dirs, "me", "browser_open", json!({"url": address}));
+        println!("figure: browser_open {address}: {refused}");
+        assert!(
+            refused.starts_with("Browser URL is not allowed"),
+            "{refused}"
+        );
+        assert!(refused.contains("no browser node was added"), "{refused}");
     }
+    let list = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    assert!(!list.to_string().contains("\"browser\""), "{list}");
     let plain = serve.ok(
         &dirs,
         "me",
