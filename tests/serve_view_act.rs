@@ -695,14 +695,23 @@ fn the_person_types_into_a_terminal_from_the_page() {
     let Some((engine, root)) = chromium("typing", &[]) else {
         return;
     };
-    let dirs = Dirs::new("act-typing");
-    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    type_into_a_terminal(&engine, "pty");
+    if tmux_installed() {
+        type_into_a_terminal(&engine, "tmux");
+    }
+    engine.shutdown();
+    let _ = std::fs::remove_dir_all(root);
+}
+
+fn type_into_a_terminal(engine: &BrowserEngine, backend: &str) {
+    let dirs = Dirs::new(&format!("act-typing-{backend}"));
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", backend]);
     let url = view_url(&serve);
-    let page = open_view(&engine, &url);
+    let page = open_view(engine, &url);
     let known = ids(&serve, &dirs);
 
     // A shell opened from the page.
-    click(&engine, &page, "#new-terminal");
+    click(engine, &page, "#new-terminal");
     let term = poll("the new terminal", WAIT, || {
         let added = new_nodes(&serve, &dirs, &known);
         added.first().map(|n| n["id"].as_str().unwrap().to_string())
@@ -710,17 +719,17 @@ fn the_person_types_into_a_terminal_from_the_page() {
     let body = format!(r#".node[data-node-id="{term}"] .body"#);
     poll("the terminal on the page", WAIT, || {
         eval(
-            &engine,
+            engine,
             &page,
             "(a) => !!document.querySelector(a.s)",
             json!({"s": body}),
         )
         .filter(|v| *v == json!(true))
     });
-    click(&engine, &page, &body);
+    click(engine, &page, &body);
 
-    press(&engine, &page, keys_of("echo typed-$((40+2))-here\n"));
-    see_on_page(&engine, &page, &term, "typed-42-here", 1);
+    press(engine, &page, keys_of("echo typed-$((40+2))-here\n"));
+    see_on_page(engine, &page, &term, "typed-42-here", 1);
     let read = serve.ok(&dirs, "me", "terminal_read", json!({"nodeId": term}));
     assert!(
         read["output"].as_str().unwrap().contains("typed-42-here"),
@@ -766,69 +775,59 @@ fn the_person_types_into_a_terminal_from_the_page() {
     assert!(!typed.to_string().contains("typed-"), "{typed}");
 
     // Ctrl+C stops a sleep.
-    press(&engine, &page, keys_of("sleep 100\n"));
+    press(engine, &page, keys_of("sleep 100\n"));
     std::thread::sleep(Duration::from_millis(500));
-    press(
-        &engine,
-        &page,
-        json!({"keys": [{"key": "c", "ctrl": true}]}),
-    );
-    press(&engine, &page, keys_of("echo after-$((1+1))-int\n"));
-    see_on_page(&engine, &page, &term, "after-2-int", 1);
+    press(engine, &page, json!({"keys": [{"key": "c", "ctrl": true}]}));
+    press(engine, &page, keys_of("echo after-$((1+1))-int\n"));
+    see_on_page(engine, &page, &term, "after-2-int", 1);
 
     // `y` + Enter answers a script waiting on read.
     press(
-        &engine,
+        engine,
         &page,
         keys_of("read -p 'Allow this command? y/n ' a; echo answer=$a.\n"),
     );
-    see_on_page(&engine, &page, &term, "Allow this command? y/n", 1);
-    press(&engine, &page, keys_of("y\n"));
-    see_on_page(&engine, &page, &term, "answer=y.", 1);
+    see_on_page(engine, &page, &term, "Allow this command? y/n", 1);
+    press(engine, &page, keys_of("y\n"));
+    see_on_page(engine, &page, &term, "answer=y.", 1);
 
     // Backspace, arrows, Home/End: edit a line in bash (readline) before running it.
-    press(&engine, &page, keys_of("exec bash --norc --noprofile\n"));
+    press(engine, &page, keys_of("exec bash --norc --noprofile\n"));
     std::thread::sleep(Duration::from_millis(500));
-    press(&engine, &page, keys_of("echo edXt"));
+    press(engine, &page, keys_of("echo edXt"));
     press(
-        &engine,
+        engine,
         &page,
         json!({"keys": [{"key": "ArrowLeft"}, {"key": "Backspace"}, {"key": "i"}, {"key": "End"}, {"key": "e"}, {"key": "d"}, {"key": "Home"}, {"key": "Enter"}]}),
     );
-    see_on_page(&engine, &page, &term, "edited", 1);
+    see_on_page(engine, &page, &term, "edited", 1);
 
     // A multi-line paste into cat: each line once typed (echoed), once printed by cat.
-    press(&engine, &page, keys_of("cat\n"));
+    press(engine, &page, keys_of("cat\n"));
     std::thread::sleep(Duration::from_millis(300));
-    press(&engine, &page, json!({"paste": "pasted-one\npasted-two\n"}));
-    see_on_page(&engine, &page, &term, "pasted-two", 2);
-    press(
-        &engine,
-        &page,
-        json!({"keys": [{"key": "d", "ctrl": true}]}),
-    );
+    press(engine, &page, json!({"paste": "pasted-one\npasted-two\n"}));
+    see_on_page(engine, &page, &term, "pasted-two", 2);
+    press(engine, &page, json!({"keys": [{"key": "d", "ctrl": true}]}));
 
     // Keys typed into the terminal trigger no control: Enter with the focus in the
     // terminal while a close is waiting for its confirmation does not close it.
     let count = node_count(&serve, &dirs);
     click(
-        &engine,
+        engine,
         &page,
         &format!(r#".node[data-node-id="{term}"] .close"#),
     );
-    click(&engine, &page, &body);
-    press(&engine, &page, keys_of("\n\n"));
+    click(engine, &page, &body);
+    press(engine, &page, keys_of("\n\n"));
     // A click that is no pointer's (a script's, or a key on a focused button) does nothing.
     eval(
-        &engine,
+        engine,
         &page,
         "(a) => { document.querySelector(a.s).click(); return true; }",
         json!({"s": format!(r#".node[data-node-id="{term}"] .confirm-close"#)}),
     );
     std::thread::sleep(Duration::from_millis(700));
     assert_eq!(node_count(&serve, &dirs), count);
-    engine.shutdown();
-    let _ = std::fs::remove_dir_all(root);
     assert!(serve.stop().success());
 }
 
