@@ -472,9 +472,11 @@ fn cross_site_pages_cannot_act_or_frame_the_view() {
 
 #[test]
 fn the_hosts_own_browser_cannot_open_the_view() {
-    if chromium("hostbrowser", &[]).is_none() {
+    // serve starts its own Chromium; this one only says whether there is one.
+    let Some((_, root)) = chromium("hostbrowser", &[]) else {
         return;
-    }
+    };
+    let _ = std::fs::remove_dir_all(root);
     let dirs = Dirs::new("act-hostbrowser");
     let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty", "--browser"]);
     let url = view_url(&serve);
