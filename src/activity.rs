@@ -94,9 +94,14 @@ pub fn previous_file(file: &Path) -> PathBuf {
 pub struct ActivityLine {
     /// RFC 3339 UTC with milliseconds, e.g. `2026-12-01T12:03:04.512Z`.
     pub time: String,
-    /// The calling agent; absent for a request refused before its call was known.
+    /// The calling agent; absent for a request refused before its call was known, and
+    /// for what the person did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
+    /// Who acted when it was not an agent: `person` for the person at `serve` (the canvas
+    /// view, with its key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// The operation; absent for a refused request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
@@ -164,9 +169,11 @@ impl ActivityLine {
 
     /// The node column's text, as [`display`](Self::display) shows it (for widths).
     pub fn node_column(&self) -> String {
-        match &self.node_id {
-            Some(node) => shown(node, NAME_CHARS).into_owned(),
-            None => "-".to_string(),
+        // In parentheses: no node id has them, so no agent passes for the person.
+        match (&self.node_id, &self.by) {
+            (Some(node), _) => shown(node, NAME_CHARS).into_owned(),
+            (None, Some(by)) => format!("({})", shown(by, NAME_CHARS)),
+            (None, None) => "-".to_string(),
         }
     }
 
@@ -627,6 +634,29 @@ impl Recorder {
         trail.record(&session.project_id, &line);
     }
 
+    /// Records what the person did (an action from the canvas view) in `project_id`'s
+    /// trail, as `operation` with `args` (never the text typed); never waits.
+    pub(crate) fn person(
+        &self,
+        project_id: &str,
+        operation: &str,
+        args: Option<&Map<String, Value>>,
+        result: &ToolResult,
+        started: Instant,
+    ) {
+        let Some(trail) = self.trail.get() else {
+            return;
+        };
+        let error = match result {
+            ToolResult::Ok(_) => None,
+            ToolResult::Err(error) => Some(error.as_str()),
+        };
+        let time = now_rfc3339();
+        let mut line = line_of(time.as_str(), None, operation, args, error, started);
+        line.by = Some(PERSON);
+        trail.record(project_id, &to_line(&line));
+    }
+
     /// Records a request refused by the HTTP front before its call was known: its
     /// status, reason and client port; with the `session` it authenticated as, if any
     /// (then in that project's trail only).
@@ -845,18 +875,40 @@ fn call_line(
     started: Instant,
 ) -> Vec<u8> {
     let time = now_rfc3339();
-    let line = Line {
-        time: time.as_str(),
-        node_id: Some(node_id),
-        operation: Some(&Cut(operation, TEXT_CHARS)),
+    to_line(&line_of(
+        time.as_str(),
+        Some(node_id),
+        operation,
+        args,
+        error,
+        started,
+    ))
+}
+
+/// The `by` of what the person did.
+pub const PERSON: &str = "person";
+
+/// A call's line, by `node_id` (an agent) or nobody yet (the caller sets `by`).
+fn line_of<'a>(
+    time: &'a str,
+    node_id: Option<&'a str>,
+    operation: &'a str,
+    args: Option<&'a Map<String, Value>>,
+    error: Option<&'a str>,
+    started: Instant,
+) -> Line<'a> {
+    Line {
+        time,
+        node_id,
+        by: None,
+        operation: Some(Cut(operation, TEXT_CHARS)),
         outcome: if error.is_some() { "error" } else { "ok" },
         error: error.map(|e| Cut(e, ERROR_CHARS)),
         duration_ms: Some(started.elapsed().as_millis() as u64),
         status: None,
         peer_port: None,
         args: args.filter(|args| !args.is_empty()).map(CutArgs),
-    };
-    to_line(&line)
+    }
 }
 
 /// A refused request's line (see the module docs).
@@ -870,6 +922,7 @@ fn refused_line(
     let line = Line {
         time: time.as_str(),
         node_id,
+        by: None,
         operation: None,
         outcome: "error",
         error: Some(Cut(reason, ERROR_CHARS)),
@@ -898,7 +951,9 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     node_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    operation: Option<&'a Cut<'a>>,
+    by: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation: Option<Cut<'a>>,
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Cut<'a>>,
@@ -1190,6 +1245,7 @@ mod tests {
         ActivityLine {
             time: "2026-12-01T12:03:04.512Z".into(),
             node_id: Some("me".into()),
+            by: None,
             operation: Some(operation.into()),
             outcome: "error".into(),
             error: error.map(str::to_string),
@@ -1242,6 +1298,7 @@ mod tests {
         let line = ActivityLine {
             time: "2026-12-01T12:03:04.512Z".into(),
             node_id: Some("me".into()),
+            by: None,
             operation: Some("terminal_submit".into()),
             outcome: "ok".into(),
             error: None,
@@ -1256,5 +1313,16 @@ mod tests {
             line.display((2, 15)),
             "12:03:04.512  me  terminal_submit  ok     3 ms  term-81591085 \"cargo test\""
         );
+    }
+
+    #[test]
+    fn the_person_is_shown_in_parentheses_which_no_node_id_has() {
+        let mut line = call_display("canvas_move", json!({ "nodeId": "t1" }), None);
+        line.node_id = None;
+        line.by = Some(PERSON.into());
+        assert!(line
+            .display((8, 11))
+            .contains("  (person)  canvas_move  error"));
+        assert!(!crate::protocol::is_valid_node_id("(person)"));
     }
 }

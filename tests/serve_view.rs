@@ -16,8 +16,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use serve_harness::view::*;
 use serve_harness::*;
-use termsprawl_tools::host::browser::{BrowserEngine, EngineConfig, PageId};
+use termsprawl_tools::host::browser::{BrowserEngine, PageId};
 
 /// Two pages: `/one` (title "View test one", a link to `/two`) and `/two`.
 fn page_server() -> u16 {
@@ -47,55 +48,6 @@ fn page_server() -> u16 {
         }
     });
     port
-}
-
-fn view_url(serve: &Serve) -> String {
-    serve.ready["viewUrl"]
-        .as_str()
-        .expect("the ready line has viewUrl")
-        .to_string()
-}
-
-/// (port, key) of a view URL `http://127.0.0.1:PORT/#key=KEY`.
-fn view_parts(url: &str) -> (u16, String) {
-    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
-    let (port, key) = rest.split_once("/#key=").unwrap();
-    (port.parse().unwrap(), key.to_string())
-}
-
-/// One raw HTTP/1.1 request with `head_lines` (each ending in CRLF): (status, headers, body).
-fn request(port: u16, method: &str, path: &str, head_lines: &str) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let text = format!("{method} {path} HTTP/1.1\r\n{head_lines}Connection: close\r\n\r\n");
-    stream.write_all(text.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer).to_string();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_string(), body.to_string())
-}
-
-fn chromium() -> Option<(BrowserEngine, std::path::PathBuf)> {
-    let profile = std::env::temp_dir().join(format!("tst-view-chromium-{}", std::process::id()));
-    let engine = BrowserEngine::new(EngineConfig {
-        executable: None,
-        profile_dir: profile.clone(),
-    });
-    match engine.find_executable() {
-        Ok(_) => Some((engine, profile)),
-        Err(error) => {
-            eprintln!("NOTICE: skipping the canvas view browser test: {error}");
-            None
-        }
-    }
 }
 
 /// What the view page shows, read from its DOM (an isolated world: the page's own
@@ -158,7 +110,7 @@ fn see<T>(
 
 #[test]
 fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
-    let Some((engine, profile)) = chromium() else {
+    let Some((engine, profile)) = chromium("live", &[]) else {
         return;
     };
     let dirs = Dirs::new("view-live");
@@ -413,7 +365,7 @@ fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
 
 #[test]
 fn the_view_shows_an_agent_message_on_both_nodes_and_its_state() {
-    let Some((engine, _profile)) = chromium() else {
+    let Some((engine, _profile)) = chromium("messages", &[]) else {
         return;
     };
     let dirs = Dirs::new("view-task");
@@ -560,7 +512,7 @@ fn the_view_refuses_what_is_not_its_own_page_with_its_key() {
             "{what}: {head}"
         );
     }
-    // Nothing but GET; a same-origin page request is fine.
+    // Nothing but GET, and POST on /api/act only; a same-origin page request is fine.
     let (status, ..) = request(port, "POST", &viewer(2), &format!("{host}{auth}"));
     assert_eq!(status, 405);
     let same_origin =

@@ -58,7 +58,7 @@ use super::workspace::HostWorkspace;
 use super::HostError;
 use crate::base::terminal_text::escape_for_terminal;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
-use crate::runtime::unix_millis;
+use crate::runtime::{unix_millis, URL_NOT_ALLOWED};
 use crate::runtime::{AgentToolRuntime, CanvasOwner, CanvasReplier, PtyRequest, Workspace as _};
 
 /// The sender id the owner answers with (there is one canvas view per project).
@@ -480,9 +480,16 @@ impl OwnerState {
                 if let Some(why) = browsers.unavailable() {
                     return Err(format!("{why}; no browser node was added"));
                 }
+                let url = args.get("url").and_then(Value::as_str).unwrap_or("");
+                // Refused before a node is made (the canvas view's port, say): a node whose
+                // page can never load would only wait for a guest that never comes.
+                if !document_url_allowed(url) {
+                    return Err(format!(
+                        "{URL_NOT_ALLOWED}: this host's browser may not open it; no browser node was added"
+                    ));
+                }
                 let created = canvas.apply(operation, args)?;
                 let field = |key: &str| created.get(key).and_then(Value::as_str).unwrap_or("");
-                let url = args.get("url").and_then(Value::as_str).unwrap_or("");
                 // Waiting here (bounded) lets a cold Chromium start within the request.
                 let page = browsers.open(field("nodeId"), field("tabId"), url);
                 let _ = page.recv_timeout(BROWSER_OPEN_WAIT);

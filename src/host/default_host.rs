@@ -242,18 +242,23 @@ impl DefaultHost {
 
     /// Binds the canvas view of project `project_id` (a second loopback listener; see
     /// [`CanvasView`]); [`BoundView::serve`] starts it. The host must be started.
-    pub fn bind_view(&self, project_id: &str) -> Result<BoundView, HostError> {
+    /// `view_only` serves it watch-only (every action refused).
+    pub fn bind_view(&self, project_id: &str, view_only: bool) -> Result<BoundView, HostError> {
         let runtime = self
             .runtime
             .clone()
             .ok_or_else(|| HostError::Other("start the host before its view".into()))?;
-        CanvasView::bind(ViewSource {
-            canvas: self.canvas.clone(),
-            terminals: self.terminals.clone(),
-            browsers: self.browsers.clone(),
-            runtime,
-            project_id: project_id.to_string(),
-        })
+        CanvasView::bind(
+            ViewSource {
+                canvas: self.canvas.clone(),
+                terminals: self.terminals.clone(),
+                browsers: self.browsers.clone(),
+                runtime,
+                project_id: project_id.to_string(),
+            },
+            view_only,
+            &self.data,
+        )
     }
 
     /// The runtime, once started.

@@ -32,6 +32,8 @@ pub struct ServeOptions {
     pub kill_terminals: bool,
     /// `--no-view`: no canvas view (no second listener).
     pub no_view: bool,
+    /// `--view-only`: the canvas view only shows; every action from it is refused.
+    pub view_only: bool,
     /// False with `--no-activity`: no activity trail is written.
     pub activity: bool,
     /// False with `--no-query-filter`: tmux terminals' programs run directly, not under
@@ -47,7 +49,7 @@ pub struct ServeOptions {
 pub const SERVE_USAGE: &str =
     "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
 [--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view] [--no-activity] [--no-query-filter] [--policy open|careful|strict|FILE]";
+[--no-view] [--view-only] [--no-activity] [--no-query-filter] [--policy open|careful|strict|FILE]";
 
 /// The usage line of `stop-terminals`.
 pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
@@ -68,6 +70,7 @@ impl ServeOptions {
         let mut terminals = TerminalsMode::Auto;
         let mut kill_terminals = false;
         let mut no_view = false;
+        let mut view_only = false;
         let mut query_filter = true;
         let mut activity = true;
         let mut policy = None;
@@ -96,6 +99,7 @@ impl ServeOptions {
                 }
                 "--kill-terminals" if inline.is_none() => kill_terminals = true,
                 "--no-view" if inline.is_none() => no_view = true,
+                "--view-only" if inline.is_none() => view_only = true,
                 "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
                 "--policy" => policy = Some(value()?),
@@ -115,6 +119,7 @@ impl ServeOptions {
             terminals,
             kill_terminals,
             no_view,
+            view_only,
             activity,
             query_filter,
             policy,

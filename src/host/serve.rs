@@ -134,7 +134,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     }
     let view = match options.no_view {
         true => None,
-        false => Some(host.bind_view(&project_id)?),
+        false => Some(host.bind_view(&project_id, options.view_only)?),
     };
     let directory = host
         .runtime()

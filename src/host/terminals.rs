@@ -43,7 +43,7 @@ use super::tmux_panes::TmuxPanes;
 use super::HostError;
 use crate::runtime::{
     unix_millis, CommandOutput, CommandRecord, Foreground, OutputMark, ProgramEnd,
-    ShellIntegration, Terminals,
+    ShellIntegration, Terminals, PERSON_TYPING_WINDOW,
 };
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
@@ -237,6 +237,9 @@ pub struct HostTerminals {
     shell_files: PathBuf,
     /// tmux panes' shells and output as seen without integration.
     tmux_panes: TmuxPanes,
+    /// When the person last typed into each terminal (the canvas view's keys):
+    /// [`Terminals::person_typing`].
+    person_keys: Mutex<HashMap<String, Instant>>,
 }
 
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
@@ -394,6 +397,7 @@ impl HostTerminals {
             stopping: Arc::new(AtomicBool::new(false)),
             shell_files,
             tmux_panes: TmuxPanes::default(),
+            person_keys: Mutex::default(),
         })
     }
 
@@ -950,7 +954,33 @@ impl HostTerminals {
     }
 }
 
+impl HostTerminals {
+    /// Types the person's keys into terminal `node_id` (the canvas view), through the
+    /// same input path as an agent's `terminal_input`, and marks the terminal as being
+    /// typed in for [`PERSON_TYPING_WINDOW`].
+    pub fn person_typed(&self, node_id: &str, text: &str) -> Result<(), String> {
+        {
+            let mut keys = lock(&self.person_keys);
+            keys.retain(|_, at| at.elapsed() < PERSON_TYPING_WINDOW);
+            keys.insert(node_id.to_string(), Instant::now());
+        }
+        if !self.has_live_session(node_id) {
+            return Err(match self.ended(node_id) {
+                Some(end) => format!("This terminal's program has ended ({})", end.describe()),
+                None => "This terminal has no running session".to_string(),
+            });
+        }
+        self.write(node_id, text)
+    }
+}
+
 impl Terminals for HostTerminals {
+    fn person_typing(&self, node_id: &str) -> bool {
+        lock(&self.person_keys)
+            .get(node_id)
+            .is_some_and(|at| at.elapsed() < PERSON_TYPING_WINDOW)
+    }
+
     fn is_warm(&self, node_id: &str) -> bool {
         self.has_session(node_id)
     }

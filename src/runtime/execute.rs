@@ -36,6 +36,10 @@ const OWN_TERMINAL: &str =
 const NOT_ATTACHED: &str = "Terminal is not attached";
 const SUBMIT_TO_SHELLS: &str =
     "Submit commands only into a plain shell terminal, not into an agent's terminal";
+/// The answer to an agent's keys into a terminal the person is typing in.
+pub const PERSON_TYPING: &str = "The person is typing in this terminal; try again shortly (agents' terminal_input and terminal_submit wait until the person has not typed there for 1.5 s)";
+/// How long after the person's last key into a terminal agents' keys are refused there.
+pub const PERSON_TYPING_WINDOW: Duration = Duration::from_millis(1500);
 const CLAIM_FIRST: &str = "Claim this browser or ask its owner to transfer control first";
 
 /// The answer to a write into a terminal whose program has ended. Closing it and opening
@@ -282,6 +286,41 @@ impl Core {
         self.wait_for_terminal(self.canvas(identity, "agent_launch", args)?)
     }
 
+    /// What the person at the host asked for (see [`AgentToolRuntime::act_for_person`]):
+    /// the canvas operations a person starts, run as an agent's call of them is, with no
+    /// caller node.
+    ///
+    /// [`AgentToolRuntime::act_for_person`]: super::AgentToolRuntime::act_for_person
+    pub(super) fn act_for_person(
+        &self,
+        project_id: &str,
+        request: &ToolRequest,
+    ) -> Result<Value, String> {
+        self.local_project(project_id)
+            .ok_or("Local project not found")?;
+        // No node: the canvas bridge needs only the project.
+        let person = ToolIdentity {
+            node_id: String::new(),
+            project_id: project_id.to_string(),
+        };
+        let operation = request.operation.as_str();
+        match operation {
+            "terminal_open" => {
+                self.wait_for_terminal(self.canvas(&person, operation, request.args.clone())?)
+            }
+            "agent_launch" => self.agent_launch(&person, request),
+            "terminal_close" => {
+                let closed = self.canvas(&person, operation, request.args.clone())?;
+                self.typed.forget(arg(request, "nodeId"));
+                Ok(closed)
+            }
+            "canvas_move" | "canvas_resize" => {
+                self.canvas(&person, operation, request.args.clone())
+            }
+            _ => Err(format!("{operation} is not an action of the person's view")),
+        }
+    }
+
     /// Waits for the terminal a canvas operation created (`{nodeId, …}`) to be ready, or
     /// to have ended already (an agent that could not start: its node, last screen and
     /// status say why, so the launch itself did happen).
@@ -450,6 +489,10 @@ impl Core {
                         None => NOT_ATTACHED.into(),
                     });
                 }
+                let typing = matches!(operation, "terminal_input" | "terminal_submit");
+                if typing && terminals.person_typing(node_id) {
+                    return Err(PERSON_TYPING.into());
+                }
                 let text = match operation {
                     "terminal_submit" if is_agent_terminal(node) => {
                         return Err(SUBMIT_TO_SHELLS.into())
@@ -505,6 +548,7 @@ impl Core {
                         .ended(node_id)
                         .map_or(NOT_ATTACHED.into(), ended_error))
                 }
+                _ if terminals.person_typing(node_id) => return Err(PERSON_TYPING.into()),
                 _ if args.get("force") != Some(&Value::Bool(true)) => {
                     Watched::busy(&**terminals, node_id)?
                 }

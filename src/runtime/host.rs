@@ -108,6 +108,13 @@ pub trait Terminals: Send + Sync + 'static {
     fn submit(&self, node_id: &str, command: &str) -> Result<(), String> {
         self.write(node_id, &format!("{command}\r"))
     }
+    /// The person at the host typed into this terminal in the last
+    /// [`PERSON_TYPING_WINDOW`](crate::runtime::PERSON_TYPING_WINDOW): an agent's
+    /// `terminal_input` and `terminal_submit` into it are then refused, so their keys never
+    /// interleave with the person's. A host without a person's keyboard keeps the default.
+    fn person_typing(&self, _node_id: &str) -> bool {
+        false
+    }
     /// The session's current screen as plain text, if the host can capture it.
     fn capture(&self, node_id: &str) -> Option<String>;
     /// The session's recent output as plain text, if the host keeps any.

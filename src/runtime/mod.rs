@@ -30,6 +30,7 @@ pub use canvas::{
 };
 pub use canvas_node::{CanvasNode, CanvasTab, NodeKind};
 pub use context::read_context;
+pub use execute::{PERSON_TYPING, PERSON_TYPING_WINDOW};
 pub use host::{
     Browsers, CanvasOwner, CommandOutput, CommandRecord, CommandState, Foreground, Host,
     OutputMark, ProgramEnd, ProjectSnapshot, PtyRequest, ShellIntegration, Terminals, Workspace,

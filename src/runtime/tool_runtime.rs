@@ -239,6 +239,17 @@ impl AgentToolRuntime {
         self.core.execute(identity, request)
     }
 
+    /// Runs a canvas operation for the person at the host (the canvas view, with its key)
+    /// in project `project_id`, through the same code as an agent's call of it (the
+    /// canvas bridge and owner; `agent_launch`'s presets; a new terminal waited for),
+    /// without a caller node: `terminal_open`, `agent_launch`, `terminal_close`,
+    /// `canvas_move`, `canvas_resize`. `request` must have passed
+    /// [`validate_tool_request`](crate::protocol::validate_tool_request). Recording it
+    /// (as the person) is the caller's part.
+    pub fn act_for_person(&self, project_id: &str, request: &ToolRequest) -> Result<Value, String> {
+        self.core.act_for_person(project_id, request)
+    }
+
     /// Whether `identity` may call: its project is open and local, and the node is an
     /// active agent or still on that project's canvas.
     pub fn valid(&self, identity: &ToolIdentity) -> bool {

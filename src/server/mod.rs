@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::protocol::{
     guide, is_browser_operation, validate_tool_request, IntegrationState, IntegrationStatus,
@@ -138,8 +138,8 @@ impl Pending<'_> {
             }
         };
         let Some(hold) = self.held else {
-            let clock = Arc::clone(&owner);
-            let work = Box::new(move || run(None, clock.clock.now()));
+            let queued_at = owner.clock.now();
+            let work = Box::new(move || run(None, queued_at));
             return server.queues.push(&project, work).map_err(|error| {
                 let refused = ToolResult::Err(error);
                 server
@@ -539,6 +539,20 @@ impl AgentToolServer {
     /// no trail or the id is no safe file name. Read it with [`activity::read_tail`].
     pub fn activity_file(&self, project_id: &str) -> Option<PathBuf> {
         self.activity.file(project_id)
+    }
+
+    /// Records in `project_id`'s trail what the person did through the host (the canvas
+    /// view), as `operation` with `args`: the line has `by: "person"` and no node id.
+    pub fn record_person(
+        &self,
+        project_id: &str,
+        operation: &str,
+        args: Option<&Map<String, Value>>,
+        result: &ToolResult,
+        started: Instant,
+    ) {
+        self.activity
+            .person(project_id, operation, args, result, started);
     }
 
     /// Activity lines dropped so far (the writer was behind, or the disk full).

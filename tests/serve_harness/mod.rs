@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 
 use crate::sys;
 
+pub mod view;
+
 /// How long a serve may take to print its ready line.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 

@@ -10,6 +10,8 @@ pub fn document_url_allowed(url: &str) -> bool {
         return true;
     }
     match lower.split_once("://") {
+        // Never the canvas view, whose page acts for the person.
+        _ if crate::host::view::is_view_address(&lower) => false,
         Some((scheme, rest)) => (scheme == "http" || scheme == "https") && !rest.is_empty(),
         None => false,
     }

@@ -1,6 +1,9 @@
-//! The canvas view: a read-only web page on its own loopback port that shows a person
-//! the project's canvas live — every node where it is, terminal screens, browser pages,
-//! links, the selection, and the agents with their status.
+//! The canvas view: a web page on its own loopback port that shows a person the
+//! project's canvas live — every node where it is, terminal screens, browser pages,
+//! links, the selection, and the agents with their status — and lets that person act:
+//! type into terminals, open and close terminals, move and resize nodes, link agents,
+//! switch browser control, launch agents (`actions.rs`, `keys.rs`). `serve --view-only`
+//! serves the same page watch-only: every action is refused.
 //!
 //! The agents' `/call` port and its rules are untouched: this is a second tiny_http server
 //! owned by the host, started by `serve` unless `--no-view`.
@@ -14,8 +17,17 @@
 //!   it opens nothing on `/call`.
 //! - `Host` must be `127.0.0.1:PORT` or `localhost:PORT` (DNS rebinding); an `Origin` other
 //!   than the view's own, or a `Sec-Fetch-Site` other than `same-origin`/`none`, is refused
-//!   (another localhost port is same-site, so `same-site` is refused too). Only `GET`,
-//!   never a body; nothing here changes anything.
+//!   (another localhost port is same-site, so `same-site` is refused too). `GET` takes
+//!   no body and changes nothing.
+//! - Actions are `POST /api/act` only, refused before anything is read or done unless
+//!   all of these hold: `Origin` present and the view's own, `Sec-Fetch-Site:
+//!   same-origin` present, `Content-Type: application/json` (no form or `text/plain`
+//!   post, the content types a page can send cross-site without a preflight), a
+//!   `Content-Length` of at most [`actions::MAX_ACT_BODY`] (no chunked body), the key,
+//!   and a view that is not watch-only. Any other method (`OPTIONS` included: a preflight
+//!   gets 403 or 405, never a CORS header) is refused.
+//! - The view's port is refused to the host's own Chromium ([`is_view_address`], in the
+//!   browser's navigation policy), so an agent cannot open the page that acts.
 //! - Every answer carries a `Content-Security-Policy` allowing only the page's own script
 //!   and style (images from `data:` for screenshots), `frame-ancestors 'none'`,
 //!   `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff`, `Referrer-Policy:
@@ -31,6 +43,10 @@
 //! the node ids the page says are in view, and `GET /api/screenshot?node=ID` takes at
 //! most one screenshot per page every [`SCREENSHOT_EVERY`] (cached), however many ask.
 //! At most [`MAX_VIEWERS`] viewers (page instances, by their random viewer id) at once.
+//! For [`ECHO_WINDOW`] after the person's last key, polls tick every [`ECHO_TICK`] and
+//! read the screens as often (so an echo shows within tens of milliseconds), and the
+//! poll the page starts right after sending keys (`soon=1`) does not wait first.
+//! Answers go out in one write (`whole_answer`).
 //!
 //! Threads: one accept thread (the only `recv` caller, through `Listening`, which
 //! outlives tiny_http's own accept thread) checks the head and refuses what it must with
@@ -43,19 +59,24 @@
 //! also end `accept` after that long without a new connection, and tiny_http's accept
 //! thread with it.)
 
+mod actions;
+mod keys;
 mod snapshot;
 
 use std::collections::{HashMap, HashSet};
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tiny_http::{Header, Method, Request, Response};
+use tiny_http::{HTTPVersion, Header, Method, Request, Response, StatusCode};
 
+pub use actions::MAX_ACT_BODY;
+pub use keys::MAX_TEXT_CHARS;
 pub use snapshot::ViewSource;
 
 use super::HostError;
@@ -81,6 +102,38 @@ pub const QUIET_CUT: Duration = Duration::from_secs(15);
 pub const MAX_CONNECTIONS: usize = 64;
 /// How often the reaper looks at the view's connections.
 const REAP_EVERY: Duration = Duration::from_secs(1);
+/// The path of the person's actions, the view's only `POST`.
+pub const ACT_PATH: &str = "/api/act";
+/// For this long after the person's last key, polls look at the screens every
+/// [`ECHO_TICK`] (so a key's echo shows at once), and a poll the page starts right
+/// after its keys (`soon=1`) does not wait a tick first.
+pub const ECHO_WINDOW: Duration = Duration::from_millis(1500);
+/// How often a poll looks while the person types.
+pub const ECHO_TICK: Duration = Duration::from_millis(15);
+
+/// The ports of the canvas views of this process: the host's Chromium may not open
+/// them ([`is_view_address`]).
+static VIEW_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// Whether `url` (any case) names a port of a canvas view of this process, on any host
+/// name (a name that resolves to 127.0.0.1 reaches it too): the host browser's
+/// navigation policy refuses it, so an agent's browser never opens the page that acts.
+pub fn is_view_address(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    // `[::1]:PORT` or `name:PORT`: the port follows the last ':' after any ']'.
+    let after_bracket = host_port.rsplit(']').next().unwrap_or_default();
+    let Some(port) = after_bracket
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+    else {
+        return false;
+    };
+    lock_or_recover(&VIEW_PORTS).contains(&port)
+}
 
 const PAGE_HTML: &str = include_str!("page.html");
 const PAGE_JS: &str = include_str!("view.js");
@@ -175,6 +228,12 @@ struct Shared {
     peers: Mutex<HashMap<SocketAddr, Peer>>,
     local: SocketAddr,
     stopping: AtomicBool,
+    /// `serve --view-only`: every action is refused.
+    view_only: bool,
+    /// `<data>`, for `browser-control`'s request file.
+    data: PathBuf,
+    /// When the person last typed (see [`ECHO_WINDOW`]).
+    last_key: Mutex<Option<Instant>>,
 }
 
 /// What the reaper needs to know of one view connection.
@@ -219,8 +278,9 @@ impl Drop for Busy {
 
 impl CanvasView {
     /// Binds `127.0.0.1:0` and makes a new view key: the URL is known, nothing is served
-    /// yet ([`BoundView::serve`] starts the threads).
-    pub fn bind(source: ViewSource) -> Result<BoundView, HostError> {
+    /// yet ([`BoundView::serve`] starts the threads). `view_only` refuses every action;
+    /// `data` is the data directory (`browser_control`'s request file lives under it).
+    pub fn bind(source: ViewSource, view_only: bool, data: &Path) -> Result<BoundView, HostError> {
         let listener = TcpListener::bind("127.0.0.1:0").map_err(view_failed)?;
         set_listener_write_timeout(&listener).map_err(view_failed)?;
         let local = listener.local_addr().map_err(view_failed)?;
@@ -243,7 +303,11 @@ impl CanvasView {
             peers: Mutex::default(),
             local,
             stopping: AtomicBool::new(false),
+            view_only,
+            data: data.to_path_buf(),
+            last_key: Mutex::new(None),
         });
+        lock_or_recover(&VIEW_PORTS).push(port);
         Ok(BoundView {
             listener,
             shared,
@@ -259,6 +323,7 @@ impl CanvasView {
     /// Stops listening; polls in progress are answered at their next tick. Idempotent.
     pub fn stop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
+        // Still refused to the host browser: the port may be bound again by anything.
         self.listening.stop();
         for thread in self.threads.drain(..) {
             thread.thread().unpark();
@@ -277,12 +342,12 @@ fn accept_loop(listening: &Listening, shared: &Arc<Shared>) {
     while let Some(request) = listening.next(&shared.stopping) {
         let busy = Busy::new(shared, &request);
         if let Err((status, message)) = check_head(shared, &request) {
-            answer(request, status, &json!({ "error": message }));
+            refuse(request, status, &json!({ "error": message }));
             continue;
         }
         if shared.in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-            answer(
+            refuse(
                 request,
                 503,
                 &json!({ "error": "The view is busy; try again" }),
@@ -354,35 +419,68 @@ fn header<'a>(request: &'a Request, name: &'static str) -> Option<&'a str> {
         .map(|h| h.value.as_str())
 }
 
-/// The checks every request passes before anything is read or made for it.
+/// The checks every request passes before anything is read or made for it (module docs).
 fn check_head(shared: &Shared, request: &Request) -> Result<(), (u16, &'static str)> {
     const REFUSED: &str = "This view answers only its own page";
+    const ACT_REFUSED: &str = "Actions are taken only from the view's own page (its Host, its Origin, Sec-Fetch-Site: same-origin)";
+    let path = request.url().split('?').next().unwrap_or_default();
+    let acting = *request.method() == Method::Post && path == ACT_PATH;
     let [ip_host, name_host] = &shared.hosts;
     let host_ok = header(request, "Host")
         .is_some_and(|host| host == ip_host || host.eq_ignore_ascii_case(name_host));
-    let origin_ok =
-        header(request, "Origin").map_or(true, |o| shared.origins.iter().any(|own| own == o));
-    let site_ok =
-        header(request, "Sec-Fetch-Site").map_or(true, |s| s == "same-origin" || s == "none");
+    // A browser sends both on every POST; an action without them did not come from the page.
+    let origin_ok = match header(request, "Origin") {
+        Some(origin) => shared.origins.iter().any(|own| own == origin),
+        None => !acting,
+    };
+    let site_ok = match header(request, "Sec-Fetch-Site") {
+        Some(site) => site == "same-origin" || (site == "none" && !acting),
+        None => !acting,
+    };
     if !host_ok || !origin_ok || !site_ok {
-        return Err((403, REFUSED));
-    }
-    if *request.method() != Method::Get {
-        return Err((405, "The view is read-only: only GET"));
+        return Err((403, if acting { ACT_REFUSED } else { REFUSED }));
     }
     let has_body = request.body_length().is_some_and(|n| n > 0)
         || header(request, "Transfer-Encoding").is_some();
-    if has_body {
-        return Err((400, "The view takes no request body"));
+    match *request.method() {
+        Method::Get if has_body => return Err((400, "The view takes no request body on GET")),
+        Method::Get => {}
+        Method::Post if acting => check_action_head(request)?,
+        _ => return Err((405, "The view answers GET, and POST on /api/act only")),
     }
-    let path = request.url().split('?').next().unwrap_or_default();
     if path.starts_with("/api/") && !key_matches(shared, request) {
         return Err((
             401,
             "This view needs its key: open the viewUrl that serve printed (the key is after #key=)",
         ));
     }
+    if acting && shared.view_only {
+        return Err((
+            403,
+            "This view is watch-only (serve --view-only): it takes no actions",
+        ));
+    }
     Ok(())
+}
+
+/// An action's body: JSON (a content type no page can send cross-site without a
+/// preflight), of a declared length within [`MAX_ACT_BODY`].
+fn check_action_head(request: &Request) -> Result<(), (u16, &'static str)> {
+    let json = header(request, "Content-Type").is_some_and(|kind| {
+        let mime = kind.split(';').next().unwrap_or_default().trim();
+        mime.eq_ignore_ascii_case("application/json")
+    });
+    if !json {
+        return Err((415, "An action needs Content-Type: application/json"));
+    }
+    if header(request, "Transfer-Encoding").is_some() {
+        return Err((411, "Send an action with a Content-Length, not chunked"));
+    }
+    match request.body_length() {
+        Some(n) if n > MAX_ACT_BODY => Err((413, "This action is too large (at most 128 KiB)")),
+        Some(1..) => Ok(()),
+        _ => Err((411, "An action needs a JSON body with a Content-Length")),
+    }
 }
 
 fn key_matches(shared: &Shared, request: &Request) -> bool {
@@ -396,7 +494,7 @@ fn key_matches(shared: &Shared, request: &Request) -> bool {
 }
 
 /// Answers a request that passed [`check_head`].
-fn route(shared: &Shared, request: Request) {
+fn route(shared: &Shared, mut request: Request) {
     let (path, query) = match request.url().split_once('?') {
         Some((path, query)) => (path.to_string(), query.to_string()),
         None => (request.url().to_string(), String::new()),
@@ -413,6 +511,27 @@ fn route(shared: &Shared, request: Request) {
             Ok(value) => answer(request, 200, &value),
             Err((status, message)) => answer(request, status, &json!({ "error": message })),
         },
+        ACT_PATH if *request.method() == Method::Post => {
+            let mut body = Vec::new();
+            let limit = MAX_ACT_BODY as u64 + 1;
+            if request
+                .as_reader()
+                .take(limit)
+                .read_to_end(&mut body)
+                .is_err()
+            {
+                let error = json!({ "error": "The action's body did not arrive whole" });
+                return refuse(request, 400, &error);
+            }
+            let acted = actions::act(&shared.source, &shared.data, &body);
+            if acted.typed {
+                *lock_or_recover(&shared.last_key) = Some(Instant::now());
+            }
+            match acted.outcome {
+                Ok(value) => answer(request, 200, &json!({ "ok": true, "value": value })),
+                Err(error) => answer(request, 400, &json!({ "ok": false, "error": error })),
+            }
+        }
         "/api/screenshot" => match screenshot(shared, &params) {
             Ok(value) => answer(request, 200, &value),
             Err((status, message)) => answer(request, status, &json!({ "error": message })),
@@ -482,22 +601,33 @@ fn state(shared: &Shared, params: &HashMap<&str, &str>) -> Result<Value, (u16, &
     let since = params.get("since").copied().unwrap_or_default();
     let deadline = Instant::now() + LONG_POLL;
     let mut screens = snapshot::Screens::default();
+    let typing = || lock_or_recover(&shared.last_key).is_some_and(|at| at.elapsed() < ECHO_WINDOW);
     // A viewer that has a version is answered at most once a tick: while something
     // changes all the time (the activity panel under load) it must not poll in a loop.
-    if !since.is_empty() {
-        std::thread::sleep(POLL_TICK);
+    // While the person types, a tick is short (their keys' echo may come in the answer
+    // after one that showed something else), and right after their keys the page asks
+    // at once (`soon`).
+    let soon = params.get("soon") == Some(&"1") && typing();
+    if !since.is_empty() && !soon {
+        std::thread::sleep(if typing() { ECHO_TICK } else { POLL_TICK });
     }
     let answer = loop {
+        let (tick, screens_every) = match typing() {
+            true => (ECHO_TICK, ECHO_TICK),
+            false => (POLL_TICK, snapshot::SCREENS_EVERY),
+        };
         let snapshot = shared
             .source
-            .snapshot(&visible, &mut screens)
+            .snapshot(&visible, &mut screens, screens_every)
             .map_err(|_| (503, "The canvas has stopped"))?;
         let version = snapshot::version_of(&snapshot);
         if version != since || Instant::now() >= deadline || shared.stopping.load(Ordering::SeqCst)
         {
-            break json!({ "version": version, "canvas": snapshot });
+            let can_act = !shared.view_only;
+            let kinds = crate::protocol::AGENT_KINDS;
+            break json!({ "version": version, "canvas": snapshot, "canAct": can_act, "agentKinds": kinds });
         }
-        std::thread::sleep(POLL_TICK);
+        std::thread::sleep(tick);
     };
     // Seen again at the end: a viewer with a poll in flight stays counted.
     admit_viewer(shared, viewer)?;
@@ -560,12 +690,73 @@ fn with_security_headers<R: io::Read>(mut response: Response<R>, kind: &str) -> 
 }
 
 fn asset(request: Request, body: &'static str, kind: &str) {
-    let response = with_security_headers(Response::from_string(body), kind);
-    let _ = request.respond(response);
+    whole_answer(request, 200, kind, body.as_bytes());
 }
 
+/// Answers a request whose body was read (or that had none).
 fn answer(request: Request, status: u16, value: &Value) {
+    whole_answer(
+        request,
+        status,
+        "application/json",
+        value.to_string().as_bytes(),
+    );
+}
+
+/// Writes the whole answer from one buffer in one write. tiny_http's `respond` writes the
+/// head, then a body larger than its 8 KiB buffer, separately; with Nagle's algorithm the
+/// second write then waits for the client's delayed acknowledgement (40 ms on Linux), on
+/// every poll that carries terminal screens.
+fn whole_answer(request: Request, status: u16, kind: &str, body: &[u8]) {
+    let HTTPVersion(major, minor) = *request.http_version();
+    let reason = StatusCode(status).default_reason_phrase();
+    let mut bytes = Vec::with_capacity(body.len() + 640);
+    bytes.extend_from_slice(format!("HTTP/{major}.{minor} {status} {reason}\r\n").as_bytes());
+    for (name, value) in SECURITY_HEADERS.iter().chain(&[("Content-Type", kind)]) {
+        bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    bytes.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
+    bytes.extend_from_slice(body);
+    let mut writer = request.into_writer();
+    let _ = writer.write_all(&bytes).and_then(|()| writer.flush());
+}
+
+/// Answers a request refused before its body was read: tiny_http's `respond`, after
+/// which the patched tiny_http ends the connection rather than read the rest.
+fn refuse(request: Request, status: u16, value: &Value) {
     let response = Response::from_string(value.to_string()).with_status_code(status);
     let response = with_security_headers(response, "application/json");
     let _ = request.respond(response);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_port_is_refused_on_any_host_name() {
+        // Port 2: no other test names it (the registry is shared by the process).
+        lock_or_recover(&VIEW_PORTS).push(2);
+        for refused in [
+            "http://127.0.0.1:2/#key=ab",
+            "http://localhost:2",
+            "http://attacker.test:2/api/act",
+            "http://user:pw@127.0.0.1:2/?x",
+            "http://[::1]:2/",
+            "ws://127.0.0.1:2/",
+        ] {
+            assert!(is_view_address(refused), "{refused}");
+        }
+        for allowed in [
+            "http://127.0.0.1:20/",
+            "http://127.0.0.1/",
+            "http://example.com/a:2",
+            "http://example.com/?port=:2",
+            "http://[::1]/",
+            "about:blank",
+            "http://127.0.0.1:99999/",
+        ] {
+            assert!(!is_view_address(allowed), "{allowed}");
+        }
+    }
 }

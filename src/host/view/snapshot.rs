@@ -42,8 +42,9 @@ pub struct Screens {
     taken: Option<Instant>,
     states: HashMap<String, SessionState>,
     by_node: HashMap<String, String>,
-    /// The latest activity lines.
+    /// The latest activity lines, and when read.
     activity: Value,
+    activity_taken: Option<Instant>,
 }
 
 /// Agent messages the view is given (the latest), and how much of each text.
@@ -57,7 +58,7 @@ pub const ACTIVITY_LINES: usize = 30;
 pub struct ViewSource {
     /// The canvas owner (its nodes are copied under its lock).
     pub canvas: Arc<HeadlessCanvas>,
-    /// Terminal screens and session states.
+    /// Terminal screens and session states; the person's keys.
     pub terminals: Arc<HostTerminals>,
     /// Browser pages (live URL, title, screenshots).
     pub browsers: Arc<ChromiumBrowsers>,
@@ -68,8 +69,15 @@ pub struct ViewSource {
 }
 
 impl ViewSource {
-    /// The snapshot (module docs); screens only for terminals `visible` names.
-    pub fn snapshot(&self, visible: &Visible, screens: &mut Screens) -> Result<Value, HostError> {
+    /// The snapshot (module docs); screens only for terminals `visible` names, read again
+    /// once `screens_every` has passed ([`SCREENS_EVERY`], shorter while the person types);
+    /// the activity trail at most every [`SCREENS_EVERY`].
+    pub fn snapshot(
+        &self,
+        visible: &Visible,
+        screens: &mut Screens,
+        screens_every: Duration,
+    ) -> Result<Value, HostError> {
         let project_id = self.project_id.clone();
         let copied = self.canvas.read(move |state| {
             let canvas = state.canvas(&project_id)?;
@@ -89,7 +97,7 @@ impl ViewSource {
         let Some((nodes, selection, folder)) = copied else {
             return Err(HostError::Other("the project is not open".into()));
         };
-        if screens.taken.map_or(true, |t| t.elapsed() >= SCREENS_EVERY) {
+        if screens.taken.map_or(true, |t| t.elapsed() >= screens_every) {
             let in_view: Vec<&str> = nodes
                 .iter()
                 .filter(|n| n["type"] == NodeKind::Terminal.name())
@@ -97,8 +105,14 @@ impl ViewSource {
                 .filter(|id| visible.contains(id))
                 .collect();
             (screens.states, screens.by_node) = self.terminals.states_and_screens(&in_view);
-            screens.activity = self.latest_activity();
             screens.taken = Some(Instant::now());
+        }
+        if screens
+            .activity_taken
+            .map_or(true, |t| t.elapsed() >= SCREENS_EVERY)
+        {
+            screens.activity = self.latest_activity();
+            screens.activity_taken = Some(Instant::now());
         }
         let backend = self.terminals.backend_name();
         let mut nodes = with_states(Value::Array(nodes), backend, &screens.states);
@@ -134,6 +148,15 @@ impl ViewSource {
             "links": links,
             "agents": agents,
         }))
+    }
+
+    /// The project's folder (where its links live), if it is open.
+    pub fn project_folder(&self) -> Option<PathBuf> {
+        let project_id = self.project_id.clone();
+        let read = self
+            .canvas
+            .read(move |state| state.folder(&project_id).map(PathBuf::from));
+        read.ok().flatten()
     }
 
     /// The latest lines of the project's activity trail (none without a trail).

@@ -1,12 +1,21 @@
-// The canvas view (see src/host/view/mod.rs). Read-only: it only GETs its own server.
-// Everything that comes from the canvas (titles, terminal screens, URLs, notes, paths) is
-// untrusted and is put on the page with textContent, never as HTML.
+// The canvas view (see src/host/view/mod.rs): it GETs the canvas from its own server and
+// POSTs the person's actions to /api/act (key in a header, JSON body). Everything that
+// comes from the canvas (titles, terminal screens, URLs, notes, paths) is untrusted and
+// is put on the page with textContent, never as HTML. No control answers a key: keys
+// go to the focused terminal only, and closing a node needs a real click on a second
+// button.
 "use strict";
 
 (() => {
   const $ = (id) => document.getElementById(id);
+  // The key comes in the fragment; it is kept for this tab (a reload keeps working) and
+  // cleared from the address bar at once, so it is not shown, bookmarked or shared.
   const keyMatch = location.hash.match(/(?:^#|&)key=([0-9a-f]{64})(?:&|$)/);
-  const key = keyMatch ? keyMatch[1] : null;
+  if (keyMatch) {
+    sessionStorage.setItem("termsprawl-view-key", keyMatch[1]);
+    history.replaceState(null, "", location.pathname);
+  }
+  const key = sessionStorage.getItem("termsprawl-view-key");
   const viewer = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
     b.toString(16).padStart(2, "0")).join("");
   const elements = new Map(); // node id -> {type, root, parts}
@@ -14,6 +23,8 @@
   let canvas = null;
   let version = "";
   let polling = null; // {controller, visible} of the poll in flight
+  let soon = false; // the next poll asks at once (keys were just sent)
+  let canAct = false;
 
   const make = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -46,7 +57,8 @@
       const controller = new AbortController();
       polling = { controller, visible };
       const url = "/api/state?viewer=" + viewer + "&since=" + version +
-        (visible === null ? "" : "&visible=" + visible);
+        (visible === null ? "" : "&visible=" + visible) + (soon ? "&soon=1" : "");
+      soon = false;
       let response;
       try {
         response = await fetch(url, { ...authorized, signal: controller.signal });
@@ -66,6 +78,9 @@
           continue;
         }
         version = body.version;
+        canAct = body.canAct === true;
+        document.body.classList.toggle("watch-only", !canAct);
+        if (Array.isArray(body.agentKinds)) fillAgentKinds(body.agentKinds);
         render(body.canvas);
         setStatus("live");
         continue;
@@ -121,6 +136,7 @@
       }
     }
     drawLinks();
+    fillLinkChoices();
     renderAgents(statuses);
     renderActivity(canvas.activity || []);
     if (!view.moved) fit();
@@ -136,12 +152,28 @@
     head.append(title, badge);
     const meta = make("div", "meta");
     const body = make("div", "body");
-    root.append(head, meta, body);
+    const grip = make("div", "grip control");
+    root.append(head, meta, body, grip);
     const parts = { title, badge, meta, body };
+    const entry = { type: node.type, root, parts, node };
+    installDrag(entry, head, grip);
     if (node.type === "terminal") {
       parts.task = make("div", "task");
       parts.screen = make("pre", "screen");
-      body.append(parts.task, parts.screen);
+      const screenBox = make("div", "screen-box");
+      screenBox.append(parts.screen);
+      parts.keys = make("textarea", "keys");
+      parts.keys.setAttribute("aria-label", "type into this terminal");
+      parts.keys.spellcheck = false;
+      body.append(parts.task, screenBox, parts.keys);
+      installKeys(entry);
+      const close = make("button", "close control", "close");
+      close.type = "button";
+      const confirm = make("button", "confirm-close control", "close this terminal");
+      confirm.type = "button";
+      confirm.hidden = true;
+      head.append(close, confirm);
+      installClose(entry, close, confirm);
     } else if (node.type === "browser") {
       parts.page = make("div", "page");
       parts.url = make("div", "url");
@@ -156,7 +188,7 @@
       parts.path = make("div", "path");
       body.append(parts.path);
     }
-    return { type: node.type, root, parts, node };
+    return entry;
   }
 
   function updateNode(entry, node, status, selected) {
@@ -175,7 +207,9 @@
     if (node.type === "terminal") {
       parts.meta.textContent = terminalMeta(node, data, status);
       root.classList.toggle("ended", !!(node.session && node.session.ended));
-      if (node.screen !== undefined) parts.screen.textContent = node.screen;
+      if (node.screen !== undefined && parts.screen.textContent !== node.screen) {
+        parts.screen.textContent = node.screen;
+      }
       const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
       parts.task.textContent = task ? taskLine(task, node.id) : "";
       parts.task.className = "task" + (task ? " state-" + task.state : "");
@@ -253,8 +287,9 @@
       const item = make("li", "line " + outcome);
       const what = line.operation || (line.status ? "refused " + line.status : "");
       const ms = line.durationMs !== undefined ? " · " + line.durationMs + " ms" : "";
+      const who = line.nodeId || (line.by === "person" ? "(person)" : "-");
       item.append(make("span", "when", when));
-      item.append(make("span", "what", (line.nodeId || "-") + " " + what));
+      item.append(make("span", "what", who + " " + what));
       item.append(make("span", "outcome", outcome + ms));
       if (line.error) item.append(make("span", "detail", line.error));
       list.append(item);
@@ -351,6 +386,7 @@
     const viewport = $("viewport");
     let drag = null;
     viewport.addEventListener("pointerdown", (e) => {
+      if (e.target.closest(".head, .grip, .body, button, textarea")) return;
       drag = { x: e.clientX, y: e.clientY };
       viewport.setPointerCapture(e.pointerId);
     });
@@ -376,7 +412,8 @@
       view.moved = true;
       viewChanged();
     }, { passive: false });
-    viewport.addEventListener("dblclick", () => {
+    viewport.addEventListener("dblclick", (e) => {
+      if (e.target.closest(".node")) return;
       view.moved = false;
       fit();
       viewChanged();
@@ -385,6 +422,241 @@
       if (!view.moved) fit();
       viewChanged();
     });
+  }
+
+
+  // ---- Acting: POST /api/act ---------------------------------------------------------------
+
+  // Runs one action; its answer's value, or null after showing why it failed.
+  async function act(action, args) {
+    let response;
+    try {
+      response = await fetch("/api/act", {
+        method: "POST",
+        headers: { Authorization: "Bearer " + key, "Content-Type": "application/json" },
+        body: JSON.stringify({ action, args }),
+        cache: "no-store",
+      });
+    } catch (error) {
+      notice("could not reach the server: " + error.message, true);
+      return null;
+    }
+    let answer = {};
+    try {
+      answer = await response.json();
+    } catch (error) { /* the status says it */ }
+    if (!response.ok || answer.ok !== true) {
+      notice(action + ": " + (answer.error || "refused (" + response.status + ")"), true);
+      return null;
+    }
+    // Keys are their own confirmation (the echo); every other action says it was done.
+    if (action !== "keys") notice(action + ": done", false);
+    return answer.value;
+  }
+
+  function notice(text, bad) {
+    const element = $("notice");
+    element.textContent = text;
+    element.classList.toggle("bad", !!bad);
+  }
+
+  // A click made by a pointer: not a key press on a focused button (detail 0).
+  const realClick = (e) => e.isTrusted && e.detail > 0;
+
+  function installClose(entry, close, confirm) {
+    close.addEventListener("click", (e) => {
+      if (!realClick(e)) return;
+      confirm.hidden = !confirm.hidden;
+    });
+    confirm.addEventListener("click", async (e) => {
+      if (!realClick(e)) return;
+      confirm.hidden = true;
+      await act("terminal_close", { nodeId: entry.node.id });
+    });
+  }
+
+  // Dragging a node's head moves it; its corner grip resizes it. Sent once, on release.
+  function installDrag(entry, head, grip) {
+    const start = (e, resizing) => {
+      if (!canAct || e.button !== 0 || e.target.closest("button")) return;
+      e.stopPropagation();
+      e.preventDefault();
+      const node = entry.node;
+      const origin = { x: e.clientX, y: e.clientY };
+      const from = { ...node.position, ...node.size };
+      const target = e.currentTarget;
+      try {
+        target.setPointerCapture(e.pointerId);
+      } catch (error) { /* not an active pointer: moves still reach the target */ }
+      let moved = null;
+      const move = (m) => {
+        const dx = (m.clientX - origin.x) / view.scale;
+        const dy = (m.clientY - origin.y) / view.scale;
+        const at = node.absolute || node.position;
+        if (resizing) {
+          moved = { width: Math.max(120, Math.round(from.width + dx)), height: Math.max(80, Math.round(from.height + dy)) };
+          entry.root.style.width = moved.width + "px";
+          entry.root.style.height = moved.height + "px";
+        } else {
+          moved = { x: Math.round(from.x + dx), y: Math.round(from.y + dy) };
+          entry.root.style.left = (at.x + dx) + "px";
+          entry.root.style.top = (at.y + dy) + "px";
+        }
+      };
+      const end = async () => {
+        target.removeEventListener("pointermove", move);
+        target.removeEventListener("pointerup", end);
+        target.removeEventListener("pointercancel", end);
+        if (!moved) return;
+        if (resizing) await act("canvas_resize", { nodeId: node.id, ...moved });
+        else await act("canvas_move", { nodeId: node.id, ...moved });
+      };
+      target.addEventListener("pointermove", move);
+      target.addEventListener("pointerup", end);
+      target.addEventListener("pointercancel", end);
+    };
+    head.addEventListener("pointerdown", (e) => start(e, false));
+    grip.addEventListener("pointerdown", (e) => start(e, true));
+  }
+
+  // ---- Keys into a terminal: batched, in order ------------------------------------------
+
+  // What a terminal sends for a key (xterm, normal cursor mode); null for keys it ignores.
+  const NAMED_KEYS = {
+    Enter: "\r", Backspace: "\x7f", Tab: "\t", Escape: "\x1b",
+    ArrowUp: "\x1b[A", ArrowDown: "\x1b[B", ArrowRight: "\x1b[C", ArrowLeft: "\x1b[D",
+    Home: "\x1b[H", End: "\x1b[F", Insert: "\x1b[2~", Delete: "\x1b[3~",
+    PageUp: "\x1b[5~", PageDown: "\x1b[6~",
+    F1: "\x1bOP", F2: "\x1bOQ", F3: "\x1bOR", F4: "\x1bOS", F5: "\x1b[15~", F6: "\x1b[17~",
+    F7: "\x1b[18~", F8: "\x1b[19~", F9: "\x1b[20~", F10: "\x1b[21~", F11: "\x1b[23~", F12: "\x1b[24~",
+  };
+  const CTRL_SYMBOLS = { "[": "\x1b", "\\": "\x1c", "]": "\x1d", "^": "\x1e", "_": "\x1f" };
+
+  function keyText(e) {
+    if (e.isComposing || e.metaKey) return null;
+    const k = e.key;
+    const alt = e.altKey ? "\x1b" : "";
+    if (k === "Tab" && e.shiftKey) return "\x1b[Z";
+    if (Object.prototype.hasOwnProperty.call(NAMED_KEYS, k)) return alt + NAMED_KEYS[k];
+    if ([...k].length !== 1) return null;
+    if (e.ctrlKey) {
+      const lower = k.toLowerCase();
+      if (lower >= "a" && lower <= "z") return alt + String.fromCharCode(lower.charCodeAt(0) - 96);
+      return CTRL_SYMBOLS[k] ? alt + CTRL_SYMBOLS[k] : null;
+    }
+    return alt + k;
+  }
+
+  // A paste as a terminal without bracketed paste takes it: no control characters but
+  // tab, each line end as Enter.
+  const pastedText = (text) =>
+    text.replace(/\r\n?|\n/g, "\r").replace(/[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\x80-\x9f]/g, "");
+
+  const typing = { queue: new Map(), timer: null, sending: false };
+
+  function typeInto(nodeId, text) {
+    if (!text) return;
+    typing.queue.set(nodeId, (typing.queue.get(nodeId) || "") + text);
+    if (!typing.timer && !typing.sending) typing.timer = setTimeout(sendKeys, 12);
+  }
+
+  // One POST per terminal per batch, one batch at a time, so keys keep their order.
+  async function sendKeys() {
+    typing.timer = null;
+    typing.sending = true;
+    const batch = Array.from(typing.queue);
+    typing.queue.clear();
+    for (const [nodeId, text] of batch) {
+      for (let at = 0; at < text.length; at += 8000) {
+        await act("keys", { nodeId, text: text.slice(at, at + 8000) });
+      }
+    }
+    typing.sending = false;
+    // Look for the echo at once.
+    soon = true;
+    if (polling) polling.controller.abort();
+    if (typing.queue.size) typing.timer = setTimeout(sendKeys, 0);
+  }
+
+  function installKeys(entry) {
+    const sink = entry.parts.keys;
+    entry.parts.body.addEventListener("pointerdown", (e) => {
+      if (!canAct) return;
+      e.stopPropagation();
+    });
+    entry.parts.body.addEventListener("click", () => {
+      if (canAct) sink.focus({ preventScroll: true });
+    });
+    sink.addEventListener("focus", () => entry.root.classList.add("typing"));
+    sink.addEventListener("blur", () => entry.root.classList.remove("typing"));
+    sink.addEventListener("keydown", (e) => {
+      // Ctrl+V / Ctrl+Shift+V / Shift+Insert paste (the paste event below).
+      const lower = e.key.toLowerCase();
+      if ((e.ctrlKey && lower === "v") || (e.shiftKey && e.key === "Insert")) return;
+      const text = keyText(e);
+      // Keys stay here: nothing else on the page hears them.
+      e.stopPropagation();
+      if (text === null) return;
+      e.preventDefault();
+      typeInto(entry.node.id, text);
+    });
+    sink.addEventListener("paste", (e) => {
+      e.preventDefault();
+      e.stopPropagation();
+      typeInto(entry.node.id, pastedText(e.clipboardData.getData("text/plain")));
+    });
+    // Whatever else lands in the sink (an input method's text) is typed, then cleared.
+    sink.addEventListener("input", () => {
+      typeInto(entry.node.id, pastedText(sink.value));
+      sink.value = "";
+    });
+  }
+
+  // ---- Toolbar and links -----------------------------------------------------------------
+
+  let agentKindsFilled = false;
+  function fillAgentKinds(kinds) {
+    if (agentKindsFilled) return;
+    agentKindsFilled = true;
+    const select = $("agent-kind");
+    for (const kind of kinds) {
+      if (typeof kind !== "string") continue;
+      const option = make("option", "", kind);
+      option.value = kind;
+      select.append(option);
+    }
+  }
+
+  function agentIds() {
+    return canvas ? canvas.nodes.filter((n) => n.type === "terminal" && n.data && n.data.agentId).map((n) => n.id) : [];
+  }
+
+  function fillLinkChoices() {
+    const ids = agentIds();
+    for (const select of [$("link-a"), $("link-b")]) {
+      const chosen = select.value;
+      const current = Array.from(select.options).map((o) => o.value);
+      if (current.join(",") === ids.join(",")) continue;
+      select.replaceChildren(...ids.map((id) => {
+        const option = make("option", "", id);
+        option.value = id;
+        return option;
+      }));
+      if (ids.includes(chosen)) select.value = chosen;
+    }
+  }
+
+  function installControls() {
+    const onClick = (id, run) => $(id).addEventListener("click", (e) => {
+      if (realClick(e)) run();
+    });
+    onClick("new-terminal", () => act("terminal_open", {}));
+    onClick("launch-agent", () => act("agent_launch", { agent: $("agent-kind").value }));
+    onClick("browser-on", () => act("browser_control", { enabled: true }));
+    onClick("browser-off", () => act("browser_control", { enabled: false }));
+    const linkArgs = () => ({ a: $("link-a").value, b: $("link-b").value });
+    onClick("link", () => act("link", { ...linkArgs(), messages: $("link-messages").checked }));
+    onClick("unlink", () => act("unlink", linkArgs()));
   }
 
   // ---- Browser screenshots: only for browsers in view, at most one every 2 s -------------
@@ -415,6 +687,7 @@
     return;
   }
   installPanZoom();
+  installControls();
   poll();
   setInterval(takeScreenshots, 2000);
 })();

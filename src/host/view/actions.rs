@@ -1,0 +1,193 @@
+//! What the person does from the canvas view: `POST /api/act` with
+//! `{"action": NAME, "args": {…}}`, once `check_head` (in `mod.rs`) has admitted it.
+//!
+//! Every action runs through the code that agents' calls or the CLI's commands use, never
+//! a second implementation:
+//! - `terminal_open`, `agent_launch`, `terminal_close`, `canvas_move`, `canvas_resize`:
+//!   checked by the protocol's validator, then [`AgentToolRuntime::act_for_person`] (the
+//!   canvas bridge and owner, `agent_launch`'s presets);
+//! - `link` / `unlink` (`a`, `b`, `messages`): `host/links.rs`, as the `link` command;
+//! - `browser_control` (`enabled`): `host/browser_control.rs`'s request file, as the
+//!   `browser-control` command (it returns once `serve` has applied it);
+//! - `keys` (`nodeId`, `text`): `HostTerminals::person_typed`, the input path of
+//!   `terminal_input` (see `keys.rs` for what `text` may hold).
+//!
+//! Each is recorded in the project's activity trail as done by the person (`by:
+//! "person"`), with its arguments; for `keys` only the node and how many characters,
+//! never the text.
+//!
+//! [`AgentToolRuntime::act_for_person`]: crate::runtime::AgentToolRuntime::act_for_person
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use super::super::{browser_control, links};
+use super::keys;
+use super::ViewSource;
+use crate::protocol::{validate_tool_request, ToolResult};
+
+/// The largest `POST /api/act` body taken, as on `/call` (a paste of
+/// [`keys::MAX_TEXT_CHARS`] characters fits, even with every one escaped in JSON).
+pub const MAX_ACT_BODY: usize = 128 * 1024;
+
+/// The canvas operations the person may run, by their tool names.
+const CANVAS_ACTIONS: [&str; 5] = [
+    "terminal_open",
+    "agent_launch",
+    "terminal_close",
+    "canvas_move",
+    "canvas_resize",
+];
+
+/// What an action did.
+pub struct Acted {
+    /// Its answer, or the text for the page.
+    pub outcome: Result<Value, String>,
+    /// Whether it was keys into a terminal (the view then looks for their echo sooner).
+    pub typed: bool,
+}
+
+/// Runs one action (module docs) and records it.
+pub fn act(source: &ViewSource, data: &Path, body: &[u8]) -> Acted {
+    let refused = |error: String| Acted {
+        outcome: Err(error),
+        typed: false,
+    };
+    match serde_json::from_slice(body) {
+        Ok(request) => act_on(source, data, &request),
+        Err(_) => refused("Expected a JSON object {\"action\": NAME, \"args\": {…}}".into()),
+    }
+}
+
+fn act_on(source: &ViewSource, data: &Path, request: &Value) -> Acted {
+    let started = Instant::now();
+    let refused = |error: &str| Acted {
+        outcome: Err(error.to_string()),
+        typed: false,
+    };
+    let Some(action) = request.get("action").and_then(Value::as_str) else {
+        return refused("Missing action: send {\"action\": NAME, \"args\": {…}}");
+    };
+    let empty = Map::new();
+    let args = match request.get("args") {
+        None => &empty,
+        Some(Value::Object(args)) => args,
+        Some(_) => return refused("Expected args object"),
+    };
+    let (outcome, recorded) = run(source, data, action, args);
+    // Recorded under a known name only: nothing the page sends names a line's operation.
+    if let Some((operation, recorded_args)) = recorded {
+        let result = match &outcome {
+            Ok(value) => ToolResult::Ok(value.clone()),
+            Err(error) => ToolResult::Err(error.clone()),
+        };
+        let server = source.runtime.server();
+        server.record_person(
+            &source.project_id,
+            operation,
+            Some(&recorded_args),
+            &result,
+            started,
+        );
+    }
+    Acted {
+        outcome,
+        typed: action == "keys",
+    }
+}
+
+/// What the trail records of an action: the operation named, and its arguments.
+type Recorded = (&'static str, Map<String, Value>);
+
+/// The action's outcome, and what the trail records of it (`None`: an unknown action).
+fn run(
+    source: &ViewSource,
+    data: &Path,
+    action: &str,
+    args: &Map<String, Value>,
+) -> (Result<Value, String>, Option<Recorded>) {
+    if let Some(name) = CANVAS_ACTIONS.iter().find(|name| **name == action) {
+        let outcome = validate_tool_request(&json!({ "operation": name, "args": args }))
+            .map_err(|e| e.to_string())
+            .and_then(|request| source.runtime.act_for_person(&source.project_id, &request));
+        return (outcome, Some((name, args.clone())));
+    }
+    match action {
+        "link" | "unlink" => {
+            let name = if action == "link" { "link" } else { "unlink" };
+            (link(source, action, args), Some((name, args.clone())))
+        }
+        "browser_control" => {
+            let outcome = match args.get("enabled") {
+                Some(Value::Bool(enabled)) => browser_control::request(data, *enabled)
+                    .map(|said| json!({ "enabled": enabled, "message": said })),
+                _ => Err("Invalid enabled: expected true or false".into()),
+            };
+            (outcome, Some(("browser_control", args.clone())))
+        }
+        "keys" => {
+            let node_id = args.get("nodeId").and_then(Value::as_str).unwrap_or("");
+            let text = args.get("text").and_then(Value::as_str).unwrap_or("");
+            let outcome = keys::check(node_id, text).and_then(|()| {
+                source
+                    .terminals
+                    .person_typed(node_id, text)
+                    .map(|()| json!({ "nodeId": node_id }))
+            });
+            // The count, never the text: it may be a password.
+            let mut recorded = Map::new();
+            recorded.insert("nodeId".into(), json!(node_id));
+            recorded.insert("keys".into(), json!(text.chars().count()));
+            (outcome, Some(("terminal_input", recorded)))
+        }
+        _ => (
+            Err(format!(
+                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys",
+                action.chars().take(40).collect::<String>(),
+                CANVAS_ACTIONS.join(", ")
+            )),
+            None,
+        ),
+    }
+}
+
+/// `link` / `unlink` of `args.a` → `args.b` (`args.messages` for the messaging consent),
+/// through the `link` command's parser and code, in the view's project folder.
+fn link(source: &ViewSource, action: &str, args: &Map<String, Value>) -> Result<Value, String> {
+    let id = |key: &str| {
+        args.get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("Missing argument: {key} (an agent node id)"))
+    };
+    let mut words = vec![id("a")?, id("b")?];
+    let messages = match args.get("messages") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => return Err("Invalid messages: expected true or false".into()),
+    };
+    if messages && action == "link" {
+        words.push("--messages".into());
+    }
+    let folder = source
+        .project_folder()
+        .ok_or("This project has no folder: links live in a folder project")?;
+    let request = links::parse(&words, action == "link", folder)
+        // The parser's usage line names CLI flags the page has no use for.
+        .map_err(|e| {
+            if e.starts_with("usage:") {
+                "Invalid link: name two different agents".into()
+            } else {
+                e
+            }
+        })?;
+    let said = match action {
+        "link" => links::link(&request)?,
+        _ => links::unlink(&request)?,
+    };
+    Ok(
+        json!({ "a": request.a, "b": request.b, "agentMessages": request.messages, "message": said }),
+    )
+}
