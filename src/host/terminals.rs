@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -45,6 +45,7 @@ use crate::runtime::{
     unix_millis, CommandOutput, CommandRecord, Foreground, OutputMark, ProgramEnd,
     ShellIntegration, Terminals,
 };
+use crate::server::Waker;
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
 const MAX_CAPTURE_CHARS: usize = 100_000;
@@ -237,6 +238,8 @@ pub struct HostTerminals {
     shell_files: PathBuf,
     /// tmux panes' shells and output as seen without integration.
     tmux_panes: TmuxPanes,
+    /// The server's waiter, woken when a watched terminal changes ([`HostTerminals::set_waker`]).
+    waker: OnceLock<Waker>,
 }
 
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
@@ -394,6 +397,7 @@ impl HostTerminals {
             stopping: Arc::new(AtomicBool::new(false)),
             shell_files,
             tmux_panes: TmuxPanes::default(),
+            waker: OnceLock::new(),
         })
     }
 
@@ -433,6 +437,14 @@ impl HostTerminals {
             .map_err(cannot)?;
         self.wake_watcher();
         Ok(())
+    }
+
+    /// Wakes `waker` (the server's, once it runs) when a terminal with a waiting call
+    /// changes: a PTY shell's command starts or ends, output comes, the program ends.
+    /// Only the first call counts. Without it, waits are checked every
+    /// [`crate::server::TICK`].
+    pub fn set_waker(&self, waker: Waker) {
+        let _ = self.waker.set(waker);
     }
 
     /// Records `ended` for node `node_id` (at host start, from the canvas), unless an end
@@ -1057,6 +1069,14 @@ impl Terminals for HostTerminals {
         match &self.backend {
             Backend::Tmux(tmux) => self.tmux_panes.output_since(tmux, node_id, position),
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.output_since(position)),
+        }
+    }
+
+    /// PTY terminals wake the waiter themselves (see [`super::terminal::Terminal::watch`]);
+    /// tmux panes are checked every tick.
+    fn watch(&self, node_id: &str, waiting: bool) {
+        if let (Some(waker), Some(terminal)) = (self.waker.get(), self.pty_terminal(node_id)) {
+            terminal.watch(waker, waiting);
         }
     }
 
