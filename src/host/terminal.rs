@@ -29,7 +29,7 @@ use super::procfs;
 use super::screen::Screen;
 use super::shell::inject::Injection;
 use super::shell::text::{plain_text, HEAD_BYTES, TAIL_BYTES};
-use super::shell::ShellSession;
+use super::shell::{kernel, ShellSession};
 use crate::base::unix_millis;
 use crate::runtime::{
     CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ShellIntegration,
@@ -316,13 +316,7 @@ impl Shared {
         let Some(shell) = output.shell.as_mut().filter(|s| s.end_unconfirmed()) else {
             return;
         };
-        let Ok(tty) = std::fs::read_link(format!("/proc/{}/fd/0", self.pid)) else {
-            return;
-        };
-        let waiting = pty::foreground_group(master.as_fd()).is_ok_and(|g| g == self.pid)
-            && procfs::reading_terminal(self.pid, &tty)
-            && pty::unread_bytes(master.as_fd()).is_ok_and(|n| n == 0);
-        if waiting {
+        if kernel::shell_waiting(self.pid, master.as_fd()) {
             shell.confirm_end();
         }
     }
@@ -674,36 +668,14 @@ impl Terminal {
         if fullscreen {
             return Foreground::Fullscreen;
         }
-        let shell = self.shared.pid;
-        let Ok(group) = pty::foreground_group(self.master.as_fd()) else {
-            return Foreground::Shell;
-        };
-        let Ok(tty) = std::fs::read_link(format!("/proc/{shell}/fd/0")) else {
-            return Foreground::Shell;
-        };
-        if group != shell {
-            let members = procfs::group_members(shell, group);
-            return match members
-                .iter()
-                .any(|&pid| procfs::reading_terminal(pid, &tty))
-            {
-                true => Foreground::AwaitingInput,
-                false => Foreground::Running,
-            };
-        }
-        if !command_running || self.program_replaced() {
-            return Foreground::Shell;
-        }
-        // A builtin (`read -p`) waits in the shell itself. Output still on its way to
-        // the reader may hold the command's end: then it is not waiting yet.
-        let nothing_unread = pty::unread_bytes(self.master.as_fd()).is_ok_and(|n| n == 0);
-        let typed_line_read = lock(&self.typed_at_reads).map_or(true, |reads| {
-            procfs::read_calls(shell).is_some_and(|now| now > reads)
-        });
-        match nothing_unread && typed_line_read && procfs::reading_terminal(shell, &tty) {
-            true => Foreground::AwaitingInput,
-            false => Foreground::Running,
-        }
+        let typed_at_reads = *lock(&self.typed_at_reads);
+        kernel::foreground(
+            self.shared.pid,
+            self.master.as_fd(),
+            command_running,
+            self.program_replaced(),
+            typed_at_reads,
+        )
     }
 
     /// Where the output stands: bytes the program wrote (our marks not counted) and

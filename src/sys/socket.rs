@@ -65,3 +65,28 @@ mod tests {
         assert_eq!(unread_bytes(-1), None);
     }
 }
+
+/// The user id of the process at the other end of the connected Unix socket `fd`, as
+/// the kernel recorded it at connect (`SO_PEERCRED`).
+pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero ucred is a valid value for getsockopt to overwrite.
+    let mut credentials: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `length` bytes (one ucred) through the pointer,
+    // which points to a live ucred of that size; the descriptor is open for the call.
+    let done = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut credentials as *mut libc::ucred).cast(),
+            &mut length,
+        )
+    };
+    match done == 0 && length as usize == std::mem::size_of::<libc::ucred>() {
+        true => Ok(credentials.uid),
+        false if done != 0 => Err(std::io::Error::last_os_error()),
+        false => Err(std::io::Error::other("SO_PEERCRED gave a short answer")),
+    }
+}

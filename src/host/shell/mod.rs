@@ -15,6 +15,7 @@
 //! learnt one nonce the way it did (`set -x`, `declare -p`) would learn the next.
 
 pub mod inject;
+pub mod kernel;
 pub mod marks;
 pub mod records;
 pub mod text;
