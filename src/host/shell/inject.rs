@@ -193,7 +193,8 @@ if [ -r /etc/bash.bashrc ]; then . /etc/bash.bashrc; fi
 if [ -r ~/.bashrc ]; then . ~/.bashrc; fi"
         }
         Start::Login => {
-            "# What an interactive login bash reads.
+            "# What an interactive login bash reads, with the $0 it has (bash 5 sets $0 so).
+BASH_ARGV0=-${0##*/}
 if [ -r /etc/profile ]; then . /etc/profile; fi
 if [ -r ~/.bash_profile ]; then . ~/.bash_profile
 elif [ -r ~/.bash_login ]; then . ~/.bash_login
@@ -370,6 +371,7 @@ mod tests {
         let profile = rc.find(". /etc/profile").unwrap();
         assert!(profile < rc.find(". ~/.bash_profile").unwrap(), "{rc}");
         assert!(!rc.contains("bash.bashrc"), "{rc}");
+        assert!(rc.contains("BASH_ARGV0=-${0##*/}"), "{rc}");
         let zsh = prepare(
             "/usr/bin/zsh",
             ShellIntegration::Zsh,
