@@ -223,6 +223,34 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
     );
     assert!(forged["durationMs"].as_u64().unwrap() >= 1000, "{forged}");
 
+    // Marks with no nonce, and a log of another terminal's session, marks and all.
+    let no_nonce = submit_and_wait(
+        serve,
+        dirs,
+        term,
+        r"printf '\033]5379;D;0\007\033]5379;;D;0\033\\'; (exit 6)",
+        json!({}),
+    );
+    assert_eq!(no_nonce["exitCode"], 6, "{no_nonce}");
+    let log = dirs.data.join("session.log");
+    let marks = format!(
+        "\x1b]5379;{0};B;make\x07\x1b]5379;{0};C\x07ok\n\x1b]5379;{0};D;0\x07\x1b]5379;{0};A\x07$ ",
+        "ab".repeat(16)
+    );
+    std::fs::write(&log, marks).unwrap();
+    let replayed = submit_and_wait(
+        serve,
+        dirs,
+        term,
+        &format!("cat '{}'; (exit 2)", log.display()),
+        json!({}),
+    );
+    assert_eq!(
+        (replayed["state"].as_str(), replayed["exitCode"].as_i64()),
+        (Some("exited"), Some(2)),
+        "{replayed}"
+    );
+
     // A prompt that waits for typing ends the wait and says so; typing ends it.
     let asked = submit_and_wait(
         serve,
@@ -252,7 +280,9 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
     );
 
     // A wait that times out, then waiting again for the same command.
-    let slow = submit_and_wait(serve, dirs, term, "sleep 2", json!({"timeoutMs": 300}));
+    // Long enough for the shell to report the start on a busy machine.
+    let slow = submit_and_wait(serve, dirs, term, "sleep 3", json!({"timeoutMs": 1000}));
+    assert!(slow["commandId"].is_u64(), "{slow}");
     assert_eq!(slow["state"], "timed_out", "{slow}");
     let refused = serve.err(
         dirs,
@@ -364,5 +394,41 @@ fn tmux_commands_are_answered_without_the_pane_filter() {
     let dirs = Dirs::new("tc-nofilter");
     let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &["--no-query-filter"]);
     commands_answer_from_the_kernel_and_tmux(&serve, &dirs, &term, "bash");
+    serve.stop();
+}
+
+/// Under the pane filter a waited command's answer follows its end at once: the filter
+/// tells `serve` of the end mark rather than the waiter's next check finding it. Prints
+/// how long after the command's recorded end each answer came (the call's time less the
+/// command's duration); not asserted, the machine is shared.
+#[test]
+fn a_waited_tmux_command_is_answered_right_after_its_end() {
+    if !tmux_installed() {
+        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+        return;
+    }
+    let dirs = Dirs::new("tc-wake");
+    let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &[]);
+    poll("bash's first prompt", Duration::from_secs(10), || {
+        let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
+        (ok["integration"] == "bash").then_some(())
+    });
+    let mut after_end = Vec::new();
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let done = submit_and_wait(&serve, &dirs, &term, "sleep 0.3", json!({}));
+        let call_ms = started.elapsed().as_millis() as u64;
+        assert_eq!(
+            (done["state"].as_str(), done["exitCode"].as_i64()),
+            (Some("exited"), Some(0)),
+            "{done}"
+        );
+        after_end.push(call_ms.saturating_sub(done["durationMs"].as_u64().unwrap()));
+    }
+    after_end.sort_unstable();
+    println!(
+        "tmux: answer after the end mark, ms (call time less the command's duration), 10 runs: median {}, max {}, all {after_end:?}",
+        after_end[5], after_end[9]
+    );
     serve.stop();
 }

@@ -21,9 +21,14 @@
 //! | `command` | `id` (optional) | `{"command": RECORD or null}` (its state refined from the kernel) |
 //! | `foreground` | — | `{"foreground": "shell"\|"running"\|"awaiting_input"}` (the screen's full-screen is tmux's to say) |
 //! | `start_typed` | `line` | `{"started": bool}` (POSIX `sh`: the host typed `line` and Enter) |
+//! | `watch` | — | `{"watching": true}`, then the connection stays open and gets a byte whenever a mark arrives or output comes (at most every [`OUTPUT_WAKE_GAP_MS`]); it closes when the filter ends |
+//!
+//! `serve` watches a pane only while a call waits on it ([`PaneWatcher`]: one thread
+//! polling every watched pane), so a waited command is answered right after its end.
 //!
 //! Output positions stay tmux's (lines read with `capture-pane`, [`super::tmux_panes`]).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
@@ -40,6 +45,7 @@ use super::shell::{kernel, ShellSession};
 use crate::base::files::private_dir;
 use crate::base::{lock_or_recover as lock, unix_millis};
 use crate::runtime::{CommandOutput, CommandRecord, CommandState, Foreground, ShellIntegration};
+use crate::server::Waker;
 use crate::sys::process::effective_uid;
 use crate::sys::pty;
 use crate::sys::socket::peer_uid;
@@ -52,6 +58,10 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(1);
 const REQUEST_CAP: u64 = 64 * 1024;
 /// An answer longer than this is not read (a record's output is at most 128 KiB of text).
 const ANSWER_CAP: u64 = 1024 * 1024;
+/// While `serve` watches a pane, output tells it at most this often (marks at once).
+pub const OUTPUT_WAKE_GAP_MS: u64 = 100;
+/// At most this many watching connections per pane (one `serve` needs one).
+const WATCHERS_CAP: usize = 8;
 
 /// The folder of the panes' sockets and shell files, under the tmux folder
 /// (`<data>/agent-tools/tmux`).
@@ -82,6 +92,9 @@ pub struct PaneShell {
     program: Option<PathBuf>,
     /// The shell's completed reads when the host typed the open command's line (`sh`).
     typed_at_reads: Mutex<Option<u64>>,
+    /// Connections told of each change (`watch`), and when output last told them.
+    watchers: Mutex<Vec<UnixStream>>,
+    output_told_at: std::sync::atomic::AtomicU64,
 }
 
 impl PaneShell {
@@ -98,6 +111,8 @@ impl PaneShell {
             master: Mutex::new(Some(master)),
             program: procfs::executable(shell),
             typed_at_reads: Mutex::new(None),
+            watchers: Mutex::new(Vec::new()),
+            output_told_at: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -113,11 +128,47 @@ impl PaneShell {
         if n == 0 {
             return Ok(None);
         }
+        let now = unix_millis();
+        let marks_before = session.marks_applied();
         let mut shell_has_terminal =
             || pty::foreground_group(master.as_fd()).is_ok_and(|group| group == self.shell);
-        let plain = session.feed(&buffer[..n], unix_millis(), &mut shell_has_terminal);
+        let plain = session.feed(&buffer[..n], now, &mut shell_has_terminal);
         self.confirm_end(&mut session);
+        let marked = session.marks_applied() != marks_before;
+        drop(session);
+        self.tell_watchers(marked, !plain.is_empty(), now);
         Ok(Some(plain))
+    }
+
+    /// Sends each watching connection a byte for a mark, or for output at most every
+    /// [`OUTPUT_WAKE_GAP_MS`]; drops those that are gone. A full connection already has
+    /// a byte its reader has not taken: it is told already.
+    fn tell_watchers(&self, marked: bool, output: bool, now: u64) {
+        use std::sync::atomic::Ordering;
+        let mut watchers = lock(&self.watchers);
+        if watchers.is_empty() {
+            return;
+        }
+        let told_at = self.output_told_at.load(Ordering::Relaxed);
+        if !marked && !(output && now.saturating_sub(told_at) >= OUTPUT_WAKE_GAP_MS) {
+            return;
+        }
+        self.output_told_at.store(now, Ordering::Relaxed);
+        watchers.retain(|watcher| match (&*watcher).write(&[1]) {
+            Ok(_) => true,
+            Err(error) => error.kind() == io::ErrorKind::WouldBlock,
+        });
+    }
+
+    /// Keeps `stream` to tell it of changes (`watch`); the oldest goes past the cap.
+    fn add_watcher(&self, stream: UnixStream) -> io::Result<()> {
+        stream.set_nonblocking(true)?;
+        let mut watchers = lock(&self.watchers);
+        if watchers.len() == WATCHERS_CAP {
+            watchers.remove(0);
+        }
+        watchers.push(stream);
+        Ok(())
     }
 
     /// Lets go of the master, so that the filter's close of its own hangs up the shell.
@@ -267,7 +318,13 @@ fn answer_one(shell: &PaneShell, stream: UnixStream) -> io::Result<()> {
     stream.set_write_timeout(Some(EXCHANGE_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new((&stream).take(REQUEST_CAP)).read_line(&mut line)?;
-    let mut answer = shell.answer(line.trim_end()).to_string();
+    let request = line.trim_end();
+    if serde_json::from_str::<Value>(request).is_ok_and(|r| r["op"] == "watch") {
+        // Kept before the answer, so nothing that happens after it goes untold.
+        shell.add_watcher(stream.try_clone()?)?;
+        return (&stream).write_all(b"{\"watching\":true}\n");
+    }
+    let mut answer = shell.answer(request).to_string();
     answer.push('\n');
     (&stream).write_all(answer.as_bytes())
 }
@@ -327,6 +384,180 @@ pub fn foreground(socket: &Path) -> Option<Foreground> {
 pub fn start_typed(socket: &Path, line: &str) -> bool {
     ask(socket, &json!({"op": "start_typed", "line": line}))
         .is_some_and(|answer| answer["started"] == true)
+}
+
+/// `serve`'s watches of panes with a waiting call: a `watch` connection to each pane's
+/// filter, and one thread (started with the first watch, asleep in `poll` while nothing
+/// changes) that wakes the server's waiter whenever one of them says something changed
+/// or closes.
+pub struct PaneWatcher {
+    waker: Waker,
+    panes: Mutex<HashMap<String, WatchedPane>>,
+    /// Writing a byte here has the thread look at `panes` again; `None` until it runs.
+    poke: Mutex<Option<File>>,
+}
+
+struct WatchedPane {
+    connection: UnixStream,
+    /// Calls waiting on the pane now.
+    waiting: usize,
+}
+
+impl PaneWatcher {
+    /// A watcher that wakes `waker`.
+    pub fn new(waker: Waker) -> Arc<PaneWatcher> {
+        Arc::new(PaneWatcher {
+            waker,
+            panes: Mutex::new(HashMap::new()),
+            poke: Mutex::new(None),
+        })
+    }
+
+    /// A call starts (`waiting`) or stops waiting on node `node`'s pane, whose filter
+    /// answers at `socket`. Without a filter there, nothing is watched (the waiter's
+    /// own checks remain).
+    pub fn watch(self: &Arc<Self>, node: &str, socket: &Path, waiting: bool) {
+        let mut panes = lock(&self.panes);
+        if let Some(pane) = panes.get_mut(node) {
+            pane.waiting = match waiting {
+                true => pane.waiting + 1,
+                false => pane.waiting.saturating_sub(1),
+            };
+            if pane.waiting == 0 {
+                panes.remove(node);
+                drop(panes);
+                self.poke();
+            }
+            return;
+        }
+        if !waiting {
+            return;
+        }
+        drop(panes); // not held while the filter answers
+        let Some(connection) = open_watch(socket) else {
+            return;
+        };
+        let mut panes = lock(&self.panes);
+        match panes.get_mut(node) {
+            // Another call watched it meanwhile: its connection serves both.
+            Some(pane) => pane.waiting += 1,
+            None => {
+                let pane = WatchedPane {
+                    connection,
+                    waiting: 1,
+                };
+                panes.insert(node.to_string(), pane);
+                drop(panes);
+                self.start_or_poke();
+            }
+        }
+    }
+
+    fn poke(&self) {
+        if let Some(poke) = lock(&self.poke).as_ref() {
+            let _ = (&*poke).write(&[1]);
+        }
+    }
+
+    fn start_or_poke(self: &Arc<Self>) {
+        let mut poke = lock(&self.poke);
+        if let Some(poke) = poke.as_ref() {
+            let _ = (&*poke).write(&[1]);
+            return;
+        }
+        let Ok((poked, poke_end)) = crate::sys::fd::pipe() else {
+            return;
+        };
+        let watcher = Arc::downgrade(self);
+        let poked = File::from(poked);
+        let started = std::thread::Builder::new()
+            .name("pane-watch".into())
+            .spawn(move || watch_panes(&watcher, &poked));
+        if started.is_ok() {
+            *poke = Some(File::from(poke_end));
+        }
+    }
+}
+
+/// Connects to a pane's filter and asks it to tell of changes; `None` when no filter
+/// with integration answers there.
+fn open_watch(socket: &Path) -> Option<UnixStream> {
+    let stream = UnixStream::connect(socket).ok()?;
+    if peer_uid(stream.as_fd()).ok()? != effective_uid() {
+        return None;
+    }
+    stream.set_read_timeout(Some(EXCHANGE_TIMEOUT)).ok()?;
+    stream.set_write_timeout(Some(EXCHANGE_TIMEOUT)).ok()?;
+    (&stream).write_all(b"{\"op\":\"watch\"}\n").ok()?;
+    // Byte by byte up to the newline: the change bytes that follow stay unread.
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while answer.len() < 64 {
+        match (&stream).read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => break,
+            Ok(1) => answer.push(byte[0]),
+            _ => return None,
+        }
+    }
+    (answer == b"{\"watching\":true}").then_some(())?;
+    stream.set_nonblocking(true).ok()?;
+    Some(stream)
+}
+
+/// The `pane-watch` thread: waits in `poll` on every watched pane's connection and the
+/// poke pipe; wakes the waiter when a pane says something changed or its filter ended.
+/// Ends when the watcher is gone.
+fn watch_panes(watcher: &std::sync::Weak<PaneWatcher>, poked: &File) {
+    loop {
+        let Some(this) = watcher.upgrade() else {
+            return;
+        };
+        let watched: Vec<(String, UnixStream)> = lock(&this.panes)
+            .iter()
+            .filter_map(|(node, pane)| Some((node.clone(), pane.connection.try_clone().ok()?)))
+            .collect();
+        drop(this);
+        let mut fds: Vec<libc::pollfd> = watched
+            .iter()
+            .map(|(_, connection)| connection.as_fd())
+            .chain(std::iter::once(poked.as_fd()))
+            .map(|fd| libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        match crate::sys::fd::poll(&mut fds, -1) {
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        }
+        let mut drained = [0u8; 256];
+        if fds.last().is_some_and(|fd| fd.revents != 0) {
+            let _ = (&*poked).read(&mut drained);
+        }
+        let mut changed = false;
+        for ((node, connection), fd) in watched.iter().zip(&fds) {
+            if fd.revents == 0 {
+                continue;
+            }
+            changed = true;
+            let open = loop {
+                match (&*connection).read(&mut drained) {
+                    Ok(0) => break false,
+                    Ok(_) => {}
+                    Err(error) => break error.kind() == io::ErrorKind::WouldBlock,
+                }
+            };
+            if let (false, Some(this)) = (open, watcher.upgrade()) {
+                // Its filter ended: the wait's next check says so.
+                lock(&this.panes).remove(node);
+            }
+        }
+        if let (true, Some(this)) = (changed, watcher.upgrade()) {
+            this.waker.wake();
+        }
+    }
 }
 
 fn foreground_name(foreground: Foreground) -> &'static str {
@@ -452,6 +683,19 @@ mod tests {
         assert_eq!(command(&path, None), None);
         assert!(!start_typed(&path, "ls"), "bash is not at an sh prompt");
         assert_eq!(ask(&path, &json!({"op": "nonsense"})), None);
+        // A watching connection hears of a mark at once, of output at most so often.
+        let watching = open_watch(&path).unwrap();
+        watching.set_nonblocking(false).unwrap();
+        shell.tell_watchers(true, false, 1_000);
+        shell.tell_watchers(false, true, 1_000 + OUTPUT_WAKE_GAP_MS - 1);
+        shell.tell_watchers(false, true, 1_000 + OUTPUT_WAKE_GAP_MS);
+        let mut told = [0u8; 4];
+        let mut count = 0;
+        while count < 2 {
+            count += (&watching).read(&mut told[count..]).unwrap();
+        }
+        watching.set_nonblocking(true).unwrap();
+        assert!((&watching).read(&mut told).is_err(), "no third byte");
         drop(socket);
         assert!(!path.exists());
         assert_eq!(integration(&path), None);

@@ -241,6 +241,8 @@ pub struct HostTerminals {
     tmux_panes: TmuxPanes,
     /// The server's waiter, woken when a watched terminal changes ([`HostTerminals::set_waker`]).
     waker: OnceLock<Waker>,
+    /// tmux panes with a waiting call, watched through their filters.
+    pane_watcher: OnceLock<Arc<pane_shell::PaneWatcher>>,
 }
 
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
@@ -399,6 +401,7 @@ impl HostTerminals {
             shell_files,
             tmux_panes: TmuxPanes::default(),
             waker: OnceLock::new(),
+            pane_watcher: OnceLock::new(),
         })
     }
 
@@ -445,6 +448,11 @@ impl HostTerminals {
     /// Only the first call counts. Without it, waits are checked every
     /// [`crate::server::TICK`].
     pub fn set_waker(&self, waker: Waker) {
+        if let Backend::Tmux(_) = &self.backend {
+            let _ = self
+                .pane_watcher
+                .set(pane_shell::PaneWatcher::new(waker.clone()));
+        }
         let _ = self.waker.set(waker);
     }
 
@@ -674,13 +682,6 @@ impl HostTerminals {
             return None;
         };
         pane_shell::integration(&tmux.pane_socket(node_id)?)
-    }
-
-    fn pty_terminal(&self, node_id: &str) -> Option<Arc<super::terminal::Terminal>> {
-        match &self.backend {
-            Backend::Pty(pty) => pty.get(node_id),
-            Backend::Tmux(_) => None,
-        }
     }
 
     /// Ends node `node_id`'s session and everything running in it (none is fine), and
@@ -1131,10 +1132,20 @@ impl Terminals for HostTerminals {
     }
 
     /// PTY terminals wake the waiter themselves (see [`super::terminal::Terminal::watch`]);
-    /// tmux panes are checked every tick.
+    /// tmux panes through their filters ([`pane_shell::PaneWatcher`]), those with one.
     fn watch(&self, node_id: &str, waiting: bool) {
-        if let (Some(waker), Some(terminal)) = (self.waker.get(), self.pty_terminal(node_id)) {
-            terminal.watch(waker, waiting);
+        match &self.backend {
+            Backend::Tmux(tmux) => {
+                let socket = tmux.pane_socket(node_id);
+                if let (Some(watcher), Some(socket)) = (self.pane_watcher.get(), socket) {
+                    watcher.watch(node_id, &socket, waiting);
+                }
+            }
+            Backend::Pty(pty) => {
+                if let (Some(waker), Some(terminal)) = (self.waker.get(), pty.get(node_id)) {
+                    terminal.watch(waker, waiting);
+                }
+            }
         }
     }
 
