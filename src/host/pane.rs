@@ -25,7 +25,7 @@
 //! With `--integrate`, a bash, zsh or `sh` login shell starts with our shell
 //! integration (its start-up files in a `shell` folder beside `SOCKET`), the filter
 //! takes our marks out of its output before anything else and answers `serve` about
-//! its commands on `SOCKET` ([`super::pane_shell`]); another shell starts as without it.
+//! its commands on `SOCKET` (`pane_shell`); another shell starts as without it.
 //!
 //! `SHELL` is the pane's (tmux sets it to its `default-shell`), else `/bin/sh`; the login
 //! shell's `argv[0]` is `-NAME`, as tmux makes it. An embedder that uses the default host

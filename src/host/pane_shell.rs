@@ -150,7 +150,8 @@ impl PaneShell {
             return;
         }
         let told_at = self.output_told_at.load(Ordering::Relaxed);
-        if !marked && !(output && now.saturating_sub(told_at) >= OUTPUT_WAKE_GAP_MS) {
+        let output_due = output && now.saturating_sub(told_at) >= OUTPUT_WAKE_GAP_MS;
+        if !marked && !output_due {
             return;
         }
         self.output_told_at.store(now, Ordering::Relaxed);

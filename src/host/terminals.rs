@@ -1132,7 +1132,7 @@ impl Terminals for HostTerminals {
     }
 
     /// PTY terminals wake the waiter themselves (see [`super::terminal::Terminal::watch`]);
-    /// tmux panes through their filters ([`pane_shell::PaneWatcher`]), those with one.
+    /// tmux panes through their filters (`pane_shell::PaneWatcher`), those with one.
     fn watch(&self, node_id: &str, waiting: bool) {
         match &self.backend {
             Backend::Tmux(tmux) => {

@@ -268,7 +268,7 @@ impl TmuxServer {
     }
 
     /// The socket on which node `node`'s pane filter answers about its shell's commands
-    /// ([`super::pane_shell`]), if this server starts pane filters and the path fits a
+    /// (`pane_shell`), if this server starts pane filters and the path fits a
     /// socket address.
     pub fn pane_socket(&self, node: &str) -> Option<PathBuf> {
         self.pane_filter.as_ref()?;

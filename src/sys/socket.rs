@@ -1,4 +1,5 @@
-//! Acting on sockets tiny_http owns, by descriptor number, without owning them.
+//! Acting on sockets tiny_http owns, by descriptor number, without owning them; and the
+//! user at the other end of a Unix socket (the pane filters' sockets).
 
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
@@ -36,36 +37,6 @@ pub fn unread_bytes(fd: RawFd) -> Option<usize> {
     (done == 0).then(|| usize::try_from(count).unwrap_or(0))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{Read, Write};
-    use std::net::TcpListener;
-    use std::os::fd::AsRawFd;
-
-    #[test]
-    fn queue_sizes_follow_what_was_sent_and_read() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut server, _) = listener.accept().unwrap();
-        assert_eq!(unread_bytes(server.as_raw_fd()), Some(0));
-        client.write_all(b"hello").unwrap();
-        let mut waited = 0;
-        while unread_bytes(server.as_raw_fd()) != Some(5) && waited < 200 {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            waited += 1;
-        }
-        assert_eq!(unread_bytes(server.as_raw_fd()), Some(5));
-        let mut buf = [0u8; 5];
-        server.read_exact(&mut buf).unwrap();
-        assert_eq!(unread_bytes(server.as_raw_fd()), Some(0));
-        let peer = with_socket(server.as_raw_fd(), |s| s.peer_addr().unwrap());
-        assert_eq!(peer, client.local_addr().unwrap());
-        assert!(unacknowledged_bytes(server.as_raw_fd()).is_some());
-        assert_eq!(unread_bytes(-1), None);
-    }
-}
-
 /// The user id of the process at the other end of the connected Unix socket `fd`, as
 /// the kernel recorded it at connect (`SO_PEERCRED`).
 pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u32> {
@@ -88,5 +59,46 @@ pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u32> {
         true => Ok(credentials.uid),
         false if done != 0 => Err(std::io::Error::last_os_error()),
         false => Err(std::io::Error::other("SO_PEERCRED gave a short answer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_unix_socket_peer_is_our_user() {
+        use std::os::fd::AsFd;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let me = crate::sys::process::effective_uid();
+        assert_eq!(peer_uid(ours.as_fd()).unwrap(), me);
+        assert_eq!(peer_uid(theirs.as_fd()).unwrap(), me);
+        let file = std::fs::File::open("/dev/null").unwrap();
+        assert!(peer_uid(file.as_fd()).is_err(), "not a socket");
+    }
+
+    #[test]
+    fn queue_sizes_follow_what_was_sent_and_read() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        assert_eq!(unread_bytes(server.as_raw_fd()), Some(0));
+        client.write_all(b"hello").unwrap();
+        let mut waited = 0;
+        while unread_bytes(server.as_raw_fd()) != Some(5) && waited < 200 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            waited += 1;
+        }
+        assert_eq!(unread_bytes(server.as_raw_fd()), Some(5));
+        let mut buf = [0u8; 5];
+        server.read_exact(&mut buf).unwrap();
+        assert_eq!(unread_bytes(server.as_raw_fd()), Some(0));
+        let peer = with_socket(server.as_raw_fd(), |s| s.peer_addr().unwrap());
+        assert_eq!(peer, client.local_addr().unwrap());
+        assert!(unacknowledged_bytes(server.as_raw_fd()).is_some());
+        assert_eq!(unread_bytes(-1), None);
     }
 }
