@@ -432,3 +432,57 @@ fn a_waited_tmux_command_is_answered_right_after_its_end() {
     );
     serve.stop();
 }
+
+/// Under the pane filter, a nested shell gives no false end (its commands are typing
+/// into the command, which ends with the nested shell's status) and `exec sh` ends the
+/// terminal's integration rather than reporting an end.
+#[test]
+fn nested_shells_and_exec_in_a_tmux_shell_give_no_false_end() {
+    if !tmux_installed() {
+        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+        return;
+    }
+    let dirs = Dirs::new("tc-nested");
+    let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &[]);
+    poll("bash's first prompt", Duration::from_secs(10), || {
+        let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
+        (ok["integration"] == "bash").then_some(())
+    });
+    let nested = submit_and_wait(&serve, &dirs, &term, "bash --norc", json!({}));
+    assert_eq!(nested["state"], "awaiting_input", "{nested}");
+    let wait = |timeout: u64| {
+        serve.ok(
+            &dirs,
+            "me",
+            "terminal_wait",
+            json!({"nodeId": term, "commandId": nested["commandId"], "until": "exit", "timeoutMs": timeout}),
+        )
+    };
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_input",
+        json!({"nodeId": term, "text": "false\r(exit 9)\r"}),
+    );
+    let inside = wait(1500);
+    assert_ne!(inside["state"], "exited", "{inside}");
+    assert_eq!(inside["exitCode"], Value::Null, "{inside}");
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_input",
+        json!({"nodeId": term, "text": "exit 3\r"}),
+    );
+    let ended = wait(10000);
+    assert_eq!(
+        (ended["state"].as_str(), ended["exitCode"].as_i64()),
+        (Some("exited"), Some(3)),
+        "{ended}"
+    );
+
+    let replaced = submit_and_wait(&serve, &dirs, &term, "exec sh", json!({"timeoutMs": 5000}));
+    println!("exec sh: {replaced}");
+    assert_eq!(replaced["integration"], "none", "{replaced}");
+    assert_eq!(replaced["exitCode"], Value::Null, "{replaced}");
+    serve.stop();
+}
