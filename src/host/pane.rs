@@ -202,7 +202,9 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
         })
         .collect();
     // Blocked before the program starts, so its exit cannot be missed.
-    let signals = pty::signal_reader(&[libc::SIGCHLD, libc::SIGWINCH])
+    // SIGHUP: tmux closed the pane (its server ended); ending as when the pane's input
+    // closes removes the integration's socket and files rather than dying by default.
+    let signals = pty::signal_reader(&[libc::SIGCHLD, libc::SIGWINCH, libc::SIGHUP])
         .map_err(other("cannot watch signals"))?;
     let pair = pty::open_pty(size).map_err(other("cannot open a pseudo-terminal"))?;
     pty::set_terminal_settings(pair.slave.as_fd(), &settings)
@@ -304,7 +306,9 @@ impl Relay {
                 continue;
             }
             if fds[2].revents != 0 {
-                drain(&self.signals);
+                if drain(&self.signals) {
+                    return self.hang_up();
+                }
                 if let Some(status) = wait_child(self.pid, false)? {
                     self.last_output(&mut filter, &mut buffer, &mut out)?;
                     return Ok(status);
@@ -455,9 +459,19 @@ fn retry(error: &io::Error) -> bool {
 }
 
 /// Reads every pending signal record (only their arrival matters).
-fn drain(signals: &File) {
-    let mut records = [0u8; 16 * 128];
-    while matches!((&*signals).read(&mut records), Ok(n) if n > 0) {}
+/// Reads every pending signal record; true if SIGHUP was among them.
+fn drain(signals: &File) -> bool {
+    // A `signalfd_siginfo` is 128 bytes and starts with the signal number.
+    const RECORD: usize = 128;
+    let mut records = [0u8; 16 * RECORD];
+    let mut hung_up = false;
+    while let Ok(n @ 1..) = (&*signals).read(&mut records) {
+        hung_up |= records[..n].chunks_exact(RECORD).any(|record| {
+            let number = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]);
+            number == libc::SIGHUP as u32
+        });
+    }
+    hung_up
 }
 
 #[cfg(test)]

@@ -75,6 +75,26 @@ pub fn socket_path(panes: &Path, node: &str) -> Option<PathBuf> {
     (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
 }
 
+/// Removes the sockets in `panes` that no filter listens on any more (a filter that was
+/// killed could not remove its own), so none is mistaken for a pane's.
+pub fn remove_stale_sockets(panes: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(panes) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let socket = entry.file_type().is_ok_and(|kind| kind.is_socket());
+        let refused = || {
+            UnixStream::connect(&path)
+                .is_err_and(|error| error.kind() == io::ErrorKind::ConnectionRefused)
+        };
+        if socket && path.extension().is_some_and(|e| e == "sock") && refused() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// The shell files' folder beside a pane's socket.
 pub fn shell_files(socket: &Path) -> PathBuf {
     socket.with_file_name("shell")
@@ -699,6 +719,12 @@ mod tests {
         assert!((&watching).read(&mut told).is_err(), "no third byte");
         drop(socket);
         assert!(!path.exists());
+        // A socket nobody listens on is stale; a live one stays.
+        drop(UnixListener::bind(&path).unwrap());
+        let live = panes_dir(&dir).join("live.sock");
+        let _listening = UnixListener::bind(&live).unwrap();
+        remove_stale_sockets(&panes_dir(&dir));
+        assert!(!path.exists() && live.exists());
         assert_eq!(integration(&path), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -378,6 +378,9 @@ impl HostTerminals {
             None => Backend::Pty(PtyTerminals::new()),
         };
         let shell_files = data.join("agent-tools").join("shell");
+        if matches!(backend, Backend::Tmux(_)) {
+            pane_shell::remove_stale_sockets(&pane_shell::panes_dir(&tmux_dir(data)));
+        }
         if matches!(backend, Backend::Pty(_)) {
             // Left by a host that did not close its terminals; their shells are gone
             // (PTY terminals end with their host).
