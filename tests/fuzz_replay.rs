@@ -7,6 +7,9 @@
 
 #[path = "../fuzz/check_http.rs"]
 mod check_http;
+#[cfg(feature = "host")]
+#[path = "../fuzz/check_marks.rs"]
+mod check_marks;
 #[path = "../fuzz/check_mcp.rs"]
 mod check_mcp;
 #[path = "../fuzz/check_transcript.rs"]
@@ -180,5 +183,27 @@ fn trail_holds_on_seeds_and_mutations() {
         3_000,
         snippets,
         0x0b5e_55ed_4777_0004,
+    );
+}
+
+#[cfg(feature = "host")]
+#[test]
+fn shell_marks_hold_on_seeds_and_mutations() {
+    let snippets: &[&[u8]] = &[
+        b"\x1b]5379;ab12;",
+        b"\x1b]5379;ab12;D;0\x07",
+        b"\x1b]5379;ab12;B;make%0A\x07",
+        b"\x1b]5379;ab12;A\x1b\\",
+        b"ab12",
+        b"\x1b",
+        b"\x07",
+        b";",
+    ];
+    replay(
+        "shell_marks",
+        check_marks::check_marks,
+        5_000,
+        snippets,
+        0x0b5e_55ed_4777_0005,
     );
 }

@@ -104,12 +104,13 @@ async def every_operation(run, project, url):
     await run.ok("artifact_open", {"path": os.path.join(project, "notes.md")})
     await run.ok("artifact_open", {"path": os.path.join(project, "notes.md"), "view": "diff"})
     term = (await run.ok("terminal_open", {"title": "schemas"}))["nodeId"]
-    await run.ok("terminal_submit", {"nodeId": term, "command": "echo schema-$((6*7))"})
-    await run.ok("terminal_input", {"nodeId": term, "text": "sleep 30"})
-    # Calls that wait: their answers carry the command fields (what a host without shell
-    # integration knows: state from the foreground, exitCode null).
-    waited = await run.ok("terminal_submit", {"nodeId": term, "command": "echo waited", "wait": "exit", "timeoutMs": 3000})
+    # Calls that wait: their answers carry the command fields (without shell integration,
+    # what the host knows: state from the foreground, exitCode null). First, so that no
+    # command of the plain submit below still runs (a waited submit is refused then).
+    waited = await run.ok("terminal_submit", {"nodeId": term, "command": "echo schema-$((6*7))", "wait": "exit", "timeoutMs": 5000})
     check(waited["integration"] in ("none", "bash", "zsh", "sh", "fish"), f"{run.label}: {waited}")
+    await run.ok("terminal_submit", {"nodeId": term, "command": "sleep 30"})
+    await run.ok("terminal_input", {"nodeId": term, "text": "typed while it sleeps"})
     await run.ok("terminal_wait", {"nodeId": term, "until": "idle", "timeoutMs": 3000})
     await run.ok("terminal_interrupt", {"nodeId": term})
     await run.ok("terminal_read", {"nodeId": term, "maxChars": 2000})

@@ -140,3 +140,47 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         serve.stop();
     }
 }
+
+/// A waited command's answer follows its end at once: the shell's end mark wakes the
+/// waiter rather than its next check. Prints how long after the command's recorded end
+/// each answer came (the call's time less the command's duration); not asserted, the
+/// machine is shared.
+#[test]
+fn a_waited_command_is_answered_right_after_its_end() {
+    let dirs = Dirs::new("commands-wake");
+    let home = dirs.data.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home_text = home.to_string_lossy().into_owned();
+    let env = [("SHELL", "/bin/bash"), ("HOME", home_text.as_str())];
+    let serve = Serve::start_with_env(&dirs, &["--terminals", "pty", "--agent", "me"], &env);
+    let term = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    poll(
+        "bash's first prompt",
+        std::time::Duration::from_secs(10),
+        || {
+            let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
+            (ok["integration"] == "bash").then_some(())
+        },
+    );
+    let mut after_end = Vec::new();
+    for _ in 0..10 {
+        let started = std::time::Instant::now();
+        let done = submit_and_wait(&serve, &dirs, &term, "sleep 0.3", json!({}));
+        let call_ms = started.elapsed().as_millis() as u64;
+        assert_eq!(
+            (done["state"].as_str(), done["exitCode"].as_i64()),
+            (Some("exited"), Some(0)),
+            "{done}"
+        );
+        after_end.push(call_ms.saturating_sub(done["durationMs"].as_u64().unwrap()));
+    }
+    after_end.sort_unstable();
+    println!(
+        "answer after the end mark, ms (call time less the command's duration), 10 runs: median {}, max {}, all {after_end:?}",
+        after_end[5], after_end[9]
+    );
+    serve.stop();
+}

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use termsprawl_tools::host::shell::inject::{prepare, shell_kind};
+use termsprawl_tools::host::shell::inject::{prepare, shell_kind, Start};
 use termsprawl_tools::host::terminal::{Terminal, TerminalOptions, WindowSize};
 use termsprawl_tools::runtime::{CommandRecord, CommandState, Foreground, ShellIntegration};
 
@@ -43,7 +43,14 @@ impl Shell {
             std::fs::write(home.join(file), text).unwrap();
         }
         let kind = shell_kind(program).expect("a shell we inject into");
-        let injection = prepare(program, kind, &home.join("data/shell"), &|_| None).unwrap();
+        let injection = prepare(
+            program,
+            kind,
+            Start::Interactive,
+            &home.join("data/shell"),
+            &|_| None,
+        )
+        .unwrap();
         let nonce = injection.nonce.clone();
         let options = TerminalOptions {
             command: None,

@@ -144,6 +144,7 @@ impl DefaultHost {
             runtime.set_activity_directory(None);
         }
         let endpoint = runtime.start(ctl_executable)?;
+        self.terminals.set_waker(runtime.server().waker());
         self.runtime = Some(runtime);
         for line in self.canvas.with(|state| state.restore_terminals())? {
             eprintln!("termsprawl-tools: {line}");

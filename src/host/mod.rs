@@ -21,6 +21,7 @@ mod error;
 pub mod links;
 pub mod options;
 pub mod pane;
+mod pane_shell;
 pub(crate) mod procfs;
 pub mod query_filter;
 pub mod screen;

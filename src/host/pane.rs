@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! termsprawl-tools pane                        # $SHELL as a login shell (what tmux runs)
+//! termsprawl-tools pane --integrate SOCKET     # the same with shell integration
 //! termsprawl-tools pane -c COMMAND             # $SHELL -c COMMAND
 //! termsprawl-tools pane -- PROGRAM [ARG...]    # PROGRAM, looked up on PATH
 //! ```
@@ -21,6 +22,11 @@
 //! file), so tmux's `pane_dead_status` / `pane_dead_signal` are the program's own. When
 //! tmux closes the pane, the program's terminal is hung up, as tmux's would have been.
 //!
+//! With `--integrate`, a bash, zsh or `sh` login shell starts with our shell
+//! integration (its start-up files in a `shell` folder beside `SOCKET`), the filter
+//! takes our marks out of its output before anything else and answers `serve` about
+//! its commands on `SOCKET` (`pane_shell`); another shell starts as without it.
+//!
 //! `SHELL` is the pane's (tmux sets it to its `default-shell`), else `/bin/sh`; the login
 //! shell's `argv[0]` is `-NAME`, as tmux makes it. An embedder that uses the default host
 //! with its own executable calls [`main`] from it for a `pane` argument and names that
@@ -30,12 +36,15 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::Path;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::pane_shell::{self, PaneShell, PaneSocket};
 use super::query_filter::QueryFilter;
+use super::shell::inject::{self, Injection, Start};
 use crate::runtime::agents::resolve_executable;
 use crate::sys::fd::poll;
 use crate::sys::process::wait_child;
@@ -55,12 +64,14 @@ const QUIET: Duration = Duration::from_millis(50);
 const LAST_OUTPUT_LIMIT: Duration = Duration::from_millis(500);
 
 const USAGE: &str =
-    "usage: termsprawl-tools pane [-c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
+    "usage: termsprawl-tools pane [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
 
 /// What the pane runs.
 #[derive(Debug, PartialEq, Eq)]
 enum Program {
     LoginShell,
+    /// A login shell with integration, answering on this socket.
+    IntegratedShell(PathBuf),
     ShellCommand(String),
     Argv(Vec<String>),
 }
@@ -68,6 +79,9 @@ enum Program {
 fn parse(args: &[String]) -> Option<Program> {
     match args {
         [] => Some(Program::LoginShell),
+        [flag, socket] if flag == "--integrate" && !socket.is_empty() => {
+            Some(Program::IntegratedShell(socket.into()))
+        }
         [flag, command] if flag == "-c" => Some(Program::ShellCommand(command.clone())),
         [separator, argv @ ..] if separator == "--" && !argv.is_empty() => {
             Some(Program::Argv(argv.to_vec()))
@@ -111,17 +125,24 @@ fn other(what: &str) -> impl Fn(io::Error) -> Failure + '_ {
     move |error| Failure::Other(format!("{what}: {error}"))
 }
 
-/// The program's path and argv.
-fn command(program: &Program) -> Result<(CString, Vec<CString>), Failure> {
-    let shell = std::env::var("SHELL")
+/// The pane's shell: `$SHELL`, else `/bin/sh`.
+fn user_shell() -> String {
+    std::env::var("SHELL")
         .ok()
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "/bin/sh".to_string());
+        .unwrap_or_else(|| "/bin/sh".to_string())
+}
+
+/// The program's path and argv.
+fn command(program: &Program) -> Result<(CString, Vec<CString>), Failure> {
+    let shell = user_shell();
     let shell_name = Path::new(&shell)
         .file_name()
         .map_or(shell.clone(), |n| n.to_string_lossy().into_owned());
     let (path, argv) = match program {
-        Program::LoginShell => (shell.clone().into(), vec![format!("-{shell_name}")]),
+        Program::LoginShell | Program::IntegratedShell(_) => {
+            (shell.clone().into(), vec![format!("-{shell_name}")])
+        }
         Program::ShellCommand(line) => (
             shell.clone().into(),
             vec![shell_name, "-c".to_string(), line.clone()],
@@ -152,18 +173,38 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
         ))
     })?;
     let size = pty::window_size(pane).unwrap_or_default();
-    let (path, argv) = command(program)?;
+    let (path, mut argv) = command(program)?;
+    let injection = match program {
+        Program::IntegratedShell(socket) => injection(socket),
+        _ => None,
+    };
     // Environment and folder are this process's own: tmux made them for the program.
-    let envp: Vec<CString> = std::env::vars_os()
-        .filter_map(|(name, value)| {
-            let mut entry = name.into_vec();
+    let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+        .map(|(name, value)| (name.into_vec(), value.into_vec()))
+        .collect();
+    if let Some(injection) = &injection {
+        argv = injection
+            .argv
+            .iter()
+            .filter_map(|arg| CString::new(arg.as_bytes()).ok())
+            .collect();
+        for (name, value) in &injection.env {
+            env.retain(|(old, _)| old != name.as_bytes());
+            env.push((name.clone().into_bytes(), value.clone().into_bytes()));
+        }
+    }
+    let envp: Vec<CString> = env
+        .into_iter()
+        .filter_map(|(mut entry, value)| {
             entry.push(b'=');
-            entry.extend_from_slice(value.as_bytes());
+            entry.extend_from_slice(&value);
             CString::new(entry).ok()
         })
         .collect();
     // Blocked before the program starts, so its exit cannot be missed.
-    let signals = pty::signal_reader(&[libc::SIGCHLD, libc::SIGWINCH])
+    // SIGHUP: tmux closed the pane (its server ended); ending as when the pane's input
+    // closes removes the integration's socket and files rather than dying by default.
+    let signals = pty::signal_reader(&[libc::SIGCHLD, libc::SIGWINCH, libc::SIGHUP])
         .map_err(other("cannot watch signals"))?;
     let pair = pty::open_pty(size).map_err(other("cannot open a pseudo-terminal"))?;
     pty::set_terminal_settings(pair.slave.as_fd(), &settings)
@@ -181,10 +222,30 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
     let copy = |fd: BorrowedFd<'_>, what: &str| {
         fd.try_clone_to_owned().map(File::from).map_err(other(what))
     };
+    let master = Arc::new(File::from(pair.master));
+    // Removed when this returns: the socket, then the start-up files.
+    let (shell, _socket, _injection) = match (program, injection) {
+        (Program::IntegratedShell(socket), Some(injection)) => {
+            let shell = PaneShell::new(injection.kind, &injection.nonce, pid, master.clone());
+            let shell = Arc::new(shell);
+            match pane_shell::serve_pane(socket, Arc::clone(&shell)) {
+                Ok(listening) => (Some(shell), Some(listening), Some(injection)),
+                Err(error) => {
+                    eprintln!(
+                        "termsprawl-tools pane: no shell integration: cannot listen on {}: {error}",
+                        socket.display()
+                    );
+                    (None::<Arc<PaneShell>>, None::<PaneSocket>, Some(injection))
+                }
+            }
+        }
+        (_, injection) => (None, None, injection),
+    };
     let relay = Relay {
         pane_in: copy(pane, "cannot use stdin")?,
         pane_out: copy(io::stdout().as_fd(), "cannot use stdout")?,
-        master: File::from(pair.master),
+        master,
+        shell,
         signals,
         pid,
     };
@@ -201,7 +262,9 @@ struct Relay {
     pane_in: File,
     pane_out: File,
     /// The program's terminal (non-blocking).
-    master: File,
+    master: Arc<File>,
+    /// The shell's integration, when it has one: output goes through it first.
+    shell: Option<Arc<PaneShell>>,
     signals: File,
     pid: libc::pid_t,
 }
@@ -243,7 +306,9 @@ impl Relay {
                 continue;
             }
             if fds[2].revents != 0 {
-                drain(&self.signals);
+                if drain(&self.signals) {
+                    return self.hang_up();
+                }
                 if let Some(status) = wait_child(self.pid, false)? {
                     self.last_output(&mut filter, &mut buffer, &mut out)?;
                     return Ok(status);
@@ -253,10 +318,10 @@ impl Relay {
                 }
             }
             if fds[1].revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                match (&self.master).read(&mut buffer) {
-                    Ok(0) => program_open = false,
-                    Ok(n) => {
-                        filter.feed(&buffer[..n], &mut out);
+                match self.read_program(&mut buffer) {
+                    Ok(None) => program_open = false,
+                    Ok(Some(plain)) => {
+                        filter.feed(&plain, &mut out);
                         self.write_pane(&mut out)?;
                     }
                     Err(e) if retry(&e) => {}
@@ -265,7 +330,7 @@ impl Relay {
                 }
             }
             if fds[1].revents & libc::POLLOUT != 0 && !keys.is_empty() {
-                match (&self.master).write(&keys) {
+                match (&*self.master).write(&keys) {
                     Ok(n) => drop(keys.drain(..n)),
                     Err(e) if retry(&e) => {}
                     Err(_) => keys.clear(),
@@ -279,6 +344,18 @@ impl Relay {
                     Ok(_) | Err(_) => return self.hang_up(),
                 }
             }
+        }
+    }
+
+    /// One chunk of the program's output (`None` at end of file), our marks taken out
+    /// when the shell has integration.
+    fn read_program(&self, buffer: &mut [u8]) -> io::Result<Option<Vec<u8>>> {
+        if let Some(shell) = &self.shell {
+            return shell.read_chunk(buffer);
+        }
+        match (&*self.master).read(buffer)? {
+            0 => Ok(None),
+            n => Ok(Some(buffer[..n].to_vec())),
         }
     }
 
@@ -326,9 +403,9 @@ impl Relay {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            match (&self.master).read(buffer) {
-                Ok(0) => break,
-                Ok(n) => filter.feed(&buffer[..n], out),
+            match self.read_program(buffer) {
+                Ok(None) => break,
+                Ok(Some(plain)) => filter.feed(&plain, out),
                 Err(e) if retry(&e) => {}
                 Err(_) => break,
             }
@@ -340,8 +417,28 @@ impl Relay {
     /// Closes the program's terminal (the kernel sends it SIGHUP) and waits for it.
     fn hang_up(self) -> io::Result<libc::c_int> {
         let pid = self.pid;
+        // The integration's socket thread holds the master too: it lets go first.
+        if let Some(shell) = &self.shell {
+            shell.release();
+        }
         drop(self.master);
         wait_child(pid, true)?.ok_or_else(|| io::ErrorKind::Other.into())
+    }
+}
+
+/// The user's shell started with integration answering on `socket`, if it is a shell
+/// we know and its files can be written (else it starts without, and says why).
+fn injection(socket: &Path) -> Option<Injection> {
+    let program = user_shell();
+    let kind = inject::shell_kind(&program)?;
+    let files = pane_shell::shell_files(socket);
+    let user_var = |name: &str| std::env::var(name).ok();
+    match inject::prepare(&program, kind, Start::Login, &files, &user_var) {
+        Ok(injection) => Some(injection),
+        Err(error) => {
+            eprintln!("termsprawl-tools pane: starting {program} without shell integration: cannot write its start-up files: {error}");
+            None
+        }
     }
 }
 
@@ -362,9 +459,19 @@ fn retry(error: &io::Error) -> bool {
 }
 
 /// Reads every pending signal record (only their arrival matters).
-fn drain(signals: &File) {
-    let mut records = [0u8; 16 * 128];
-    while matches!((&*signals).read(&mut records), Ok(n) if n > 0) {}
+/// Reads every pending signal record; true if SIGHUP was among them.
+fn drain(signals: &File) -> bool {
+    // A `signalfd_siginfo` is 128 bytes and starts with the signal number.
+    const RECORD: usize = 128;
+    let mut records = [0u8; 16 * RECORD];
+    let mut hung_up = false;
+    while let Ok(n @ 1..) = (&*signals).read(&mut records) {
+        hung_up |= records[..n].chunks_exact(RECORD).any(|record| {
+            let number = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]);
+            number == libc::SIGHUP as u32
+        });
+    }
+    hung_up
 }
 
 #[cfg(test)]
@@ -379,6 +486,10 @@ mod tests {
     fn arguments_name_the_program() {
         assert_eq!(parse(&[]), Some(Program::LoginShell));
         assert_eq!(
+            parse(&strings(&["--integrate", "/d/panes/t1.sock"])),
+            Some(Program::IntegratedShell("/d/panes/t1.sock".into()))
+        );
+        assert_eq!(
             parse(&strings(&["-c", "echo hi; exit 3"])),
             Some(Program::ShellCommand("echo hi; exit 3".into()))
         );
@@ -386,7 +497,15 @@ mod tests {
             parse(&strings(&["--", "sleep", "5"])),
             Some(Program::Argv(strings(&["sleep", "5"])))
         );
-        for bad in [&["--"][..], &["-c"], &["-c", "a", "b"], &["sleep"], &["-x"]] {
+        for bad in [
+            &["--"][..],
+            &["-c"],
+            &["-c", "a", "b"],
+            &["sleep"],
+            &["-x"],
+            &["--integrate"],
+            &["--integrate", ""],
+        ] {
             assert_eq!(parse(&strings(bad)), None, "{bad:?}");
         }
     }

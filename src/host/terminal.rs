@@ -20,8 +20,8 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,11 +29,12 @@ use super::procfs;
 use super::screen::Screen;
 use super::shell::inject::Injection;
 use super::shell::text::{plain_text, HEAD_BYTES, TAIL_BYTES};
-use super::shell::ShellSession;
+use super::shell::{kernel, ShellSession};
 use crate::base::unix_millis;
 use crate::runtime::{
     CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ShellIntegration,
 };
+use crate::server::Waker;
 use crate::sys::fd::{pipe, poll};
 use crate::sys::process::{send_signal, wait_child};
 pub use crate::sys::pty::WindowSize;
@@ -47,6 +48,9 @@ pub const READY_AFTER: Duration = Duration::from_millis(300);
 pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// How long a write may wait for a program that is not reading its input.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// While a call waits on a terminal, its output wakes the waiter at most this often (a
+/// command's start or end, and the program's end, wake it at once).
+pub const OUTPUT_WAKE_GAP_MS: u64 = 100;
 /// The shell used when `$SHELL` is unset or empty.
 pub const FALLBACK_SHELL: &str = "/bin/sh";
 
@@ -225,6 +229,12 @@ struct Shared {
     /// Set by the reader once every holder of the terminal is gone and all its output is
     /// recorded.
     output_done: AtomicBool,
+    /// Calls waiting on this terminal now ([`Terminal::watch`]); none: nothing is woken.
+    watchers: AtomicUsize,
+    /// The server's waiter, given with the first watch.
+    waker: OnceLock<Waker>,
+    /// Unix ms of the last wake for output.
+    output_woken_at: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,8 +266,10 @@ impl Shared {
     /// before the chunk was read, so whoever holds the lock knows no chunk is half
     /// recorded); `master` is asked (`tcgetpgrp`) whether the shell has the terminal
     /// when a command's end mark arrives.
-    fn record(&self, output: &mut Output, chunk: &[u8], master: &File) {
+    /// Returns whether a waiting call should be woken for it (see [`Shared::wake`]).
+    fn record(&self, output: &mut Output, chunk: &[u8], master: &File) -> bool {
         let now = unix_millis();
+        let marks_before = output.shell.as_ref().map(ShellSession::marks_applied);
         let plain = match output.shell.as_mut() {
             Some(shell) => {
                 let mut shell_has_terminal =
@@ -274,6 +286,26 @@ impl Shared {
         }
         self.confirm_end(output, master);
         self.printed.store(true, Ordering::Release);
+        if self.watchers.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let marked = output.shell.as_ref().map(ShellSession::marks_applied) != marks_before;
+        let woken_at = self.output_woken_at.load(Ordering::Relaxed);
+        let output_due = !plain.is_empty() && now.saturating_sub(woken_at) >= OUTPUT_WAKE_GAP_MS;
+        if marked || output_due {
+            self.output_woken_at.store(now, Ordering::Relaxed);
+        }
+        marked || output_due
+    }
+
+    /// Has the server's waiting calls checked now, if any waits on this terminal. Never
+    /// called with `output` locked: the waiter's checks lock it.
+    fn wake(&self) {
+        if self.watchers.load(Ordering::Acquire) > 0 {
+            if let Some(waker) = self.waker.get() {
+                waker.wake();
+            }
+        }
     }
 
     /// Makes an unconfirmed command end final if the shell waits at its prompt now
@@ -284,13 +316,7 @@ impl Shared {
         let Some(shell) = output.shell.as_mut().filter(|s| s.end_unconfirmed()) else {
             return;
         };
-        let Ok(tty) = std::fs::read_link(format!("/proc/{}/fd/0", self.pid)) else {
-            return;
-        };
-        let waiting = pty::foreground_group(master.as_fd()).is_ok_and(|g| g == self.pid)
-            && procfs::reading_terminal(self.pid, &tty)
-            && pty::unread_bytes(master.as_fd()).is_ok_and(|n| n == 0);
-        if waiting {
+        if kernel::shell_waiting(self.pid, master.as_fd()) {
             shell.confirm_end();
         }
     }
@@ -436,6 +462,9 @@ impl Terminal {
             child: Mutex::new(ChildState::Running),
             closed: AtomicBool::new(false),
             output_done: AtomicBool::new(false),
+            watchers: AtomicUsize::new(0),
+            waker: OnceLock::new(),
+            output_woken_at: AtomicU64::new(0),
         });
         let terminal = Terminal {
             shared: Arc::clone(&shared),
@@ -542,6 +571,21 @@ impl Terminal {
         lock(&self.shared.output).scrollback.to_vec()
     }
 
+    /// A call starts (`waiting`) or stops waiting on this terminal: while any waits, a
+    /// command's start or end and the program's end wake `waker` at once, and output at
+    /// most every [`OUTPUT_WAKE_GAP_MS`].
+    pub fn watch(&self, waker: &Waker, waiting: bool) {
+        self.shared.waker.get_or_init(|| waker.clone());
+        match waiting {
+            true => self.shared.watchers.fetch_add(1, Ordering::AcqRel),
+            false => self
+                .shared
+                .watchers
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .unwrap_or(0),
+        };
+    }
+
     /// The shell's integration now: `None` for a terminal started without it, until its
     /// first verified mark, once the nonce leaked, and once the shell `exec`ed another
     /// program.
@@ -624,36 +668,14 @@ impl Terminal {
         if fullscreen {
             return Foreground::Fullscreen;
         }
-        let shell = self.shared.pid;
-        let Ok(group) = pty::foreground_group(self.master.as_fd()) else {
-            return Foreground::Shell;
-        };
-        let Ok(tty) = std::fs::read_link(format!("/proc/{shell}/fd/0")) else {
-            return Foreground::Shell;
-        };
-        if group != shell {
-            let members = procfs::group_members(shell, group);
-            return match members
-                .iter()
-                .any(|&pid| procfs::reading_terminal(pid, &tty))
-            {
-                true => Foreground::AwaitingInput,
-                false => Foreground::Running,
-            };
-        }
-        if !command_running || self.program_replaced() {
-            return Foreground::Shell;
-        }
-        // A builtin (`read -p`) waits in the shell itself. Output still on its way to
-        // the reader may hold the command's end: then it is not waiting yet.
-        let nothing_unread = pty::unread_bytes(self.master.as_fd()).is_ok_and(|n| n == 0);
-        let typed_line_read = lock(&self.typed_at_reads).map_or(true, |reads| {
-            procfs::read_calls(shell).is_some_and(|now| now > reads)
-        });
-        match nothing_unread && typed_line_read && procfs::reading_terminal(shell, &tty) {
-            true => Foreground::AwaitingInput,
-            false => Foreground::Running,
-        }
+        let typed_at_reads = *lock(&self.typed_at_reads);
+        kernel::foreground(
+            self.shared.pid,
+            self.master.as_fd(),
+            command_running,
+            self.program_replaced(),
+            typed_at_reads,
+        )
     }
 
     /// Where the output stands: bytes the program wrote (our marks not counted) and
@@ -766,18 +788,26 @@ fn read_until_eof(shared: &Shared, master: &File, wake: &File) {
             continue;
         }
         let mut output = lock(&shared.output);
-        match (&*master).read(&mut buffer) {
+        let wake = match (&*master).read(&mut buffer) {
             Ok(0) => break,
             Ok(n) => shared.record(&mut output, &buffer[..n], master),
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) => {}
+                ) =>
+            {
+                false
+            }
             Err(_) => break, // EIO: every holder of the slave side is gone
+        };
+        drop(output);
+        if wake {
+            shared.wake();
         }
     }
     shared.output_done.store(true, Ordering::Release);
+    shared.wake();
     // Ordinarily the child has just exited; reap it so it does not linger as a zombie.
     poll_until(Instant::now() + REAP_AFTER_EOF, || {
         shared.try_reap() != ChildState::Running

@@ -31,20 +31,22 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use super::pane_shell;
 use super::shell;
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
 use super::tmux::{SessionInfo, TmuxError, TmuxServer};
 use super::tmux_panes::TmuxPanes;
 use super::HostError;
 use crate::runtime::{
-    unix_millis, CommandOutput, CommandRecord, Foreground, OutputMark, ProgramEnd,
+    unix_millis, CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ProgramEnd,
     ShellIntegration, Terminals, PERSON_TYPING_WINDOW,
 };
+use crate::server::Waker;
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
 const MAX_CAPTURE_CHARS: usize = 100_000;
@@ -240,6 +242,10 @@ pub struct HostTerminals {
     /// When the person last typed into each terminal (the canvas view's keys):
     /// [`Terminals::person_typing`].
     person_keys: Mutex<HashMap<String, Instant>>,
+    /// The server's waiter, woken when a watched terminal changes ([`HostTerminals::set_waker`]).
+    waker: OnceLock<Waker>,
+    /// tmux panes with a waiting call, watched through their filters.
+    pane_watcher: OnceLock<Arc<pane_shell::PaneWatcher>>,
 }
 
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
@@ -375,6 +381,9 @@ impl HostTerminals {
             None => Backend::Pty(PtyTerminals::new()),
         };
         let shell_files = data.join("agent-tools").join("shell");
+        if matches!(backend, Backend::Tmux(_)) {
+            pane_shell::remove_stale_sockets(&pane_shell::panes_dir(&tmux_dir(data)));
+        }
         if matches!(backend, Backend::Pty(_)) {
             // Left by a host that did not close its terminals; their shells are gone
             // (PTY terminals end with their host).
@@ -398,6 +407,8 @@ impl HostTerminals {
             shell_files,
             tmux_panes: TmuxPanes::default(),
             person_keys: Mutex::default(),
+            waker: OnceLock::new(),
+            pane_watcher: OnceLock::new(),
         })
     }
 
@@ -437,6 +448,19 @@ impl HostTerminals {
             .map_err(cannot)?;
         self.wake_watcher();
         Ok(())
+    }
+
+    /// Wakes `waker` (the server's, once it runs) when a terminal with a waiting call
+    /// changes: a PTY shell's command starts or ends, output comes, the program ends.
+    /// Only the first call counts. Without it, waits are checked every
+    /// [`crate::server::TICK`].
+    pub fn set_waker(&self, waker: Waker) {
+        if let Backend::Tmux(_) = &self.backend {
+            let _ = self
+                .pane_watcher
+                .set(pane_shell::PaneWatcher::new(waker.clone()));
+        }
+        let _ = self.waker.set(waker);
     }
 
     /// Records `ended` for node `node_id` (at host start, from the canvas), unless an end
@@ -620,7 +644,13 @@ impl HostTerminals {
             let given = env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
             given.or_else(|| std::env::var(name).ok())
         };
-        match shell::inject::prepare(&program, kind, &self.shell_files, &user_var) {
+        match shell::inject::prepare(
+            &program,
+            kind,
+            shell::inject::Start::Interactive,
+            &self.shell_files,
+            &user_var,
+        ) {
             Ok(injection) => Some(injection),
             Err(error) => {
                 eprintln!("termsprawl-tools: starting {program} without shell integration: cannot write its start-up files: {error}");
@@ -632,27 +662,33 @@ impl HostTerminals {
     /// The host is about to type `line` and Enter into node `node_id`'s terminal
     /// (`terminal_submit`): a POSIX `sh` at its prompt, which reports no command starts,
     /// gets one recorded now with that line. True if a command started. The other shells
-    /// report their own starts; tmux terminals have no integration yet.
+    /// report their own starts.
     pub fn start_typed_command(&self, node_id: &str, line: &str) -> bool {
         match &self.backend {
             Backend::Pty(pty) => pty
                 .get(node_id)
                 .is_some_and(|terminal| terminal.start_typed_command(line)),
-            Backend::Tmux(_) => false,
+            Backend::Tmux(tmux) => tmux
+                .pane_socket(node_id)
+                .is_some_and(|socket| pane_shell::start_typed(&socket, line)),
         }
     }
 
     /// Whether node `node_id`'s shell nonce showed in its output (so its integration
-    /// ended for good): `Some` for a PTY terminal, `None` without one.
+    /// ended for good): `Some` for a terminal started with integration, `None` without.
     pub fn shell_integrity_lost(&self, node_id: &str) -> Option<bool> {
-        self.pty_terminal(node_id).map(|t| t.integrity_lost())
+        match &self.backend {
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.integrity_lost()),
+            Backend::Tmux(_) => self.pane_integration(node_id).map(|(_, lost)| lost),
+        }
     }
 
-    fn pty_terminal(&self, node_id: &str) -> Option<Arc<super::terminal::Terminal>> {
-        match &self.backend {
-            Backend::Pty(pty) => pty.get(node_id),
-            Backend::Tmux(_) => None,
-        }
+    /// What node `node_id`'s pane filter says of its shell's integration, if one answers.
+    fn pane_integration(&self, node_id: &str) -> Option<(ShellIntegration, bool)> {
+        let Backend::Tmux(tmux) = &self.backend else {
+            return None;
+        };
+        pane_shell::integration(&tmux.pane_socket(node_id)?)
     }
 
     /// Ends node `node_id`'s session and everything running in it (none is fine), and
@@ -1058,19 +1094,57 @@ impl Terminals for HostTerminals {
         self.recorded_end(node_id).map(|ended| ended.end)
     }
 
+    /// tmux: what the pane filter says (`pane_shell`); none without a filter.
     fn integration(&self, node_id: &str) -> ShellIntegration {
-        self.pty_terminal(node_id)
-            .map_or(ShellIntegration::None, |t| t.integration())
+        match &self.backend {
+            Backend::Tmux(_) => self
+                .pane_integration(node_id)
+                .map_or(ShellIntegration::None, |(integration, _)| integration),
+            Backend::Pty(pty) => pty
+                .get(node_id)
+                .map_or(ShellIntegration::None, |t| t.integration()),
+        }
     }
 
+    /// tmux: the pane filter's record, its state refined with what tmux shows (a
+    /// full-screen program, a dead pane).
     fn command(&self, node_id: &str, id: Option<u64>) -> Option<CommandRecord> {
-        self.pty_terminal(node_id)?.command(id)
+        match &self.backend {
+            Backend::Tmux(tmux) => {
+                let mut record = pane_shell::command(&tmux.pane_socket(node_id)?, id)?;
+                // A full-screen program reads the terminal too: the screen says which.
+                if matches!(
+                    record.state,
+                    CommandState::Running | CommandState::AwaitingInput
+                ) {
+                    match self.tmux_panes.foreground(tmux, node_id) {
+                        Some(Foreground::Fullscreen) => record.state = CommandState::Fullscreen,
+                        Some(Foreground::Ended) => record.state = CommandState::Ended,
+                        _ => {}
+                    }
+                }
+                Some(record)
+            }
+            Backend::Pty(pty) => pty.get(node_id)?.command(id),
+        }
     }
 
-    /// tmux: from `/proc` and tmux without integration (`tmux_panes`).
+    /// tmux: full-screen and ended from tmux; the rest from the pane filter's view of
+    /// the kernel when it answers, else from `/proc` and tmux (`tmux_panes`).
     fn foreground(&self, node_id: &str) -> Option<Foreground> {
         match &self.backend {
-            Backend::Tmux(tmux) => self.tmux_panes.foreground(tmux, node_id),
+            Backend::Tmux(tmux) => {
+                let seen = self.tmux_panes.foreground(tmux, node_id);
+                if matches!(
+                    seen,
+                    Some(Foreground::Fullscreen | Foreground::Ended) | None
+                ) {
+                    return seen;
+                }
+                tmux.pane_socket(node_id)
+                    .and_then(|socket| pane_shell::foreground(&socket))
+                    .or(seen)
+            }
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.foreground()),
         }
     }
@@ -1087,6 +1161,24 @@ impl Terminals for HostTerminals {
         match &self.backend {
             Backend::Tmux(tmux) => self.tmux_panes.output_since(tmux, node_id, position),
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.output_since(position)),
+        }
+    }
+
+    /// PTY terminals wake the waiter themselves (see [`super::terminal::Terminal::watch`]);
+    /// tmux panes through their filters (`pane_shell::PaneWatcher`), those with one.
+    fn watch(&self, node_id: &str, waiting: bool) {
+        match &self.backend {
+            Backend::Tmux(tmux) => {
+                let socket = tmux.pane_socket(node_id);
+                if let (Some(watcher), Some(socket)) = (self.pane_watcher.get(), socket) {
+                    watcher.watch(node_id, &socket, waiting);
+                }
+            }
+            Backend::Pty(pty) => {
+                if let (Some(waker), Some(terminal)) = (self.waker.get(), pty.get(node_id)) {
+                    terminal.watch(waker, waiting);
+                }
+            }
         }
     }
 

@@ -267,6 +267,15 @@ impl TmuxServer {
         Some(name[..end].to_string())
     }
 
+    /// The socket on which node `node`'s pane filter answers about its shell's commands
+    /// (`pane_shell`), if this server starts pane filters and the path fits a
+    /// socket address.
+    pub fn pane_socket(&self, node: &str) -> Option<PathBuf> {
+        self.pane_filter.as_ref()?;
+        let tmux_dir = self.socket.parent()?;
+        super::pane_shell::socket_path(&super::pane_shell::panes_dir(tmux_dir), node)
+    }
+
     /// The server's socket, `<dir>/socket`.
     pub fn socket(&self) -> &Path {
         &self.socket
@@ -324,7 +333,12 @@ impl TmuxServer {
             args.push("-e".into());
             args.push(format!("{name}={value}").into());
         }
-        args.extend(pane_command(self.pane_filter.as_deref(), command));
+        let integrate = self.pane_socket(node);
+        args.extend(pane_command(
+            self.pane_filter.as_deref(),
+            command,
+            integrate.as_deref(),
+        ));
         self.run("new-session", &args)?;
         self.lock_opened().insert(node.to_string(), Instant::now());
         Ok(())
@@ -905,12 +919,21 @@ fn pane_target(node: &str) -> String {
 
 /// The program part of `new-session`: `command` for tmux to run through its shell, or with
 /// a pane filter `FILTER pane [-c command]` (several arguments: tmux runs them directly).
-/// With neither, tmux starts its shell as a login shell, and so does the filter.
-fn pane_command(filter: Option<&Path>, command: Option<&str>) -> Vec<OsString> {
+/// With neither, tmux starts its shell as a login shell, and so does the filter, with
+/// shell integration answering on `integrate` when given.
+fn pane_command(
+    filter: Option<&Path>,
+    command: Option<&str>,
+    integrate: Option<&Path>,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = match filter {
         Some(filter) => vec![filter.into(), super::pane::PANE_SUBCOMMAND.into()],
         None => Vec::new(),
     };
+    if let (Some(_), None, Some(socket)) = (filter, command, integrate) {
+        args.push("--integrate".into());
+        args.push(socket.into());
+    }
     if let Some(command) = command {
         if filter.is_some() {
             args.push("-c".into());

@@ -100,6 +100,7 @@ impl Watched {
             let id = watched.id.map_or("yet".into(), |id| id.to_string());
             return Err(format!("No command {id} in this terminal: take commandId from terminal_submit's answer, or leave it out for the last one"));
         }
+        terminals.watch(node_id, true);
         Ok(watched)
     }
 
@@ -224,6 +225,12 @@ impl Watched {
             }
             _ => until == "idle" && unix_millis().saturating_sub(seen.last_output_ms) >= IDLE_MS,
         }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.terminals.watch(&self.node_id, false);
     }
 }
 

@@ -154,6 +154,11 @@ pub trait Terminals: Send + Sync + 'static {
     fn output_since(&self, _node_id: &str, _position: u64) -> Option<(CommandOutput, OutputMark)> {
         None
     }
+    /// A call starts (`true`) or stops (`false`) waiting on the terminal's command or
+    /// output: a host that can tell when those change wakes the server's waiter
+    /// ([`crate::server::Waker`]) then, for terminals with a wait only. The default
+    /// does nothing: the waiter checks every [`crate::server::TICK`] anyway.
+    fn watch(&self, _node_id: &str, _waiting: bool) {}
 }
 
 /// Whether a terminal's shell tells the host where each command starts and ends.

@@ -8,7 +8,8 @@
 //! - [`fd`]: pipes, descriptor duplication, `poll`, `flock`, FIFOs, and the two calls on
 //!   raw descriptor numbers the socket search needs (`fstat`, `close`).
 //! - [`socket`]: acting on a socket tiny_http owns, by its number, without owning it;
-//!   the send and receive queue sizes (`SIOCOUTQ`, `SIOCINQ`).
+//!   the send and receive queue sizes (`SIOCOUTQ`, `SIOCINQ`); a Unix socket peer's
+//!   user (`SO_PEERCRED`).
 //! - [`process`]: user and process ids, signals to one process or our own process group,
 //!   waiting for children, resource limits, glibc's heap (`malloc_trim`, `mallopt`), and
 //!   descriptors a spawned program gets at fixed numbers.

@@ -1,4 +1,5 @@
-//! Acting on sockets tiny_http owns, by descriptor number, without owning them.
+//! Acting on sockets tiny_http owns, by descriptor number, without owning them; and the
+//! user at the other end of a Unix socket (the pane filters' sockets).
 
 use std::mem::ManuallyDrop;
 use std::net::TcpStream;
@@ -36,12 +37,48 @@ pub fn unread_bytes(fd: RawFd) -> Option<usize> {
     (done == 0).then(|| usize::try_from(count).unwrap_or(0))
 }
 
+/// The user id of the process at the other end of the connected Unix socket `fd`, as
+/// the kernel recorded it at connect (`SO_PEERCRED`).
+pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero ucred is a valid value for getsockopt to overwrite.
+    let mut credentials: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `length` bytes (one ucred) through the pointer,
+    // which points to a live ucred of that size; the descriptor is open for the call.
+    let done = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut credentials as *mut libc::ucred).cast(),
+            &mut length,
+        )
+    };
+    match done == 0 && length as usize == std::mem::size_of::<libc::ucred>() {
+        true => Ok(credentials.uid),
+        false if done != 0 => Err(std::io::Error::last_os_error()),
+        false => Err(std::io::Error::other("SO_PEERCRED gave a short answer")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_unix_socket_peer_is_our_user() {
+        use std::os::fd::AsFd;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let me = crate::sys::process::effective_uid();
+        assert_eq!(peer_uid(ours.as_fd()).unwrap(), me);
+        assert_eq!(peer_uid(theirs.as_fd()).unwrap(), me);
+        let file = std::fs::File::open("/dev/null").unwrap();
+        assert!(peer_uid(file.as_fd()).is_err(), "not a socket");
+    }
 
     #[test]
     fn queue_sizes_follow_what_was_sent_and_read() {

@@ -15,6 +15,7 @@
 //! learnt one nonce the way it did (`set -x`, `declare -p`) would learn the next.
 
 pub mod inject;
+pub mod kernel;
 pub mod marks;
 pub mod records;
 pub mod text;
@@ -33,6 +34,8 @@ pub struct ShellSession {
     /// A verified mark arrived: the injection reached the shell.
     reached: bool,
     integrity_lost: bool,
+    /// Verified marks applied so far (a change a waiting call may want to see).
+    marks_applied: u64,
 }
 
 impl ShellSession {
@@ -44,6 +47,7 @@ impl ShellSession {
             commands: Commands::default(),
             reached: false,
             integrity_lost: false,
+            marks_applied: 0,
         }
     }
 
@@ -68,6 +72,7 @@ impl ShellSession {
             self.commands.output(&parsed.plain[from..at], now);
             from = at;
             self.reached = true;
+            self.marks_applied += 1;
             self.commands.apply(mark, now, shell_has_terminal);
         }
         self.commands.output(&parsed.plain[from..], now);
@@ -81,6 +86,11 @@ impl ShellSession {
             true => self.kind,
             false => ShellIntegration::None,
         }
+    }
+
+    /// How many verified marks were applied so far.
+    pub fn marks_applied(&self) -> u64 {
+        self.marks_applied
     }
 
     /// Whether the nonce showed in plain output (see the module docs).
