@@ -464,8 +464,8 @@ fn terminal_node<'a>(nodes: &'a [Value], node_id: &str) -> Result<&'a Value, Str
 }
 
 impl Core {
-    /// `terminal_submit` with `wait` (types the command, unless one still runs there) or
-    /// `terminal_wait`: the wait the server answers the call from.
+    /// `terminal_submit` with `wait` (types the command, unless one still runs there),
+    /// `terminal_wait` or `browser_wait`: the wait the server answers the call from.
     fn start_wait(
         &self,
         identity: &ToolIdentity,
@@ -473,6 +473,9 @@ impl Core {
         request: &ToolRequest,
         timeout: Duration,
     ) -> Result<Wait, String> {
+        if request.operation == "browser_wait" {
+            return self.start_page_wait(identity, nodes, request, timeout);
+        }
         let (args, node_id) = (&request.args, arg(request, "nodeId"));
         let (node, terminals) = (terminal_node(nodes, node_id)?, &self.host.terminals);
         let line = args.get("command").and_then(Value::as_str);
@@ -504,6 +507,49 @@ impl Core {
             slot,
             deadline,
             awaited: Box::new(watched),
+        })
+    }
+
+    /// `browser_wait` on a browser the caller owns: the host's check of its page.
+    fn start_page_wait(
+        &self,
+        identity: &ToolIdentity,
+        nodes: &[Value],
+        request: &ToolRequest,
+        timeout: Duration,
+    ) -> Result<Wait, String> {
+        let given = ["text", "textGone", "idle"];
+        if given
+            .iter()
+            .filter(|key| request.args.contains_key(**key))
+            .count()
+            != 1
+        {
+            return Err(
+                "browser_wait needs exactly one of text, textGone or idle; nothing was waited for"
+                    .into(),
+            );
+        }
+        let node_id = arg(request, "nodeId");
+        let node = find_node(nodes, node_id)
+            .filter(|n| node_field(n, "type") == Some("browser"))
+            .ok_or("Browser node not found in this project")?;
+        if lock(&self.owners).owner(node_id) != Some(identity.node_id.as_str()) {
+            return Err(CLAIM_FIRST.into());
+        }
+        let target = self.guest(node)?;
+        if !self.host.workspace.browser_control_enabled() {
+            return Err(BROWSER_CONTROL_OFF.into());
+        }
+        let server = self
+            .server()
+            .ok_or("Tool service is shutting down; try again")?;
+        let slot = server.reserve_wait(&identity.project_id)?;
+        let awaited = self.host.browsers.wait(&target, &request.args)?;
+        Ok(Wait {
+            slot,
+            deadline: Instant::now() + timeout,
+            awaited,
         })
     }
 }

@@ -12,12 +12,13 @@
 //! functions see. Before a click, the element's centre is hit-tested
 //! (`DOM.getNodeForLocation`): if something else is there, nothing is clicked.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
 use super::cdp::{CdpError, Connection};
+use super::dialogs::call_unless_dialog;
 use super::refs::{PageRefs, RefError, RefKey};
 use super::snapshot::{self, Element, Snapshot, View};
 use super::{lock, script_succeeded, EngineError, PageId, COMMON_JS};
@@ -46,7 +47,7 @@ struct FrameDoc {
 /// Takes a new snapshot of the page, its frames included (each `<iframe>` line is followed
 /// by its document's elements), gives its elements refs and stores it.
 pub fn take(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     page: &PageId,
     refs: &Mutex<PageRefs>,
@@ -241,7 +242,7 @@ pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, En
 /// Finds `element_ref`'s element: the ref must be issued, its document current and its
 /// element still in the page.
 fn resolve(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     refs: &Mutex<PageRefs>,
     element_ref: &str,
@@ -321,20 +322,25 @@ fn frame_loader<'a>(tree: &'a Value, id: &str) -> Option<&'a str> {
 
 /// Runs `function` with `this` = the object and `args`, returning its JSON value.
 fn call_on(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     object: &str,
     function: &str,
     args: &[Value],
     deadline: Instant,
 ) -> Result<Value, EngineError> {
-    let reply = connection.call(
+    let reply = call_unless_dialog(
+        connection,
         "Runtime.callFunctionOn",
         json!({ "objectId": object, "functionDeclaration": function, "arguments": args,
                 "returnByValue": true, "awaitPromise": false }),
-        Some(session),
+        session,
         deadline,
     )?;
+    // A dialog the function caused (typing's events): the answer reports it.
+    let Some(reply) = reply else {
+        return Ok(Value::Null);
+    };
     script_succeeded(&reply)?;
     Ok(reply
         .pointer("/result/value")
@@ -368,7 +374,7 @@ const HIT_JS: &str = "function (hit) {
 
 /// Clicks `element_ref`'s element at its centre if nothing covers it there.
 pub fn click(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     refs: &Mutex<PageRefs>,
     element_ref: &str,
@@ -449,7 +455,7 @@ struct Point {
 
 /// The centre of the element's first box, or `None` when it is not in the viewport.
 fn frame_point(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     element: &Resolved,
     deadline: Instant,
@@ -496,7 +502,7 @@ fn frame_point(
 /// `None` when the node hit is inside the element (a click there reaches it), else what
 /// the node is, quoted: `<div id="overlay"> "Loading…"`.
 fn describe_hit(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     element: &Resolved,
     backend: i64,
@@ -545,7 +551,7 @@ fn describe_hit(
 /// Sets the value of `element_ref`'s element (a visible, editable input or textarea) as
 /// `browser_type` does for a selector.
 pub fn type_text(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     refs: &Mutex<PageRefs>,
     element_ref: &str,
