@@ -14,8 +14,9 @@ mod wire;
 pub use catalogue::{
     catalogue_json, exactly_one_of, find_tool, is_browser_operation, wait_timeout, ArgKind,
     ArgSpec, FieldKind, FieldSpec, ResultShape, ToolHints, ToolSpec, AGENT_KINDS, AGENT_TOOLS,
-    ARTIFACT_VIEWS, BROWSER_CONTROL_OFF, COMMAND_STATES, EXACTLY_ONE_OF, GUIDE_TOPICS, IMAGE_KEY,
-    INSPECT_MODES, INTEGRATIONS, KEY_PATTERN, NO_CONTROL_PATTERN, NO_NUL_PATTERN, RESULT_KEY,
+    ARTIFACT_VIEWS, BROWSER_AFTER_STATES, BROWSER_CONTROL_OFF, BROWSER_IDLE, BROWSER_WAIT_STATES,
+    COMMAND_STATES, EXACTLY_ONE_OF, GUIDE_TOPICS, IMAGE_KEY, INSPECT_MODES, INTEGRATIONS,
+    KEY_PATTERN, NO_CONTROL_PATTERN, NO_NUL_PATTERN, RESULT_KEY,
 };
 pub use guides::{guide, TOOL_GUIDES};
 pub use validate::{validate_tool_request, ValidationError};
