@@ -563,10 +563,32 @@ fn frames_and_shadow_roots_are_listed_with_working_refs() {
             after["text"]
         );
     }
-    // A frame of another site is in a process of its own, not read: the snapshot says so.
+    // A frame of another site runs in a process of its own, read through its own
+    // session: its button is listed and clicks there.
+    let start = text
+        .lines()
+        .position(|l| l.contains("Iframe \"Other site\""))
+        .unwrap();
+    assert!(!text.contains("[contents not included]"), "{text}");
+    let press = text
+        .lines()
+        .skip(start)
+        .find(|l| l.contains("button \"Press\""))
+        .unwrap();
+    click(&engine, &page, &ref_of(press, "Press")).unwrap();
+    let port = other.rsplit(':').next().unwrap();
+    let after = snapshot(
+        &engine,
+        &page,
+        json!({ "find": format!("pressed in {port}") }),
+    );
+    let after = after["text"].as_str().unwrap();
+    println!("after the click in the other-site frame:\n{after}");
+    // Found under the other-origin frame (clicked above) and now under this one.
+    let other_site = after.find("Iframe \"Other site\"").expect(after);
     assert!(
-        text.contains("- Iframe \"Other site\" [contents not included] [ref="),
-        "{text}"
+        after[other_site..].contains("- text \"pressed in"),
+        "{after}"
     );
     for label in ["In open shadow", "In closed shadow"] {
         let button = ref_of(&text, &format!("button \"{label}\""));

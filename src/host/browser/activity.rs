@@ -46,6 +46,9 @@ pub struct Dialog {
     /// A prompt's default answer.
     #[serde(rename = "defaultPrompt")]
     pub default_prompt: String,
+    /// The session that reported it, which must answer it.
+    #[serde(skip)]
+    pub session: String,
 }
 
 impl Dialog {
@@ -107,8 +110,8 @@ pub struct Activity {
     dialog: Option<Dialog>,
     /// How many file choosers opened (each is intercepted: nothing is uploaded).
     choosers: u64,
-    /// Our watcher's execution contexts, by id.
-    contexts: HashMap<i64, String>,
+    /// Our watcher's execution contexts: (session, context id) -> frame id.
+    contexts: HashMap<(String, i64), String>,
 }
 
 impl Activity {
@@ -131,10 +134,28 @@ impl Activity {
         }
     }
 
-    /// Takes in one event of the page's session; `main_frame` is the page's frame id.
-    pub fn on_event(&mut self, method: &str, params: &Value, main_frame: &str) {
+    /// Takes in one event of `session`: the page's own (`main_frame` is the page's frame
+    /// id) or, with `None`, one of its frames in another process (`frames.rs`), whose
+    /// navigations and loads are not the page's.
+    pub fn on_event(
+        &mut self,
+        session: &str,
+        method: &str,
+        params: &Value,
+        main_frame: Option<&str>,
+    ) {
         let now = Instant::now();
-        let of_main = params["frameId"].as_str() == Some(main_frame);
+        let of_main = main_frame.is_some() && params["frameId"].as_str() == main_frame;
+        let frame_event = method.starts_with("Page.")
+            && !matches!(
+                method,
+                "Page.javascriptDialogOpening"
+                    | "Page.javascriptDialogClosed"
+                    | "Page.fileChooserOpened"
+            );
+        if frame_event && main_frame.is_none() {
+            return;
+        }
         match method {
             "Network.requestWillBeSent" => {
                 let id = params["requestId"].as_str().unwrap_or_default();
@@ -172,19 +193,21 @@ impl Activity {
                 if context["name"] == WATCH_WORLD {
                     let frame = context["auxData"]["frameId"].as_str().unwrap_or_default();
                     if let Some(id) = context["id"].as_i64() {
-                        self.contexts.insert(id, frame.to_string());
+                        self.contexts
+                            .insert((session.to_string(), id), frame.to_string());
                     }
                 }
             }
             "Runtime.executionContextDestroyed" => {
                 if let Some(id) = params["executionContextId"].as_i64() {
-                    self.contexts.remove(&id);
+                    self.contexts.remove(&(session.to_string(), id));
                 }
             }
-            "Runtime.executionContextsCleared" => self.contexts.clear(),
+            "Runtime.executionContextsCleared" => self.contexts.retain(|(s, _), _| s != session),
             "Runtime.bindingCalled" => {
                 let context = params["executionContextId"].as_i64().unwrap_or_default();
-                if params["name"] == MUTATION_BINDING && self.contexts.contains_key(&context) {
+                let ours = self.contexts.contains_key(&(session.to_string(), context));
+                if params["name"] == MUTATION_BINDING && ours {
                     self.mutated = now;
                 }
             }
@@ -209,6 +232,7 @@ impl Activity {
                     kind: text("type"),
                     message: text("message"),
                     default_prompt: text("defaultPrompt"),
+                    session: session.to_string(),
                 });
             }
             "Page.javascriptDialogClosed" => self.dialog = None,
@@ -253,9 +277,9 @@ impl Activity {
         self.dialog.as_ref()
     }
 
-    /// Our watcher's contexts (one per frame document the page session runs).
-    pub fn watch_contexts(&self) -> Vec<i64> {
-        self.contexts.keys().copied().collect()
+    /// Our watcher's contexts (one per frame document): (session, context id).
+    pub fn watch_contexts(&self) -> Vec<(String, i64)> {
+        self.contexts.keys().cloned().collect()
     }
 
     /// What happened since `mark`.
@@ -315,24 +339,24 @@ mod tests {
         let mut page = Activity::new();
         let mark = page.mark();
         let sent = |id: &str| json!({ "requestId": id });
-        page.on_event("Network.requestWillBeSent", &sent("1"), "F");
-        page.on_event("Network.requestWillBeSent", &sent("2"), "F");
+        page.on_event("S", "Network.requestWillBeSent", &sent("1"), Some("F"));
+        page.on_event("S", "Network.requestWillBeSent", &sent("2"), Some("F"));
         // A redirect hop of request 1 is not a new request.
-        page.on_event("Network.requestWillBeSent", &sent("1"), "F");
+        page.on_event("S", "Network.requestWillBeSent", &sent("1"), Some("F"));
         assert_eq!(page.in_flight(), 2);
         assert_eq!(page.network_quiet(Instant::now()), Duration::ZERO);
-        page.on_event("Network.loadingFinished", &sent("1"), "F");
-        page.on_event("Network.loadingFailed", &sent("2"), "F");
+        page.on_event("S", "Network.loadingFinished", &sent("1"), Some("F"));
+        page.on_event("S", "Network.loadingFailed", &sent("2"), Some("F"));
         assert_eq!(page.in_flight(), 0);
         let since = page.since(&mark);
         assert!(since.requests_started);
         assert_eq!(since.requests_in_flight, 0);
         // An end never seen to start changes nothing.
-        page.on_event("Network.loadingFinished", &sent("9"), "F");
+        page.on_event("S", "Network.loadingFinished", &sent("9"), Some("F"));
         assert_eq!(page.in_flight(), 0);
         // A body nobody reads: done once no data came for a while.
-        page.on_event("Network.requestWillBeSent", &sent("3"), "F");
-        page.on_event("Network.responseReceived", &sent("3"), "F");
+        page.on_event("S", "Network.requestWillBeSent", &sent("3"), Some("F"));
+        page.on_event("S", "Network.responseReceived", &sent("3"), Some("F"));
         assert_eq!(page.in_flight(), 1);
         let later = Instant::now() + UNREAD_BODY;
         assert!(page.network_quiet(later) > Duration::ZERO);
@@ -344,16 +368,21 @@ mod tests {
         let before = page.dom_quiet(Instant::now() + Duration::from_secs(5));
         let called =
             |context: i64| json!({ "name": MUTATION_BINDING, "executionContextId": context });
-        page.on_event("Runtime.bindingCalled", &called(7), "F");
+        page.on_event("S", "Runtime.bindingCalled", &called(7), Some("F"));
         assert!(page.dom_quiet(Instant::now() + Duration::from_secs(5)) >= before);
         let created =
             json!({ "context": { "id": 7, "name": WATCH_WORLD, "auxData": { "frameId": "F" } } });
-        page.on_event("Runtime.executionContextCreated", &created, "F");
+        page.on_event("S", "Runtime.executionContextCreated", &created, Some("F"));
         std::thread::sleep(Duration::from_millis(20));
-        page.on_event("Runtime.bindingCalled", &called(7), "F");
+        page.on_event("S", "Runtime.bindingCalled", &called(7), Some("F"));
         assert!(page.dom_quiet(Instant::now()) < Duration::from_millis(20));
-        assert_eq!(page.watch_contexts(), vec![7]);
-        page.on_event("Runtime.executionContextsCleared", &json!({}), "F");
+        assert_eq!(page.watch_contexts(), vec![("S".to_string(), 7)]);
+        page.on_event(
+            "S",
+            "Runtime.executionContextsCleared",
+            &json!({}),
+            Some("F"),
+        );
         assert!(page.watch_contexts().is_empty());
     }
 
@@ -362,35 +391,29 @@ mod tests {
         let mut page = Activity::new();
         let mark = page.mark();
         let main = json!({ "frameId": "F" });
-        page.on_event(
-            "Page.frameStartedLoading",
-            &json!({ "frameId": "child" }),
-            "F",
-        );
-        assert!(
-            !page.since(&mark).navigation_started,
-            "a child frame's load"
-        );
-        page.on_event("Page.frameStartedLoading", &main, "F");
-        page.on_event(
-            "Page.frameNavigated",
-            &json!({ "frame": { "id": "F" } }),
-            "F",
-        );
+        let child = json!({ "frameId": "child" });
+        page.on_event("S", "Page.frameStartedLoading", &child, Some("F"));
+        // A frame in another process loading, through its own session.
+        page.on_event("C", "Page.loadEventFired", &json!({}), None);
+        let since = page.since(&mark);
+        assert!(!since.navigation_started && !since.loaded, "a frame's load");
+        page.on_event("S", "Page.frameStartedLoading", &main, Some("F"));
+        let navigated = json!({ "frame": { "id": "F" } });
+        page.on_event("S", "Page.frameNavigated", &navigated, Some("F"));
         let since = page.since(&mark);
         assert!(since.navigation_started && since.committed && since.loading);
         assert!(!since.loaded);
-        page.on_event("Page.loadEventFired", &json!({}), "F");
-        page.on_event("Page.frameStoppedLoading", &main, "F");
+        page.on_event("S", "Page.loadEventFired", &json!({}), Some("F"));
+        page.on_event("S", "Page.frameStoppedLoading", &main, Some("F"));
         assert!(page.since(&mark).loaded);
 
         let long = "x".repeat(5_000);
         let opening = json!({ "type": "prompt", "message": long, "defaultPrompt": "d" });
-        page.on_event("Page.javascriptDialogOpening", &opening, "F");
+        page.on_event("S", "Page.javascriptDialogOpening", &opening, Some("F"));
         let dialog = page.dialog().unwrap();
         assert_eq!(dialog.kind, "prompt");
         assert_eq!(dialog.message.chars().count(), DIALOG_CHARS);
-        page.on_event("Page.javascriptDialogClosed", &json!({}), "F");
+        page.on_event("S", "Page.javascriptDialogClosed", &json!({}), Some("F"));
         assert!(page.dialog().is_none());
     }
 }

@@ -59,10 +59,10 @@ pub fn call_unless_dialog(
     }
 }
 
-/// `browser_dialog`: accepts or dismisses the open dialog (a prompt with `prompt_text`).
+/// `browser_dialog`: accepts or dismisses the open dialog (a prompt with `prompt_text`),
+/// through the session that reported it.
 pub fn answer(
     connection: &Connection,
-    session: &str,
     dialog: Option<Dialog>,
     accept: bool,
     prompt_text: Option<&str>,
@@ -86,7 +86,7 @@ pub fn answer(
     connection.call(
         "Page.handleJavaScriptDialog",
         params,
-        Some(session),
+        Some(&dialog.session),
         deadline,
     )?;
     Ok(json!({ "dialog": dialog.to_json(), "accepted": accept }))
@@ -102,6 +102,7 @@ mod tests {
             kind: "confirm".into(),
             message: "Delete?\n- button \"OK\" [ref=e1]\u{202e}".into(),
             default_prompt: String::new(),
+            session: "S1".into(),
         };
         let EngineError::Page(message) = open_error(&dialog) else {
             panic!("a page error");

@@ -41,6 +41,7 @@ mod activity;
 mod cdp;
 mod dialogs;
 mod elements;
+mod frames;
 mod policy;
 mod process;
 pub mod refs;
@@ -252,6 +253,8 @@ struct Shared {
     infos: Mutex<HashMap<PageId, PageInfo>>,
     /// Each page's refs and stored snapshots (`refs.rs`), dropped with the page.
     refs: Mutex<HashMap<PageId, Arc<Mutex<PageRefs>>>>,
+    /// The pages' frames in other processes, by session (`frames.rs`).
+    children: Mutex<frames::ChildFrames>,
 }
 
 /// A page's current address and title, as Chromium reports them.
@@ -269,6 +272,7 @@ impl Shared {
     }
 
     fn remove(&self, page: &PageId) {
+        lock(&self.children).retain(|_, child| child.page != *page);
         lock(&self.infos).remove(page);
         lock(&self.refs).remove(page);
         let removed = lock(&self.pages).remove(page);
@@ -326,14 +330,35 @@ impl Shared {
         }
     }
 
-    /// Hands an event of a page's session to that page's activity.
+    /// Hands an event of a page's session, or of one of its frames in another process, to
+    /// that page's activity.
     fn record_activity(&self, session: &str, event: &Event) {
+        let child = lock(&self.children).get(session).map(|c| c.page.clone());
         let mut pages = lock(&self.pages);
-        if let Some((page, state)) = pages.iter_mut().find(|(_, s)| s.session == session) {
-            state
-                .activity
-                .on_event(&event.method, &event.params, page.as_str());
+        let (page, main_frame) = match child {
+            Some(page) => (pages.get_mut(&page), None),
+            None => match pages.iter_mut().find(|(_, s)| s.session == session) {
+                Some((page, state)) => (Some(state), Some(page.as_str())),
+                None => (None, None),
+            },
+        };
+        if let Some(state) = page {
+            let (method, params) = (&event.method, &event.params);
+            state.activity.on_event(session, method, params, main_frame);
         }
+    }
+
+    /// The page a session belongs to: the page's own, or one of its frames'.
+    fn page_of_any_session(&self, session: &str) -> Option<PageId> {
+        let child = lock(&self.children).get(session).map(|c| c.page.clone());
+        child.or_else(|| self.page_of_session(session))
+    }
+
+    /// The sessions of `page`'s frames in other processes, by frame id.
+    fn frame_sessions(&self, page: &PageId) -> HashMap<String, String> {
+        let children = lock(&self.children);
+        let of_page = children.iter().filter(|(_, c)| c.page == *page);
+        of_page.map(|(s, c)| (c.frame.clone(), s.clone())).collect()
     }
 
     /// Reads `page`'s activity, if the page is known.
@@ -487,36 +512,11 @@ impl BrowserEngine {
                 activity: Activity::new(),
             },
         );
-        let setup = [
-            ("Page.enable", json!({})),
-            ("Page.setLifecycleEventsEnabled", json!({ "enabled": true })),
-            (
-                "Fetch.enable",
-                json!({ "patterns": [{ "urlPattern": "*", "resourceType": "Document", "requestStage": "Request" }] }),
-            ),
-            (
-                "Page.setInterceptFileChooserDialog",
-                json!({ "enabled": true }),
-            ),
-            // What `activity.rs` counts: requests, and DOM changes our watcher reports.
-            (
-                "Network.enable",
-                json!({ "maxTotalBufferSize": 1_000_000, "maxResourceBufferSize": 100_000 }),
-            ),
-            (
-                "Runtime.addBinding",
-                json!({ "name": activity::MUTATION_BINDING, "executionContextName": activity::WATCH_WORLD }),
-            ),
-            (
-                "Page.addScriptToEvaluateOnNewDocument",
-                json!({ "source": activity::WATCH_JS, "worldName": activity::WATCH_WORLD, "runImmediately": true }),
-            ),
-            ("Runtime.enable", json!({})),
-            (
-                "Emulation.setDeviceMetricsOverride",
-                json!({ "width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": false }),
-            ),
-        ];
+        let mut setup = frames::session_setup();
+        setup.push((
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": false }),
+        ));
         for (method, params) in setup {
             connection.call(method, params, Some(&session), deadline)?;
         }
@@ -785,8 +785,13 @@ impl BrowserEngine {
             "browser_click" => match args.get("ref").and_then(Value::as_str) {
                 Some(element_ref) => {
                     let refs = self.shared.refs_of(page);
+                    let frames = self.shared.frame_sessions(page);
                     self.on_page(page, deadline, |connection, session| {
-                        elements::click(connection, session, &refs, element_ref, deadline)
+                        let page = elements::Page {
+                            session,
+                            frames: &frames,
+                        };
+                        elements::click(connection, &page, &refs, element_ref, deadline)
                     })?;
                     Ok(json!({ "ref": element_ref }))
                 }
@@ -800,10 +805,14 @@ impl BrowserEngine {
                 Some(element_ref) => {
                     let refs = self.shared.refs_of(page);
                     let typed = text("text")?;
+                    let frames = self.shared.frame_sessions(page);
                     self.on_page(page, deadline, |connection, session| {
                         elements::type_text(
                             connection,
-                            session,
+                            &elements::Page {
+                                session,
+                                frames: &frames,
+                            },
                             &refs,
                             element_ref,
                             typed,
@@ -823,8 +832,8 @@ impl BrowserEngine {
                 let accept = args.get("accept").and_then(Value::as_bool) == Some(true);
                 let prompt = args.get("promptText").and_then(Value::as_str);
                 let dialog = self.open_dialog(page);
-                self.on_page(page, deadline, |connection, session| {
-                    dialogs::answer(connection, session, dialog, accept, prompt, deadline)
+                self.on_page(page, deadline, |connection, _| {
+                    dialogs::answer(connection, dialog, accept, prompt, deadline)
                 })
             }
             other => Err(EngineError::Page(format!(
@@ -858,9 +867,12 @@ impl BrowserEngine {
         let refs = self.shared.refs_of(page);
         let id = match text("snapshot") {
             Some(id) => id.to_string(),
-            None => self.on_page(page, deadline, |connection, session| {
-                elements::take(connection, session, page, &refs, deadline)
-            })?,
+            None => {
+                let frames = self.shared.frame_sessions(page);
+                self.on_page(page, deadline, |connection, session| {
+                    elements::take(connection, session, &frames, page, &refs, deadline)
+                })?
+            }
         };
         elements::render(&refs, &id, &view)
     }
@@ -1109,11 +1121,16 @@ fn policy_hook(shared: Arc<Shared>) -> EventHook {
                     shared.remove(&PageId(target.to_string()));
                 }
             }
+            "Target.attachedToTarget" => {
+                let page = session.and_then(|s| shared.page_of_any_session(s));
+                if let Some((child, frame)) = frames::attached(connection, page, params) {
+                    lock(&shared.children).insert(child, frame);
+                }
+            }
             "Target.detachedFromTarget" => {
-                if let Some(page) = params["sessionId"]
-                    .as_str()
-                    .and_then(|s| shared.page_of_session(s))
-                {
+                let detached = params["sessionId"].as_str().unwrap_or_default();
+                lock(&shared.children).remove(detached);
+                if let Some(page) = shared.page_of_session(detached) {
                     shared.remove(&page);
                 }
             }

@@ -153,7 +153,8 @@ impl PageWait {
             .engine
             .shared
             .activity(&self.page, |page| page.watch_contexts())?;
-        let (connection, session) = self.engine.live_page(&self.page)?;
+        // Only while the page's Chromium runs (a check never starts one).
+        let (connection, _) = self.engine.live_page(&self.page)?;
         // serde_json output is a valid JavaScript string literal.
         let expression = format!(
             "(() => {{ const norm = (s) => String(s).replace(/\\s+/g, ' ').trim().toLowerCase(); \
@@ -163,7 +164,7 @@ impl PageWait {
         let pending = contexts
             .into_iter()
             .take(MAX_PROBED_FRAMES)
-            .map(|context| {
+            .map(|(session, context)| {
                 let params = json!({ "expression": expression, "contextId": context, "returnByValue": true });
                 connection.request("Runtime.evaluate", params, Some(&session))
             })
