@@ -13,7 +13,7 @@ use super::agents::find_preset;
 use super::artifact::check_artifact_path;
 use super::commands::Watched;
 use super::context::{last_chars, read_context, read_links};
-use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration};
+use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Workspace};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
@@ -22,7 +22,7 @@ use crate::protocol::{
     is_browser_operation, wait_timeout, IntegrationStatus, ToolIdentity, ToolRequest,
     BROWSER_CONTROL_OFF,
 };
-use crate::server::{Execution, ServerCallbacks, Wait};
+use crate::server::{Awaited, Execution, Outcome, ServerCallbacks, Wait};
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -545,11 +545,30 @@ impl Core {
             .server()
             .ok_or("Tool service is shutting down; try again")?;
         let slot = server.reserve_wait(&identity.project_id)?;
-        let awaited = self.host.browsers.wait(&target, &request.args)?;
+        let page = self.host.browsers.wait(&target, &request.args)?;
+        let workspace = Arc::clone(&self.host.workspace);
         Ok(Wait {
             slot,
             deadline: Instant::now() + timeout,
-            awaited,
+            awaited: Box::new(WhileBrowserControl(workspace, page)),
         })
+    }
+}
+
+/// A page wait that ends when the user turns browser control off.
+struct WhileBrowserControl(Arc<dyn Workspace>, Box<dyn Awaited>);
+
+impl Awaited for WhileBrowserControl {
+    fn check(&mut self) -> Option<Outcome> {
+        if !self.0.browser_control_enabled() {
+            return Some(Err(format!(
+                "{BROWSER_CONTROL_OFF}: browser control was turned off while waiting"
+            )));
+        }
+        self.1.check()
+    }
+
+    fn at_deadline(&mut self) -> Outcome {
+        self.1.at_deadline()
     }
 }

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use super::activity;
-use super::cdp::Connection;
-use super::PageId;
+use super::cdp::{Connection, Event};
+use super::{lock, PageId, Shared};
 
 /// A frame in another process: the page it belongs to and its frame id (its target id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,39 @@ pub fn session_setup() -> Vec<(&'static str, Value)> {
                     "filter": [{ "type": "iframe" }] }),
         ),
     ]
+}
+
+impl Shared {
+    /// Hands an event of a page's session, or of one of its frames in another process, to
+    /// that page's activity.
+    pub(super) fn record_activity(&self, session: &str, event: &Event) {
+        let child = lock(&self.children).get(session).map(|c| c.page.clone());
+        let mut pages = lock(&self.pages);
+        let (page, main_frame) = match child {
+            Some(page) => (pages.get_mut(&page), None),
+            None => match pages.iter_mut().find(|(_, s)| s.session == session) {
+                Some((page, state)) => (Some(state), Some(page.as_str())),
+                None => (None, None),
+            },
+        };
+        if let Some(state) = page {
+            let (method, params) = (&event.method, &event.params);
+            state.activity.on_event(session, method, params, main_frame);
+        }
+    }
+
+    /// The page a session belongs to: the page's own, or one of its frames'.
+    pub(super) fn page_of_any_session(&self, session: &str) -> Option<PageId> {
+        let child = lock(&self.children).get(session).map(|c| c.page.clone());
+        child.or_else(|| self.page_of_session(session))
+    }
+
+    /// The sessions of `page`'s frames in other processes, by frame id.
+    pub(super) fn frame_sessions(&self, page: &PageId) -> HashMap<String, String> {
+        let children = lock(&self.children);
+        let of_page = children.iter().filter(|(_, c)| c.page == *page);
+        of_page.map(|(s, c)| (c.frame.clone(), s.clone())).collect()
+    }
 }
 
 /// `Target.attachedToTarget` on `parent`, a session of `page`: a frame is set up and let

@@ -330,37 +330,6 @@ impl Shared {
         }
     }
 
-    /// Hands an event of a page's session, or of one of its frames in another process, to
-    /// that page's activity.
-    fn record_activity(&self, session: &str, event: &Event) {
-        let child = lock(&self.children).get(session).map(|c| c.page.clone());
-        let mut pages = lock(&self.pages);
-        let (page, main_frame) = match child {
-            Some(page) => (pages.get_mut(&page), None),
-            None => match pages.iter_mut().find(|(_, s)| s.session == session) {
-                Some((page, state)) => (Some(state), Some(page.as_str())),
-                None => (None, None),
-            },
-        };
-        if let Some(state) = page {
-            let (method, params) = (&event.method, &event.params);
-            state.activity.on_event(session, method, params, main_frame);
-        }
-    }
-
-    /// The page a session belongs to: the page's own, or one of its frames'.
-    fn page_of_any_session(&self, session: &str) -> Option<PageId> {
-        let child = lock(&self.children).get(session).map(|c| c.page.clone());
-        child.or_else(|| self.page_of_session(session))
-    }
-
-    /// The sessions of `page`'s frames in other processes, by frame id.
-    fn frame_sessions(&self, page: &PageId) -> HashMap<String, String> {
-        let children = lock(&self.children);
-        let of_page = children.iter().filter(|(_, c)| c.page == *page);
-        of_page.map(|(s, c)| (c.frame.clone(), s.clone())).collect()
-    }
-
     /// Reads `page`'s activity, if the page is known.
     fn activity<T>(&self, page: &PageId, read: impl FnOnce(&Activity) -> T) -> Option<T> {
         lock(&self.pages)

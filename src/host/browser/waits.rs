@@ -112,7 +112,11 @@ impl PageWait {
         }
     }
 
+    /// The page now; `None` once it is closed or lost with its Chromium.
     fn look(&self) -> Option<Seen> {
+        if !self.engine.is_ready(&self.page) {
+            return None;
+        }
         let now = Instant::now();
         self.engine.shared.activity(&self.page, |page| Seen {
             in_flight: page.in_flight(),
