@@ -37,6 +37,7 @@ PAGE = (
     b"<!doctype html><html><head><title>Schema page</title></head><body>"
     b"<h1>Structured results</h1><input id=\"q\"><button id=\"go\" "
     b"onclick=\"document.title = 'typed ' + document.getElementById('q').value\">Go</button>"
+    b"<button id=\"ask\" onclick=\"document.title = confirm('Sure?') ? 'yes' : 'no'\">Ask</button>"
     b"</body></html>"
 )
 
@@ -134,13 +135,25 @@ async def every_operation(run, project, url):
     snap = await run.ok("browser_inspect", {"nodeId": browser, "mode": "snapshot", "maxChars": 3000})
     check(snap["cut"] is False and "nextOffset" not in snap, f"{run.label}: snapshot {snap}")
     await run.ok("browser_inspect", {"nodeId": browser, "mode": "snapshot", "snapshot": snap["snapshot"], "offset": 1})
-    refs = {" ".join(line.split()[:2]): line.rsplit("[ref=", 1)[1].rstrip("]")
-            for line in snap["text"].splitlines()[1:] if "[ref=" in line}
+    refs = {}
+    for line in snap["text"].splitlines()[1:]:
+        if "[ref=" in line:  # the first of each role: the Go button, not Ask
+            refs.setdefault(" ".join(line.split()[:2]), line.rsplit("[ref=", 1)[1].rstrip("]"))
     check("- textbox" in refs and "- button" in refs, f"{run.label}: refs {refs} of {snap['text']}")
     await run.ok("browser_type", {"nodeId": browser, "ref": refs["- textbox"], "text": "by ref"})
     await run.ok("browser_click", {"nodeId": browser, "ref": refs["- button"]})
     await run.error("browser_click", {"nodeId": browser, "ref": "e999999"})
     await run.ok("browser_navigate", {"nodeId": browser, "url": url + "?second"})
+    # Waits, and a dialog: reported by the click, refused around, then answered.
+    waited = await run.ok("browser_wait", {"nodeId": browser, "text": "structured results", "timeoutMs": 5000})
+    check(waited["state"] == "met", f"{run.label}: wait {waited}")
+    await run.ok("browser_wait", {"nodeId": browser, "idle": "network", "timeoutMs": 5000})
+    await run.ok("browser_wait", {"nodeId": browser, "textGone": "Structured", "timeoutMs": 300})
+    asked = await run.ok("browser_click", {"nodeId": browser, "selector": "#ask"})
+    check(asked.get("after") == "dialog", f"{run.label}: click {asked}")
+    await run.error("browser_inspect", {"nodeId": browser})
+    await run.ok("browser_dialog", {"nodeId": browser, "accept": True})
+    await run.error("browser_dialog", {"nodeId": browser, "accept": True})
     await run.ok("browser_screenshot", {"nodeId": browser})
     await run.ok("browser_transfer", {"nodeId": browser, "agentNodeId": "other"})
     await run.ok("browser_list")
@@ -181,7 +194,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 33, f"{label}: {len(schemas)} tools listed (browser control on: 33)")
+        check(len(schemas) == 35, f"{label}: {len(schemas)} tools listed (browser control on: 35)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

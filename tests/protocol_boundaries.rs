@@ -13,7 +13,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{json, Map, Value};
 use termsprawl_tools::protocol::{
     catalogue_json, exactly_one_of, find_tool, validate_tool_request, ArgKind, ArgSpec, ToolSpec,
-    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, GUIDE_TOPICS, INSPECT_MODES, NO_CONTROL_PATTERN,
+    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, BROWSER_IDLE, GUIDE_TOPICS, INSPECT_MODES,
+    NO_CONTROL_PATTERN,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -221,6 +222,25 @@ fn catalogue_matches_the_operation_table() {
                 ("ref", Key, false),
             ],
         ),
+        // Beyond the spec: waiting on a page, answering its dialog.
+        (
+            "browser_wait",
+            &[
+                ("nodeId", Text, true),
+                ("text", Text, false),
+                ("textGone", Text, false),
+                ("idle", OneOf(BROWSER_IDLE), false),
+                ("timeoutMs", Whole(0, 600_000), false),
+            ],
+        ),
+        (
+            "browser_dialog",
+            &[
+                ("nodeId", Text, true),
+                ("accept", Flag, true),
+                ("promptText", Text, false),
+            ],
+        ),
         ("terminal_open", &[("title", Text, false)]),
         (
             "terminal_read",
@@ -283,7 +303,7 @@ fn catalogue_matches_the_operation_table() {
             ],
         ),
     ];
-    assert_eq!(table.len(), 33);
+    assert_eq!(table.len(), 35);
     assert_eq!(AGENT_TOOLS.len(), table.len());
     for (name, expected) in table {
         let tool = find_tool(name).unwrap_or_else(|| panic!("{name} is in AGENT_TOOLS"));
@@ -958,13 +978,13 @@ fn cli_validate_exits_2_on_input_that_is_not_json() {
 }
 
 #[test]
-fn cli_catalogue_prints_33_operations_whose_schemas_carry_the_limits() {
+fn cli_catalogue_prints_35_operations_whose_schemas_carry_the_limits() {
     let output = run_cli(&["catalogue"], b"");
     assert_eq!(output.status.code(), Some(0));
     let catalogue = stdout_json(&output);
     assert_eq!(catalogue, catalogue_json());
     let entries = catalogue.as_array().expect("an array");
-    assert_eq!(entries.len(), 33);
+    assert_eq!(entries.len(), 35);
     for (entry, tool) in entries.iter().zip(AGENT_TOOLS) {
         assert_eq!(entry["name"], json!(tool.name));
         assert!(entry["description"].as_str().is_some_and(|d| !d.is_empty()));

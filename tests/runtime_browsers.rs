@@ -236,6 +236,60 @@ fn page_operations_give_up_after_15_seconds() {
 }
 
 #[test]
+fn browser_waits_need_the_owner_one_condition_and_browser_control_throughout() {
+    let rig = Rig::new("browser-wait", &["a", "b"]);
+    web_node(&rig);
+    let wait = |node: &str, args: Value| run(&rig, node, "browser_wait", args);
+    let error = wait("a", json!({"nodeId": "web", "idle": "dom"})).unwrap_err();
+    assert_eq!(
+        error,
+        "Claim this browser or ask its owner to transfer control first"
+    );
+    run(&rig, "a", "browser_claim", json!({"nodeId": "web"})).unwrap();
+    for args in [
+        json!({"nodeId": "web"}),
+        json!({"nodeId": "web", "text": "x", "textGone": "y"}),
+    ] {
+        let error = wait("a", args).unwrap_err();
+        assert!(
+            error.starts_with("browser_wait needs exactly one of text, textGone or idle"),
+            "{error}"
+        );
+    }
+    let error = wait("b", json!({"nodeId": "web", "idle": "network"})).unwrap_err();
+    assert!(error.starts_with("Claim this browser"), "{error}");
+    // The host's check answers; on the active tab's guest.
+    let met = wait("a", json!({"nodeId": "web", "text": "Ready"})).unwrap();
+    assert_eq!(met, json!({"state": "met", "target": "target-web-t2"}));
+    let late = wait(
+        "a",
+        json!({"nodeId": "web", "text": "never", "timeoutMs": 300}),
+    )
+    .unwrap();
+    assert_eq!(late["state"], "timed_out");
+    // Turning browser control off ends a wait in progress.
+    let workspace = std::sync::Arc::clone(&rig.workspace);
+    let off = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        *workspace.browser_enabled.lock().unwrap() = false;
+    });
+    let error = wait(
+        "a",
+        json!({"nodeId": "web", "text": "never", "timeoutMs": 60_000}),
+    )
+    .unwrap_err();
+    off.join().unwrap();
+    assert!(
+        error.contains("browser control was turned off while waiting"),
+        "{error}"
+    );
+    assert!(
+        rig.browsers.runs.lock().unwrap().is_empty(),
+        "waits run no page operation"
+    );
+}
+
+#[test]
 fn owners_survive_a_restart_and_guests_fall_back_to_the_first_tab() {
     let rig = Rig::with_data("browser-restart", &["a"], |tools| {
         std::fs::write(

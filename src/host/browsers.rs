@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+use super::browser::waits::{Condition, PageWait};
 use super::browser::{BrowserEngine, EngineConfig, PageId, PageInfo};
 use crate::base::terminal_text::escape_for_terminal;
 use crate::runtime::Browsers;
+use crate::server::Awaited;
 
 /// How long the canvas owner waits for a new node's page before answering `browser_open`
 /// (starting Chromium takes seconds; the runtime itself waits only 3 s for the guest).
@@ -245,6 +247,22 @@ impl Browsers for ChromiumBrowsers {
                 Instant::now() + PAGE_OPERATION_TIMEOUT,
             )
             .map_err(|e| e.to_string())
+    }
+
+    fn wait(&self, target_id: &str, args: &Map<String, Value>) -> Result<Box<dyn Awaited>, String> {
+        let condition = Condition::of(args)?;
+        let page = PageId(target_id.to_string());
+        if !self.engine.is_ready(&page) {
+            return Err(
+                "Browser page not found or already closed; open it again with browser_open".into(),
+            );
+        }
+        let node_id = args
+            .get("nodeId")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let wait = PageWait::new(Arc::clone(&self.engine), page, node_id, condition);
+        Ok(Box::new(wait))
     }
 }
 

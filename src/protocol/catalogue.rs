@@ -352,10 +352,38 @@ const OUTPUT_CHARS: ArgSpec = opt(
 );
 const NODE_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId")]);
 const OWNER_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId"), text("owner")]);
-/// A click or a typing answers with what it acted on: the selector or the ref it was given.
+/// What an action on a page led to, after the short wait for it (`after` of a click,
+/// typing, navigation or dialog answer).
+pub const BROWSER_AFTER_STATES: &[&str] = &[
+    "navigated",
+    "loading",
+    "requests_done",
+    "requests_pending",
+    "dialog",
+    "nothing",
+];
+/// How a `browser_wait` ended.
+pub const BROWSER_WAIT_STATES: &[&str] = &["met", "timed_out", "dialog"];
+/// What `browser_wait {idle}` waits for.
+pub const BROWSER_IDLE: &[&str] = &["network", "dom"];
+/// A JavaScript dialog a page opened.
+const DIALOG: FieldKind =
+    FieldKind::Object(&[text("type"), text("message"), text("defaultPrompt")]);
+/// The fields the short wait after a page action adds to its answer.
+const AFTER_FIELDS: [FieldSpec; 3] = [
+    maybe("after", FieldKind::OneOf(BROWSER_AFTER_STATES)),
+    maybe("dialog", DIALOG),
+    maybe("fileChooser", FieldKind::Text),
+];
+/// A click or a typing answers with what it acted on: the selector or the ref it was
+/// given, and what it led to.
 const TARGET_ANSWER: ResultShape = ResultShape::Object(&[
     maybe("selector", FieldKind::Text),
     maybe("ref", FieldKind::Text),
+    maybe("url", FieldKind::TextOrNull),
+    AFTER_FIELDS[0],
+    AFTER_FIELDS[1],
+    AFTER_FIELDS[2],
 ]);
 
 /// Every callable operation, in the spec's table order.
@@ -520,9 +548,9 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "browser_navigate",
         title: "Navigate a browser",
-        description: "Loads a URL in a browser you own and returns the final URL once the page has loaded.",
+        description: "Loads a URL in a browser you own and returns the final URL once the page has loaded (and after: whether requests it started are done, up to 5 s).",
         args: &[BROWSER_NODE, URL],
-        result: ResultShape::Object(&[text("url")]),
+        result: ResultShape::Object(&[text("url"), AFTER_FIELDS[0], AFTER_FIELDS[1], AFTER_FIELDS[2]]),
         hints: OPEN_WRITE,
     },
     ToolSpec {
@@ -557,7 +585,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "browser_click",
         title: "Click an element",
-        description: "Clicks the one visible element the selector (or the snapshot ref) names, as a real mouse press at its centre; a ref's element is scrolled into view and must not be covered.",
+        description: "Clicks the one visible element the selector (or the snapshot ref) names, as a real mouse press at its centre; a ref's element is scrolled into view and must not be covered. Then waits up to 5 s for what the click started and says it in after (navigated with the url, loading, requests_done, requests_pending, dialog, nothing).",
         args: &[BROWSER_NODE, SELECTOR, REF],
         result: TARGET_ANSWER,
         hints: OPEN_WRITE,
@@ -565,7 +593,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "browser_type",
         title: "Type into a field",
-        description: "Sets the value of the one visible, editable input or textarea the selector (or the snapshot ref) names.",
+        description: "Sets the value of the one visible, editable input or textarea the selector (or the snapshot ref) names; after says what it started, as for browser_click.",
         args: &[BROWSER_NODE, req("text", ArgKind::Text, "The value to enter."), SELECTOR, REF],
         result: TARGET_ANSWER,
         hints: OPEN_WRITE,
@@ -577,6 +605,50 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         args: &[BROWSER_NODE],
         result: ResultShape::Image(&[]),
         hints: OPEN_READ,
+    },
+    ToolSpec {
+        name: "browser_wait",
+        title: "Wait on a page",
+        description: "Waits, without holding up your other calls, until a text is shown on the page (any frame; case and spacing ignored), is no longer shown, or the page is idle: network (no request in flight for 500 ms) or dom (no change for 500 ms). Give exactly one of text, textGone, idle. Answers state met, timed_out (with what was seen) or dialog (a dialog opened: answer it with browser_dialog).",
+        args: &[
+            BROWSER_NODE,
+            opt("text", ArgKind::Text, "Wait until this text is shown on the page."),
+            opt("textGone", ArgKind::Text, "Wait until this text is no longer shown."),
+            opt("idle", ArgKind::OneOf(BROWSER_IDLE), "network: no request in flight for 500 ms; dom: no DOM change for 500 ms."),
+            opt("timeoutMs", ArgKind::Whole(0, WAIT_MAX_MS), "How long to wait in milliseconds (default 30000, at most 600000); then the answer says timed_out."),
+        ],
+        result: ResultShape::Object(&[
+            text("nodeId"),
+            field("state", FieldKind::OneOf(BROWSER_WAIT_STATES)),
+            field("waitedMs", FieldKind::Integer),
+            text("url"),
+            text("title"),
+            field("requestsInFlight", FieldKind::Integer),
+            field("networkQuietMs", FieldKind::Integer),
+            field("domQuietMs", FieldKind::Integer),
+            maybe("textFound", FieldKind::Bool),
+            maybe("dialog", DIALOG),
+        ]),
+        hints: OPEN_READ,
+    },
+    ToolSpec {
+        name: "browser_dialog",
+        title: "Answer a page dialog",
+        description: "Accepts or dismisses the JavaScript dialog (alert, confirm, prompt, beforeunload) open on the page; while one is open, other page calls are refused and say so. Then waits briefly for what it started, as browser_click.",
+        args: &[
+            BROWSER_NODE,
+            req("accept", ArgKind::Flag, "true: OK (accept); false: Cancel (dismiss)."),
+            opt("promptText", ArgKind::Text, "A prompt dialog's answer, when accepting it."),
+        ],
+        result: ResultShape::Object(&[
+            field("dialog", DIALOG),
+            field("accepted", FieldKind::Bool),
+            maybe("url", FieldKind::TextOrNull),
+            AFTER_FIELDS[0],
+            AFTER_FIELDS[1],
+            AFTER_FIELDS[2],
+        ]),
+        hints: OPEN_WRITE,
     },
     // Terminal
     ToolSpec {
@@ -752,9 +824,11 @@ pub fn is_browser_operation(name: &str) -> bool {
 }
 
 /// How long a call may wait before it answers, if it is one that waits
-/// (`terminal_submit` with `wait`, `terminal_wait`): its `timeoutMs`, else 30 s.
+/// (`terminal_submit` with `wait`, `terminal_wait`, `browser_wait`): its `timeoutMs`,
+/// else 30 s.
 pub fn wait_timeout(operation: &str, args: &Map<String, Value>) -> Option<Duration> {
     let waits = operation == "terminal_wait"
+        || operation == "browser_wait"
         || (operation == "terminal_submit" && args.contains_key("wait"));
     let millis = args.get("timeoutMs").and_then(Value::as_f64);
     let millis = millis.map_or(WAIT_DEFAULT_MS as f64, |ms| {
@@ -917,13 +991,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn thirty_three_unique_operations() {
-        // The spec's 28, the four of agent messaging and terminal_wait.
-        assert_eq!(AGENT_TOOLS.len(), 33);
+    fn thirty_five_unique_operations() {
+        // The spec's 28, the four of agent messaging, terminal_wait, browser_wait and
+        // browser_dialog.
+        assert_eq!(AGENT_TOOLS.len(), 35);
         let mut names: Vec<_> = AGENT_TOOLS.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 33);
+        assert_eq!(names.len(), 35);
     }
 
     #[test]
@@ -958,6 +1033,7 @@ mod tests {
             "browser_list",
             "browser_inspect",
             "browser_screenshot",
+            "browser_wait",
             "terminal_read",
             "terminal_wait",
             "agent_status",

@@ -13,7 +13,7 @@ use super::agents::find_preset;
 use super::artifact::check_artifact_path;
 use super::commands::Watched;
 use super::context::{last_chars, read_context, read_links};
-use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration};
+use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Workspace};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
@@ -22,7 +22,7 @@ use crate::protocol::{
     is_browser_operation, wait_timeout, IntegrationStatus, ToolIdentity, ToolRequest,
     BROWSER_CONTROL_OFF,
 };
-use crate::server::{Admission, Execution, ServerCallbacks, Wait};
+use crate::server::{Admission, Awaited, Execution, Outcome, ServerCallbacks, Wait};
 
 /// How long a new terminal may take to become ready.
 pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -527,8 +527,8 @@ fn terminal_node<'a>(nodes: &'a [Value], node_id: &str) -> Result<&'a Value, Str
 }
 
 impl Core {
-    /// `terminal_submit` with `wait` (types the command, unless one still runs there) or
-    /// `terminal_wait`: the wait the server answers the call from.
+    /// `terminal_submit` with `wait` (types the command, unless one still runs there),
+    /// `terminal_wait` or `browser_wait`: the wait the server answers the call from.
     fn start_wait(
         &self,
         identity: &ToolIdentity,
@@ -536,6 +536,9 @@ impl Core {
         request: &ToolRequest,
         timeout: Duration,
     ) -> Result<Wait, String> {
+        if request.operation == "browser_wait" {
+            return self.start_page_wait(identity, nodes, request, timeout);
+        }
         let (args, node_id) = (&request.args, arg(request, "nodeId"));
         let (node, terminals) = (terminal_node(nodes, node_id)?, &self.host.terminals);
         let line = args.get("command").and_then(Value::as_str);
@@ -569,5 +572,67 @@ impl Core {
             deadline,
             awaited: Box::new(watched),
         })
+    }
+
+    /// `browser_wait` on a browser the caller owns: the host's check of its page.
+    fn start_page_wait(
+        &self,
+        identity: &ToolIdentity,
+        nodes: &[Value],
+        request: &ToolRequest,
+        timeout: Duration,
+    ) -> Result<Wait, String> {
+        let given = ["text", "textGone", "idle"];
+        if given
+            .iter()
+            .filter(|key| request.args.contains_key(**key))
+            .count()
+            != 1
+        {
+            return Err(
+                "browser_wait needs exactly one of text, textGone or idle; nothing was waited for"
+                    .into(),
+            );
+        }
+        let node_id = arg(request, "nodeId");
+        let node = find_node(nodes, node_id)
+            .filter(|n| node_field(n, "type") == Some("browser"))
+            .ok_or("Browser node not found in this project")?;
+        if lock(&self.owners).owner(node_id) != Some(identity.node_id.as_str()) {
+            return Err(CLAIM_FIRST.into());
+        }
+        let target = self.guest(node)?;
+        if !self.host.workspace.browser_control_enabled() {
+            return Err(BROWSER_CONTROL_OFF.into());
+        }
+        let server = self
+            .server()
+            .ok_or("Tool service is shutting down; try again")?;
+        let slot = server.reserve_wait(&identity.project_id)?;
+        let page = self.host.browsers.wait(&target, &request.args)?;
+        let workspace = Arc::clone(&self.host.workspace);
+        Ok(Wait {
+            slot,
+            deadline: Instant::now() + timeout,
+            awaited: Box::new(WhileBrowserControl(workspace, page)),
+        })
+    }
+}
+
+/// A page wait that ends when the user turns browser control off.
+struct WhileBrowserControl(Arc<dyn Workspace>, Box<dyn Awaited>);
+
+impl Awaited for WhileBrowserControl {
+    fn check(&mut self) -> Option<Outcome> {
+        if !self.0.browser_control_enabled() {
+            return Some(Err(format!(
+                "{BROWSER_CONTROL_OFF}: browser control was turned off while waiting"
+            )));
+        }
+        self.1.check()
+    }
+
+    fn at_deadline(&mut self) -> Outcome {
+        self.1.at_deadline()
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::canvas::CanvasReplier;
 use crate::protocol::{CanvasToolRequest, IntegrationStatus};
+use crate::server::Awaited;
 
 /// One project as the workspace sees it right now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +81,7 @@ pub trait Browsers: Send + Sync + 'static {
     /// without sending means the tab is gone. On the project's worker: return at once.
     fn watch_guest(&self, node_id: &str, tab_id: &str, ready: Sender<String>);
     /// Runs a page operation (`browser_navigate`, `browser_inspect`, `browser_click`,
-    /// `browser_type`, `browser_screenshot`) on a ready guest. On a thread of its own: it
+    /// `browser_type`, `browser_screenshot`, `browser_dialog`) on a ready guest. On a thread of its own: it
     /// may block; the runtime gives up waiting after 15 s.
     fn run(
         &self,
@@ -88,6 +89,18 @@ pub trait Browsers: Send + Sync + 'static {
         operation: &str,
         args: &Map<String, Value>,
     ) -> Result<Value, String>;
+    /// Starts `browser_wait` (`args`: `nodeId` and one of `text`, `textGone`, `idle`) on a
+    /// ready guest: what the server's waiter checks every tick until it is met or its
+    /// deadline comes. On the project's worker: return at once. Each check must be cheap
+    /// and never block on the page (read state the host keeps; see `Awaited`). The
+    /// default refuses: a host that cannot watch its pages.
+    fn wait(
+        &self,
+        _target_id: &str,
+        _args: &Map<String, Value>,
+    ) -> Result<Box<dyn Awaited>, String> {
+        Err("This host cannot wait on its pages; inspect the page again instead".into())
+    }
 }
 
 /// Terminal sessions of terminal nodes (node ids are unique across projects). Called on

@@ -18,6 +18,7 @@ use termsprawl_tools::runtime::{
     AgentToolRuntime, Browsers, CanvasOwner, CanvasReplier, CommandOutput, CommandRecord,
     Foreground, Host, OutputMark, ProjectSnapshot, ShellIntegration, Terminals, Workspace,
 };
+use termsprawl_tools::server::{Awaited, Outcome};
 
 pub const PROJECT: &str = "proj";
 pub const SENDER: u64 = 41;
@@ -231,6 +232,28 @@ impl Browsers for FakeBrowsers {
             std::thread::sleep(Duration::from_secs(30));
         }
         Ok(json!({"target": target_id, "operation": operation}))
+    }
+
+    fn wait(&self, target_id: &str, args: &Map<String, Value>) -> Result<Box<dyn Awaited>, String> {
+        let never = args.get("text") == Some(&json!("never"));
+        let target = target_id.to_string();
+        Ok(Box::new(FakePageWait { target, never }))
+    }
+}
+
+/// A page wait: met at its first check, unless it waits for the text "never".
+struct FakePageWait {
+    target: String,
+    never: bool,
+}
+
+impl Awaited for FakePageWait {
+    fn check(&mut self) -> Option<Outcome> {
+        (!self.never).then(|| Ok(json!({"state": "met", "target": self.target})))
+    }
+
+    fn at_deadline(&mut self) -> Outcome {
+        Ok(json!({"state": "timed_out", "target": self.target}))
     }
 }
 

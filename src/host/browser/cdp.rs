@@ -126,6 +126,26 @@ impl Connection {
         }
     }
 
+    /// Sends `method` and returns at once; the reply is taken later from the [`Pending`]
+    /// (a check that runs every tick must never wait for Chromium).
+    pub fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        session: Option<&str>,
+    ) -> Pending {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        lock(&self.pending).insert(id, tx);
+        if let Err(error) = self.write(id, method, params, session) {
+            lock(&self.pending).remove(&id);
+            let (tx, rx) = mpsc::channel();
+            drop(tx.send(Err(error)));
+            return Pending(Arc::clone(self), id, rx);
+        }
+        Pending(Arc::clone(self), id, rx)
+    }
+
     /// Sends `method` without waiting; its reply is dropped. Used by the event hook,
     /// which must never wait for the reader thread it runs on.
     pub fn send(&self, method: &str, params: Value, session: Option<&str>) {
@@ -260,6 +280,26 @@ impl Connection {
         // Dropping the senders wakes every waiting caller with Disconnected -> Closed.
         lock(&self.pending).clear();
         lock(&self.subscribers).clear();
+    }
+}
+
+/// A command's reply to come (see [`Connection::request`]); dropping it forgets the reply.
+pub struct Pending(Arc<Connection>, u64, Receiver<Result<Value, CdpError>>);
+
+impl Pending {
+    /// The reply if it has come; `None`: not yet.
+    pub fn reply(&self) -> Option<Result<Value, CdpError>> {
+        match self.2.try_recv() {
+            Ok(reply) => Some(reply),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(CdpError::Closed)),
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        lock(&self.0.pending).remove(&self.1);
     }
 }
 

@@ -1,10 +1,11 @@
 //! The DevTools side of snapshots and refs: taking a page's snapshot, finding a ref's
 //! element again (or saying why it cannot be found), and clicking or typing into it.
 //!
-//! A snapshot covers the main frame, the frames in its process (same site: same-origin
-//! and other-origin frames of the same site) and shadow roots, open and closed (the
-//! accessibility tree is built on the composed tree). A frame of another site runs in a
-//! process of its own: its `<iframe>` line says `[contents not included]`.
+//! A snapshot covers the main frame, its frames and shadow roots, open and closed (the
+//! accessibility tree is built on the composed tree). Frames of the page's site are read
+//! through the page's session; a frame of another site runs in a process of its own and
+//! is read through its own session (`frames.rs`). An `<iframe>` whose document cannot be
+//! read (too deep, too many frames, not attached yet) says `[contents not included]`.
 //!
 //! A ref is resolved only through the page's ref table ([`super::refs`]): its frame must
 //! still show the same document (loader id) and its backend node must still be in it.
@@ -12,12 +13,14 @@
 //! functions see. Before a click, the element's centre is hit-tested
 //! (`DOM.getNodeForLocation`): if something else is there, nothing is clicked.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
 use super::cdp::{CdpError, Connection};
+use super::dialogs::call_unless_dialog;
 use super::refs::{PageRefs, RefError, RefKey};
 use super::snapshot::{self, Element, Snapshot, View};
 use super::{lock, script_succeeded, EngineError, PageId, COMMON_JS};
@@ -26,6 +29,8 @@ use super::{lock, script_succeeded, EngineError, PageId, COMMON_JS};
 struct Resolved {
     object: String,
     key: RefKey,
+    /// The session of its frame: the page's, or its frame's in another process.
+    session: String,
     /// The isolated world the object lives in.
     context: i64,
     /// The element is in the main frame's document (not in an `<iframe>`).
@@ -46,8 +51,9 @@ struct FrameDoc {
 /// Takes a new snapshot of the page, its frames included (each `<iframe>` line is followed
 /// by its document's elements), gives its elements refs and stores it.
 pub fn take(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
+    frame_sessions: &HashMap<String, String>,
     page: &PageId,
     refs: &Mutex<PageRefs>,
     deadline: Instant,
@@ -71,12 +77,12 @@ pub fn take(
         .to_string();
     let mut reader = FrameReader {
         connection,
-        session,
+        frame_sessions,
         deadline,
         frames: Vec::new(),
         elements: Vec::new(),
     };
-    reader.read(frame_tree, 0, None, 0)?;
+    reader.read(frame_tree, session, 0, None, 0)?;
     let FrameReader {
         frames, elements, ..
     } = reader;
@@ -108,7 +114,8 @@ pub fn take(
 /// Reads the elements of a frame and of the frames inside it, in document order.
 struct FrameReader<'a> {
     connection: &'a Connection,
-    session: &'a str,
+    /// The sessions of the page's frames in other processes, by frame id.
+    frame_sessions: &'a HashMap<String, String>,
     deadline: Instant,
     /// The frames read so far.
     frames: Vec<FrameDoc>,
@@ -117,21 +124,37 @@ struct FrameReader<'a> {
 }
 
 impl FrameReader<'_> {
-    /// Appends the elements of the frame `tree` describes (a `Page.getFrameTree` node),
-    /// `nesting` frames below the main frame, at `depth` below the line `owner` (its
-    /// `<iframe>`), and after each `<iframe>` line of it the elements of that frame.
+    /// Appends the elements of the frame `tree` describes (a `Page.getFrameTree` node of
+    /// `session`), `nesting` frames below the main frame, at `depth` below the line `owner`
+    /// (its `<iframe>`), and after each `<iframe>` line of it the elements of that frame.
     fn read(
         &mut self,
         tree: &Value,
+        session: &str,
         depth: usize,
         owner: Option<usize>,
         nesting: usize,
     ) -> Result<(), EngineError> {
         let frame_id = tree["frame"]["id"].as_str().unwrap_or_default();
+        // A frame in another process: read it, and its own frame tree, through its session.
+        if let Some(own) = self
+            .frame_sessions
+            .get(frame_id)
+            .filter(|own| *own != session)
+        {
+            let own = own.clone();
+            return match self.own_tree(&own) {
+                Some(tree) => self.read(&tree, &own, depth, owner, nesting),
+                None => {
+                    self.mark_not_included(owner);
+                    Ok(())
+                }
+            };
+        }
         let ax = self.connection.call(
             "Accessibility.getFullAXTree",
             json!({ "frameId": frame_id }),
-            Some(self.session),
+            Some(session),
             self.deadline,
         );
         let ax = match ax {
@@ -162,7 +185,7 @@ impl FrameReader<'_> {
             let owner_node = self.connection.call(
                 "DOM.getFrameOwner",
                 json!({ "frameId": child["frame"]["id"] }),
-                Some(self.session),
+                Some(session),
                 self.deadline,
             );
             if let Some(backend) = owner_node.ok().and_then(|o| o["backendNodeId"].as_i64()) {
@@ -190,22 +213,49 @@ impl FrameReader<'_> {
             };
             let inner_depth = element.depth + 1;
             let is_frame = element.role == "Iframe";
+            let backend = element.backend;
             self.elements.push((element, frame));
             let line = self.elements.len() - 1;
             placed.push(line);
-            if let Some(child) = child {
-                if nesting >= MAX_FRAME_DEPTH || self.frames.len() >= MAX_FRAMES {
-                    self.mark_not_included(Some(line));
-                } else {
-                    self.read(child, inner_depth, Some(line), nesting + 1)?;
-                }
+            let full = nesting >= MAX_FRAME_DEPTH || self.frames.len() >= MAX_FRAMES;
+            if let Some(child) = child.filter(|_| !full) {
+                self.read(child, session, inner_depth, Some(line), nesting + 1)?;
             } else if is_frame {
-                // A frame of another site runs in a process of its own, which this page's
-                // session does not read.
-                self.mark_not_included(Some(line));
+                // A frame this session does not list: one of another site, in a process
+                // of its own, read through its session.
+                let other = backend.filter(|_| !full);
+                match other.and_then(|b| self.other_process(session, b)) {
+                    Some((own, tree)) => {
+                        self.read(&tree, &own, inner_depth, Some(line), nesting + 1)?
+                    }
+                    None => self.mark_not_included(Some(line)),
+                }
             }
         }
         Ok(())
+    }
+
+    /// The session and frame tree of the frame shown by `<iframe>` element `backend` of
+    /// `session`, when that frame runs in another process we are attached to.
+    fn other_process(&self, session: &str, backend: i64) -> Option<(String, Value)> {
+        let node = self.connection.call(
+            "DOM.describeNode",
+            json!({ "backendNodeId": backend }),
+            Some(session),
+            self.deadline,
+        );
+        let frame = node.ok()?["node"]["frameId"].as_str()?.to_string();
+        let own = self.frame_sessions.get(&frame)?.clone();
+        let tree = self.own_tree(&own)?;
+        Some((own, tree))
+    }
+
+    /// The frame tree a frame's own session reports.
+    fn own_tree(&self, session: &str) -> Option<Value> {
+        let tree =
+            self.connection
+                .call("Page.getFrameTree", json!({}), Some(session), self.deadline);
+        Some(tree.ok()?["frameTree"].clone())
     }
 
     fn mark_not_included(&mut self, line: Option<usize>) {
@@ -241,13 +291,14 @@ pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, En
 /// Finds `element_ref`'s element: the ref must be issued, its document current and its
 /// element still in the page.
 fn resolve(
-    connection: &Connection,
-    session: &str,
+    connection: &Arc<Connection>,
+    page: &Page,
     refs: &Mutex<PageRefs>,
     element_ref: &str,
     deadline: Instant,
 ) -> Result<Resolved, EngineError> {
     let key = lock(refs).lookup(element_ref).map_err(EngineError::Ref)?;
+    let session = page.session_of(&key.frame);
     let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
     if frame_loader(&tree["frameTree"], &key.frame) != Some(key.loader.as_str()) {
         return Err(EngineError::Ref(RefError::Stale(element_ref.to_string())));
@@ -277,10 +328,12 @@ fn resolve(
         .and_then(Value::as_str)
         .ok_or_else(gone)?
         .to_string();
-    let in_main_frame = tree["frameTree"]["frame"]["id"] == key.frame.as_str();
+    let in_main_frame =
+        session == page.session && tree["frameTree"]["frame"]["id"] == key.frame.as_str();
     let resolved = Resolved {
         object,
         key,
+        session: session.to_string(),
         context,
         in_main_frame,
     };
@@ -297,6 +350,21 @@ fn resolve(
         return Err(gone());
     }
     Ok(resolved)
+}
+
+/// A page's session and the sessions of its frames in other processes (by frame id).
+pub struct Page<'a> {
+    /// The page's own session.
+    pub session: &'a str,
+    /// Its frames' in other processes.
+    pub frames: &'a HashMap<String, String>,
+}
+
+impl Page<'_> {
+    /// The session that reaches frame `frame`.
+    fn session_of(&self, frame: &str) -> &str {
+        self.frames.get(frame).map_or(self.session, String::as_str)
+    }
 }
 
 /// Turns Chromium's refusal of a command into `answer`, an answer that means "no such
@@ -321,20 +389,25 @@ fn frame_loader<'a>(tree: &'a Value, id: &str) -> Option<&'a str> {
 
 /// Runs `function` with `this` = the object and `args`, returning its JSON value.
 fn call_on(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     object: &str,
     function: &str,
     args: &[Value],
     deadline: Instant,
 ) -> Result<Value, EngineError> {
-    let reply = connection.call(
+    let reply = call_unless_dialog(
+        connection,
         "Runtime.callFunctionOn",
         json!({ "objectId": object, "functionDeclaration": function, "arguments": args,
                 "returnByValue": true, "awaitPromise": false }),
-        Some(session),
+        session,
         deadline,
     )?;
+    // A dialog the function caused (typing's events): the answer reports it.
+    let Some(reply) = reply else {
+        return Ok(Value::Null);
+    };
     script_succeeded(&reply)?;
     Ok(reply
         .pointer("/result/value")
@@ -368,14 +441,15 @@ const HIT_JS: &str = "function (hit) {
 
 /// Clicks `element_ref`'s element at its centre if nothing covers it there.
 pub fn click(
-    connection: &Connection,
-    session: &str,
+    connection: &Arc<Connection>,
+    page: &Page,
     refs: &Mutex<PageRefs>,
     element_ref: &str,
     deadline: Instant,
 ) -> Result<(), EngineError> {
-    let element = resolve(connection, session, refs, element_ref, deadline)?;
+    let element = resolve(connection, page, refs, element_ref, deadline)?;
     let hidden = || EngineError::Ref(RefError::Hidden(element_ref.to_string()));
+    let session = element.session.as_str();
     let centre = call_on(
         connection,
         session,
@@ -384,39 +458,40 @@ pub fn click(
         &[],
         deadline,
     )?;
-    let point = if element.in_main_frame {
-        let field = |key: &str| centre[key].as_f64();
-        match (field("x"), field("y"), field("pageX"), field("pageY")) {
-            (Some(x), Some(y), Some(page_x), Some(page_y)) => Some(Point {
-                x,
-                y,
-                page_x,
-                page_y,
-            }),
-            _ => None,
-        }
-    } else if centre.is_null() {
-        None
+    // The centre in the element's frame: its viewport and its document.
+    let field = |key: &str| centre[key].as_f64();
+    let own = match (field("x"), field("y"), field("pageX"), field("pageY")) {
+        (Some(x), Some(y), Some(page_x), Some(page_y)) => Some(Point {
+            x,
+            y,
+            page_x,
+            page_y,
+        }),
+        _ => None,
+    };
+    // Where to click in the page's viewport, and where to hit-test in the session's
+    // document (the hit test takes the viewport point plus the scroll offset; Chromium
+    // answers an error when no node is at the point).
+    let (x, y, hit_x, hit_y) = if element.in_main_frame {
+        let own = own.ok_or_else(hidden)?;
+        (own.x, own.y, own.page_x, own.page_y)
+    } else if session != page.session {
+        let own = own.ok_or_else(hidden)?;
+        let at = through_frame(connection, page.session, &element, &own, deadline)
+            .map_err(|by| EngineError::Ref(RefError::Covered(element_ref.to_string(), by)))?;
+        let (x, y) = at.ok_or_else(hidden)?;
+        (x, y, own.page_x, own.page_y)
     } else {
         // Inside an <iframe>, the script sees the frame's own viewport; Chromium knows
         // where that is in the page's.
-        frame_point(connection, session, &element, deadline)?
-    };
-    // The hit test takes document coordinates (the viewport's plus the scroll offset);
-    // Chromium answers an error when no node is at the point.
-    let Some(Point {
-        x,
-        y,
-        page_x,
-        page_y,
-    }) = point
-    else {
-        return Err(hidden());
+        let point = own.and(frame_point(connection, session, &element, deadline)?);
+        let point = point.ok_or_else(hidden)?;
+        (point.x, point.y, point.page_x, point.page_y)
     };
     let hit = connection
         .call(
             "DOM.getNodeForLocation",
-            json!({ "x": page_x.floor() as i64, "y": page_y.floor() as i64, "includeUserAgentShadowDOM": false,
+            json!({ "x": hit_x.floor() as i64, "y": hit_y.floor() as i64, "includeUserAgentShadowDOM": false,
                     "ignorePointerEventsNone": true }),
             Some(session),
             deadline,
@@ -435,7 +510,54 @@ pub fn click(
             )));
         }
     }
-    super::click_at(connection, session, x, y, deadline)
+    super::click_at(connection, page.session, x, y, deadline)
+}
+
+/// The page-viewport point of `own`, a point in the viewport of a frame in another
+/// process: the frame's `<iframe>` content box in the page, plus `own`. `None` when the
+/// `<iframe>` cannot be found or the point is outside the page's viewport; `Err` says
+/// what covers the `<iframe>` there (Chromium's failures count as not found).
+fn through_frame(
+    connection: &Arc<Connection>,
+    page_session: &str,
+    element: &Resolved,
+    own: &Point,
+    deadline: Instant,
+) -> Result<Option<(f64, f64)>, String> {
+    let call = |method: &str, params: Value| {
+        connection
+            .call(method, params, Some(page_session), deadline)
+            .unwrap_or(Value::Null)
+    };
+    let owner = call("DOM.getFrameOwner", json!({ "frameId": element.key.frame }));
+    let Some(owner) = owner["backendNodeId"].as_i64() else {
+        return Ok(None);
+    };
+    let model = call("DOM.getBoxModel", json!({ "backendNodeId": owner }));
+    let content = model["model"]["content"].as_array();
+    let corner = |i: usize| content.and_then(|c| c.get(i)).and_then(Value::as_f64);
+    let (Some(left), Some(top)) = (corner(0), corner(1)) else {
+        return Ok(None);
+    };
+    let (x, y) = (left + own.x, top + own.y);
+    let inside = (0.0..f64::from(super::VIEWPORT_WIDTH)).contains(&x)
+        && (0.0..f64::from(super::VIEWPORT_HEIGHT)).contains(&y);
+    if !inside {
+        return Ok(None);
+    }
+    let metrics = call("Page.getLayoutMetrics", json!({}));
+    let scroll = |key: &str| {
+        metrics["cssLayoutViewport"][key]
+            .as_f64()
+            .unwrap_or_default()
+    };
+    let at = json!({ "x": (x + scroll("pageX")).floor() as i64, "y": (y + scroll("pageY")).floor() as i64,
+                     "includeUserAgentShadowDOM": false, "ignorePointerEventsNone": true });
+    let hit = call("DOM.getNodeForLocation", at);
+    if hit["backendNodeId"].as_i64() != Some(owner) {
+        return Err("another element of the page, over the frame the element is in".into());
+    }
+    Ok(Some((x, y)))
 }
 
 /// Where to click: a point in the page's viewport, and the same point in its document
@@ -449,7 +571,7 @@ struct Point {
 
 /// The centre of the element's first box, or `None` when it is not in the viewport.
 fn frame_point(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     element: &Resolved,
     deadline: Instant,
@@ -496,7 +618,7 @@ fn frame_point(
 /// `None` when the node hit is inside the element (a click there reaches it), else what
 /// the node is, quoted: `<div id="overlay"> "Loading…"`.
 fn describe_hit(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     element: &Resolved,
     backend: i64,
@@ -545,14 +667,15 @@ fn describe_hit(
 /// Sets the value of `element_ref`'s element (a visible, editable input or textarea) as
 /// `browser_type` does for a selector.
 pub fn type_text(
-    connection: &Connection,
-    session: &str,
+    connection: &Arc<Connection>,
+    page: &Page,
     refs: &Mutex<PageRefs>,
     element_ref: &str,
     text: &str,
     deadline: Instant,
 ) -> Result<(), EngineError> {
-    let element = resolve(connection, session, refs, element_ref, deadline)?;
+    let element = resolve(connection, page, refs, element_ref, deadline)?;
+    let session = element.session.as_str();
     let function = format!(
         "function (text) {{\n{COMMON_JS}\nif (!visible(this)) return {{ hidden: true }};\nreturn typeInto(this, text);\n}}"
     );

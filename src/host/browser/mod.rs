@@ -17,8 +17,13 @@
 //!   page stays where it was.
 //! - Schemes Chromium loads without a network request (`data:`, `chrome:` ...) are not seen
 //!   by `Fetch`; a main frame that commits such a URL anyway is sent to `about:blank`.
-//! - Downloads are denied, pages opened by pages (popups) are closed, JavaScript dialogs
-//!   are dismissed (they would block the page) and file choosers are intercepted.
+//! - Downloads are denied, pages opened by pages (popups) are closed and file choosers are
+//!   intercepted (nothing is uploaded; the action's answer says one opened). JavaScript
+//!   dialogs stay open for the agent to answer (`dialogs.rs`).
+//!
+//! Waits: each page's activity (requests in flight, DOM changes, navigations, an open
+//! dialog) is kept from its events (`activity.rs`); `browser_wait` and the short wait
+//! after an action read it (`waits.rs`).
 //!
 //! Snapshots and refs: `browser_inspect` with `mode: "snapshot"` lists a page's
 //! accessibility tree one element a line (`snapshot.rs`), each element with a ref kept in
@@ -32,12 +37,16 @@
 //! gone ([`EngineError::EngineStopped`]). [`BrowserEngine::shutdown`] kills the process
 //! group, reaps the browser and removes the profile.
 
+mod activity;
 mod cdp;
+mod dialogs;
 mod elements;
+mod frames;
 mod policy;
 mod process;
 pub mod refs;
 pub mod snapshot;
+pub mod waits;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -52,6 +61,7 @@ use serde_json::{json, Map, Value};
 
 use crate::base::files::private_dir;
 use crate::protocol::limits::SNAPSHOT_DEFAULT_CHARS;
+use activity::Activity;
 use cdp::{CdpError, Connection, Event, EventHook};
 use process::ChromiumProcess;
 use refs::{PageRefs, RefError};
@@ -228,6 +238,8 @@ struct PageState {
     gone_sent: bool,
     /// The last document URL the policy refused for this page, if any.
     blocked: Option<String>,
+    /// What the page is doing, from its events (`activity.rs`).
+    activity: Activity,
 }
 
 /// State shared with the reader thread's event hook. The hook takes only these locks
@@ -241,6 +253,8 @@ struct Shared {
     infos: Mutex<HashMap<PageId, PageInfo>>,
     /// Each page's refs and stored snapshots (`refs.rs`), dropped with the page.
     refs: Mutex<HashMap<PageId, Arc<Mutex<PageRefs>>>>,
+    /// The pages' frames in other processes, by session (`frames.rs`).
+    children: Mutex<frames::ChildFrames>,
 }
 
 /// A page's current address and title, as Chromium reports them.
@@ -258,6 +272,7 @@ impl Shared {
     }
 
     fn remove(&self, page: &PageId) {
+        lock(&self.children).retain(|_, child| child.page != *page);
         lock(&self.infos).remove(page);
         lock(&self.refs).remove(page);
         let removed = lock(&self.pages).remove(page);
@@ -313,6 +328,13 @@ impl Shared {
         if let Some(state) = pages.values_mut().find(|s| s.session == session) {
             state.blocked = Some(url.to_string());
         }
+    }
+
+    /// Reads `page`'s activity, if the page is known.
+    fn activity<T>(&self, page: &PageId, read: impl FnOnce(&Activity) -> T) -> Option<T> {
+        lock(&self.pages)
+            .get(page)
+            .map(|state| read(&state.activity))
     }
 
     fn take_blocked(&self, page: &PageId) -> Option<String> {
@@ -456,24 +478,14 @@ impl BrowserEngine {
                 ready: false,
                 gone_sent: false,
                 blocked: None,
+                activity: Activity::new(),
             },
         );
-        let setup = [
-            ("Page.enable", json!({})),
-            ("Page.setLifecycleEventsEnabled", json!({ "enabled": true })),
-            (
-                "Fetch.enable",
-                json!({ "patterns": [{ "urlPattern": "*", "resourceType": "Document", "requestStage": "Request" }] }),
-            ),
-            (
-                "Page.setInterceptFileChooserDialog",
-                json!({ "enabled": true }),
-            ),
-            (
-                "Emulation.setDeviceMetricsOverride",
-                json!({ "width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": false }),
-            ),
-        ];
+        let mut setup = frames::session_setup();
+        setup.push((
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": VIEWPORT_WIDTH, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": false }),
+        ));
         for (method, params) in setup {
             connection.call(method, params, Some(&session), deadline)?;
         }
@@ -677,8 +689,44 @@ impl BrowserEngine {
     /// Runs one of the page operations by its protocol name on already validated `args`:
     /// `browser_navigate {url}` -> `{url}`, `browser_inspect` -> [`Inspection`],
     /// `browser_click {selector}` and `browser_type {selector, text}` -> `{selector}`,
-    /// `browser_screenshot` -> `{image}` (base64 PNG).
+    /// `browser_screenshot` -> `{image}` (base64 PNG), `browser_dialog {accept,
+    /// promptText?}` -> `{dialog, accepted}`. A click, typing, navigation or dialog answer
+    /// then waits briefly for what it started and says so (`waits.rs`: `after`, `url`).
+    /// While a dialog is open every operation but `browser_dialog` is refused.
     pub fn run_operation(
+        &self,
+        page: &PageId,
+        operation: &str,
+        args: &Map<String, Value>,
+        deadline: Instant,
+    ) -> Result<Value, EngineError> {
+        let acts = matches!(
+            operation,
+            "browser_click" | "browser_type" | "browser_navigate" | "browser_dialog"
+        );
+        if operation != "browser_dialog" {
+            if let Some(dialog) = self.open_dialog(page) {
+                return Err(dialogs::open_error(&dialog));
+            }
+        }
+        let mark = self.mark(page);
+        let answered = self.run_page_operation(page, operation, args, deadline);
+        // An operation that failed because a dialog opened says so.
+        let mut answer = match (answered, self.open_dialog(page)) {
+            (Err(_), Some(dialog)) if operation != "browser_dialog" => {
+                return Err(dialogs::open_error(&dialog))
+            }
+            (answered, _) => answered?,
+        };
+        if let (true, Value::Object(fields)) = (acts, &mut answer) {
+            for (key, value) in self.settle(page, mark, deadline) {
+                fields.entry(key).or_insert(value);
+            }
+        }
+        Ok(answer)
+    }
+
+    fn run_page_operation(
         &self,
         page: &PageId,
         operation: &str,
@@ -706,8 +754,13 @@ impl BrowserEngine {
             "browser_click" => match args.get("ref").and_then(Value::as_str) {
                 Some(element_ref) => {
                     let refs = self.shared.refs_of(page);
+                    let frames = self.shared.frame_sessions(page);
                     self.on_page(page, deadline, |connection, session| {
-                        elements::click(connection, session, &refs, element_ref, deadline)
+                        let page = elements::Page {
+                            session,
+                            frames: &frames,
+                        };
+                        elements::click(connection, &page, &refs, element_ref, deadline)
                     })?;
                     Ok(json!({ "ref": element_ref }))
                 }
@@ -721,10 +774,14 @@ impl BrowserEngine {
                 Some(element_ref) => {
                     let refs = self.shared.refs_of(page);
                     let typed = text("text")?;
+                    let frames = self.shared.frame_sessions(page);
                     self.on_page(page, deadline, |connection, session| {
                         elements::type_text(
                             connection,
-                            session,
+                            &elements::Page {
+                                session,
+                                frames: &frames,
+                            },
                             &refs,
                             element_ref,
                             typed,
@@ -740,6 +797,14 @@ impl BrowserEngine {
                 }
             },
             "browser_screenshot" => Ok(json!({ "image": self.screenshot(page, deadline)? })),
+            "browser_dialog" => {
+                let accept = args.get("accept").and_then(Value::as_bool) == Some(true);
+                let prompt = args.get("promptText").and_then(Value::as_str);
+                let dialog = self.open_dialog(page);
+                self.on_page(page, deadline, |connection, _| {
+                    dialogs::answer(connection, dialog, accept, prompt, deadline)
+                })
+            }
             other => Err(EngineError::Page(format!(
                 "Unknown browser operation: {other}"
             ))),
@@ -771,9 +836,12 @@ impl BrowserEngine {
         let refs = self.shared.refs_of(page);
         let id = match text("snapshot") {
             Some(id) => id.to_string(),
-            None => self.on_page(page, deadline, |connection, session| {
-                elements::take(connection, session, page, &refs, deadline)
-            })?,
+            None => {
+                let frames = self.shared.frame_sessions(page);
+                self.on_page(page, deadline, |connection, session| {
+                    elements::take(connection, session, &frames, page, &refs, deadline)
+                })?
+            }
         };
         elements::render(&refs, &id, &view)
     }
@@ -794,7 +862,7 @@ impl BrowserEngine {
         &self,
         page: &PageId,
         deadline: Instant,
-        op: impl FnOnce(&Connection, &str) -> Result<T, EngineError>,
+        op: impl FnOnce(&Arc<Connection>, &str) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         let (connection, session) = self.page(page, deadline)?;
         self.unless_stopped(op(&connection, &session))
@@ -966,6 +1034,9 @@ fn policy_hook(shared: Arc<Shared>) -> EventHook {
     Box::new(move |connection: &Connection, event: &Event| {
         let session = event.session.as_deref();
         let params = &event.params;
+        if let Some(session) = session {
+            shared.record_activity(session, event);
+        }
         match event.method.as_str() {
             "Fetch.requestPaused" => {
                 let id = params["requestId"].clone();
@@ -995,15 +1066,6 @@ fn policy_hook(shared: Arc<Shared>) -> EventHook {
                     connection.send("Page.navigate", json!({ "url": "about:blank" }), session);
                 }
             }
-            "Page.javascriptDialogOpening" => {
-                // An open dialog blocks the page's scripts and our evaluations.
-                let accept = params["type"].as_str() == Some("beforeunload");
-                connection.send(
-                    "Page.handleJavaScriptDialog",
-                    json!({ "accept": accept }),
-                    session,
-                );
-            }
             "Target.targetInfoChanged" => shared.record_info(&params["targetInfo"]),
             "Target.targetCreated" => {
                 let info = &params["targetInfo"];
@@ -1028,11 +1090,16 @@ fn policy_hook(shared: Arc<Shared>) -> EventHook {
                     shared.remove(&PageId(target.to_string()));
                 }
             }
+            "Target.attachedToTarget" => {
+                let page = session.and_then(|s| shared.page_of_any_session(s));
+                if let Some((child, frame)) = frames::attached(connection, page, params) {
+                    lock(&shared.children).insert(child, frame);
+                }
+            }
             "Target.detachedFromTarget" => {
-                if let Some(page) = params["sessionId"]
-                    .as_str()
-                    .and_then(|s| shared.page_of_session(s))
-                {
+                let detached = params["sessionId"].as_str().unwrap_or_default();
+                lock(&shared.children).remove(detached);
+                if let Some(page) = shared.page_of_session(detached) {
                     shared.remove(&page);
                 }
             }
@@ -1061,6 +1128,10 @@ fn wait_for_load(
             Err(RecvTimeoutError::Disconnected) => return Err(EngineError::EngineStopped),
         };
         let params = &event.params;
+        // An open dialog stops the load; the page's activity reports it.
+        if event.method == "Page.javascriptDialogOpening" {
+            return Ok(());
+        }
         if event.method == "Page.lifecycleEvent"
             && params["name"] == "load"
             && params["loaderId"] == loader
@@ -1075,7 +1146,7 @@ fn wait_for_load(
 /// (whose frame id is the target id) and returns its JSON value. A script reports a
 /// refusal as `{error}`, which becomes [`EngineError::Page`].
 fn evaluate(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     page: &PageId,
     session: &str,
     script: &str,
@@ -1094,12 +1165,17 @@ fn evaluate(
         .ok_or_else(|| EngineError::Protocol("no isolated world".to_string()))?;
     // `args` is serde_json output, which is a valid JavaScript expression.
     let expression = format!("(() => {{\n{COMMON_JS}\nreturn ({script})({args});\n}})()");
-    let reply = connection.call(
+    let reply = dialogs::call_unless_dialog(
+        connection,
         "Runtime.evaluate",
         json!({ "expression": expression, "contextId": context, "returnByValue": true, "awaitPromise": false }),
-        Some(session),
+        session,
         deadline,
     )?;
+    // A dialog the script caused: the operation's answer reports it.
+    let Some(reply) = reply else {
+        return Ok(Value::Null);
+    };
     script_succeeded(&reply)?;
     let value = reply
         .pointer("/result/value")
@@ -1113,7 +1189,7 @@ fn evaluate(
 
 /// A real left click: move, press and release at (x, y) in viewport coordinates.
 pub(crate) fn click_at(
-    connection: &Connection,
+    connection: &Arc<Connection>,
     session: &str,
     x: f64,
     y: f64,
@@ -1125,7 +1201,17 @@ pub(crate) fn click_at(
         json!({ "type": "mouseReleased", "x": x, "y": y, "button": "left", "buttons": 0, "clickCount": 1 }),
     ];
     for event in mouse {
-        connection.call("Input.dispatchMouseEvent", event, Some(session), deadline)?;
+        let sent = dialogs::call_unless_dialog(
+            connection,
+            "Input.dispatchMouseEvent",
+            event,
+            session,
+            deadline,
+        )?;
+        if sent.is_none() {
+            // The press opened a dialog; the release would wait for it.
+            break;
+        }
     }
     Ok(())
 }
@@ -1188,6 +1274,7 @@ mod tests {
                 ready: true,
                 gone_sent: false,
                 blocked: None,
+                activity: Activity::new(),
             },
         );
         shared
@@ -1230,13 +1317,22 @@ mod tests {
     }
 
     #[test]
-    fn dialogs_are_dismissed_and_popups_closed() {
+    fn dialogs_are_kept_for_the_agent_and_popups_closed() {
         let shared = shared_with_page();
         let dialog = json!({ "method": "Page.javascriptDialogOpening", "sessionId": "S1",
                              "params": { "type": "confirm", "message": "?" } });
-        let sent = policy_reply(&shared, dialog);
-        assert_eq!(sent["method"], "Page.handleJavaScriptDialog");
-        assert_eq!(sent["params"], json!({ "accept": false }));
+        let (_connection, _sent, mut chromium) = fake::connection(policy_hook(Arc::clone(&shared)));
+        chromium
+            .write_all(format!("{dialog}\0").as_bytes())
+            .unwrap();
+        let page = PageId("T1".into());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while shared.activity(&page, |a| a.dialog().is_none()) == Some(true) {
+            assert!(Instant::now() < deadline, "the dialog was not recorded");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let kind = shared.activity(&page, |a| a.dialog().map(|d| d.kind.clone()));
+        assert_eq!(kind.flatten().as_deref(), Some("confirm"));
 
         let popup = json!({ "method": "Target.targetCreated",
                             "params": { "targetInfo": { "targetId": "P2", "type": "page", "openerId": "T1" } } });
