@@ -122,6 +122,9 @@ pub struct ActivityLine {
     /// The arguments as sent, strings cut to [`TEXT_CHARS`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Map<String, Value>>,
+    /// Who let a call the policy asks about run, e.g. `allowed once by the person`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<String>,
 }
 
 impl ActivityLine {
@@ -159,6 +162,9 @@ impl ActivityLine {
         }
         if let Some(port) = self.peer_port {
             line.push_str(&format!("  port {port}"));
+        }
+        if let Some(decided) = &self.decided {
+            line.push_str(&format!("  ({})", shown(decided, ERROR_CHARS)));
         }
         if let Some(error) = &self.error {
             line.push_str("  ");
@@ -634,6 +640,30 @@ impl Recorder {
         trail.record(&session.project_id, &line);
     }
 
+    /// [`call`](Self::call) for a call held for the person, with who let it run.
+    pub(crate) fn call_decided(
+        &self,
+        session: &ToolSession,
+        operation: &str,
+        args: Option<&Map<String, Value>>,
+        result: &ToolResult,
+        started: Instant,
+        decided: Option<&str>,
+    ) {
+        let Some(trail) = self.trail.get() else {
+            return;
+        };
+        let error = match result {
+            ToolResult::Ok(_) => None,
+            ToolResult::Err(error) => Some(error.as_str()),
+        };
+        let time = now_rfc3339();
+        let node = Some(session.node_id.as_str());
+        let mut line = line_of(time.as_str(), node, operation, args, error, started);
+        line.decided = decided.map(|d| Cut(d, TEXT_CHARS));
+        trail.record(&session.project_id, &to_line(&line));
+    }
+
     /// Records what the person did (an action from the canvas view) in `project_id`'s
     /// trail, as `operation` with `args` (never the text typed); never waits.
     pub(crate) fn person(
@@ -908,6 +938,7 @@ fn line_of<'a>(
         status: None,
         peer_port: None,
         args: args.filter(|args| !args.is_empty()).map(CutArgs),
+        decided: None,
     }
 }
 
@@ -930,6 +961,7 @@ fn refused_line(
         status: Some(status),
         peer_port,
         args: None,
+        decided: None,
     };
     to_line(&line)
 }
@@ -965,6 +997,8 @@ struct Line<'a> {
     peer_port: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<CutArgs<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decided: Option<Cut<'a>>,
 }
 
 /// A string serialized cut to its first `.1` characters (with `…` when cut).
@@ -1253,6 +1287,7 @@ mod tests {
             status: None,
             peer_port: None,
             args: args.as_object().cloned(),
+            decided: None,
         }
     }
 
@@ -1308,6 +1343,7 @@ mod tests {
             args: json!({ "nodeId": "term-81591085", "command": "cargo test" })
                 .as_object()
                 .cloned(),
+            decided: None,
         };
         assert_eq!(
             line.display((2, 15)),

@@ -138,6 +138,24 @@ fn a_call_into_another_terminal_waits_for_the_person_and_runs_once_when_allowed(
     let (status, answer) = waiting.join().unwrap();
     assert_eq!(status, 200, "{answer}");
     assert_eq!(agents.typed("ls\n"), 1);
+    // The trail says who let it run.
+    let trail = agents.rig.data().join("activity");
+    let decided = (0..500).find_map(|_| {
+        thread::sleep(Duration::from_millis(10)); // the trail's writer catches up
+        let lines = termsprawl_tools::activity::read_tail(&trail, fakes::PROJECT, 1_000);
+        lines.into_iter().find(|line| line.decided.is_some())
+    });
+    let decided = decided.expect("the allowed call's line in the trail");
+    assert_eq!(decided.operation.as_deref(), Some("terminal_input"));
+    assert_eq!(
+        decided.decided.as_deref(),
+        Some("allowed once by the person")
+    );
+    let printed = decided.display((4, 16));
+    assert!(
+        printed.ends_with("(allowed once by the person)"),
+        "{printed}"
+    );
     // A replay of the same answer is refused; the next identical call asks again.
     let replay = runtime.decide(&asked.id, &shown(&asked), Decision::AllowOnce);
     assert!(replay

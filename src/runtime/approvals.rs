@@ -87,14 +87,16 @@ impl Decision {
         !matches!(self, Decision::Deny(_))
     }
 
-    /// The agent's answer for a refused call.
-    fn refusal(&self) -> Outcome {
+    /// What a held call is answered: a refusal for the agent, or who let it run.
+    fn outcome(&self) -> Outcome {
         match self {
             Decision::Deny(Some(reason)) => Err(format!(
                 "The person denied this call: {reason}. {NOTHING_DONE}"
             )),
             Decision::Deny(None) => Err(format!("The person denied this call. {NOTHING_DONE}")),
-            _ => Ok(Value::Null),
+            Decision::AllowOnce => Ok(json!("allowed once by the person")),
+            Decision::AllowForSession => Ok(json!("allowed for this session by the person")),
+            Decision::AllowAlways => Ok(json!("always allowed by the person")),
         }
     }
 }
@@ -268,7 +270,7 @@ impl Awaited for Answer {
         let decision = entries.remove(&self.id).and_then(|e| e.decision);
         drop(entries);
         self.approvals.changed();
-        decision.map(|decision| decision.refusal())
+        decision.map(|decision| decision.outcome())
     }
 
     fn at_deadline(&mut self) -> Outcome {
@@ -346,7 +348,7 @@ mod tests {
         approvals
             .decide(&id, &shown("a", &call), Decision::AllowOnce)
             .unwrap();
-        assert_eq!(held.check(), Some(Ok(Value::Null)));
+        assert_eq!(held.check(), Some(Ok(json!("allowed once by the person"))));
         drop(held);
         let replay = approvals.decide(&id, &shown("a", &call), Decision::AllowOnce);
         assert!(replay

@@ -110,8 +110,9 @@ impl Pending<'_> {
         let waiting = Arc::new(waiting);
         let (request, caller) = (self.request, session.clone());
         let (runs, waits) = (Arc::clone(&owner), Arc::clone(&waiting));
-        // `Some(refusal)`: answered with it, never run (a held call refused).
-        let run = move |refused: Option<String>, queued_at: Instant| {
+        // `Some(refusal)`: answered with it, never run (a held call refused); `decided`:
+        // who let a held call run, for the trail.
+        let run = move |refused: Option<String>, decided: Option<String>, queued_at: Instant| {
             // A panicking operation still gets an answer.
             let turn = || match refused {
                 Some(refused) => Execution::Done(Err(refused)),
@@ -123,10 +124,11 @@ impl Pending<'_> {
             // Recorded in the trail when the answer is known (a wait's end included).
             let finish = move |result: Outcome| {
                 let result = ToolResult::from(result);
-                let args = Some(&request.args);
+                let (args, operation) = (Some(&request.args), &request.operation);
+                let decided = decided.as_deref();
                 owner
                     .activity
-                    .call(&caller, &request.operation, args, &result, started);
+                    .call_decided(&caller, operation, args, &result, started, decided);
                 later(wire(&result));
             };
             match execution {
@@ -139,7 +141,7 @@ impl Pending<'_> {
         };
         let Some(hold) = self.held else {
             let queued_at = owner.clock.now();
-            let work = Box::new(move || run(None, queued_at));
+            let work = Box::new(move || run(None, None, queued_at));
             return server.queues.push(&project, work).map_err(|error| {
                 let refused = ToolResult::Err(error);
                 server
@@ -151,23 +153,24 @@ impl Pending<'_> {
         waiting(hold.deadline);
         let queues = Arc::clone(&owner);
         let decided = move |decision: Outcome| match decision {
-            Ok(_) => {
+            Ok(decided) => {
+                let decided = decided.as_str().map(String::from);
                 let queued_at = queues.clock.now();
                 // Kept here too: if no worker can be started, the call is answered so.
                 let run = Arc::new(Mutex::new(Some(run)));
                 let job = Arc::clone(&run);
                 let work = Box::new(move || {
                     if let Some(run) = lock_or_recover(&job).take() {
-                        run(None, queued_at)
+                        run(None, decided, queued_at)
                     }
                 });
                 if let Err(error) = queues.queues.push(&project, work) {
                     if let Some(run) = lock_or_recover(&run).take() {
-                        run(Some(error), queued_at)
+                        run(Some(error), None, queued_at)
                     }
                 }
             }
-            Err(refused) => run(Some(refused), queues.clock.now()),
+            Err(refused) => run(Some(refused), None, queues.clock.now()),
         };
         owner.add_wait(hold, session.clone(), Box::new(decided));
         Ok(())
@@ -216,7 +219,8 @@ pub enum Admission {
     /// Answer this error; nothing runs.
     Refuse(String),
     /// Hold it off the queue (as a waiting call, within the same bounds) until the wait
-    /// answers: `Ok` queues it, `Err` is its answer and nothing runs.
+    /// answers: `Ok` queues it (a string names who let it run, for its activity line),
+    /// `Err` is its answer and nothing runs.
     Hold(Wait),
 }
 
