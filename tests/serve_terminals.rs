@@ -56,8 +56,12 @@ fn open_submit_read_interrupt_close() {
         "terminal_submit",
         json!({"nodeId": term, "command": "sleep 30"}),
     );
+    // `sleep` itself, not a process the shell's prompt hooks may start meanwhile.
+    let is_sleep = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    };
     poll("sleep to run", Duration::from_secs(5), || {
-        (session_members(shell).len() >= 2).then_some(())
+        session_members(shell).iter().any(is_sleep).then_some(())
     });
     serve.ok(&dirs, "me", "terminal_interrupt", json!({"nodeId": term}));
     poll("sleep to end", Duration::from_secs(5), || {
