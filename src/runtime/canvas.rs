@@ -64,7 +64,7 @@ impl CanvasReplier {
     }
 
     /// A replier no request waits on (its replies are refused): for owners' unit tests.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "host"))]
     pub(crate) fn unconnected(sender_id: u64) -> CanvasReplier {
         CanvasReplier {
             bridge: Weak::new(),

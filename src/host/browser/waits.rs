@@ -1,8 +1,8 @@
 //! Waiting on a page: `browser_wait` ([`PageWait`], checked by the server's waiter thread)
 //! and the short wait after `browser_click`, `browser_type`, `browser_navigate` and
-//! `browser_dialog` ([`BrowserEngine::settle`]) for what the action started.
+//! `browser_dialog` (`BrowserEngine::settle`) for what the action started.
 //!
-//! Both read the page's [`Activity`](super::activity::Activity), which Chromium's events
+//! Both read the page's `Activity` (`browser/activity.rs`), which Chromium's events
 //! keep current. The one thing events do not say is whether a text is on the page: a
 //! [`PageWait`] for text sends one `Runtime.evaluate` to each frame's watcher world and
 //! reads the replies at a later check, never waiting for them, so a check costs a lock and

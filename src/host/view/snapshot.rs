@@ -70,8 +70,8 @@ pub struct ViewSource {
 
 impl ViewSource {
     /// The snapshot (module docs); screens only for terminals `visible` names, read again
-    /// once `screens_every` has passed ([`SCREENS_EVERY`], shorter while the person types);
-    /// the activity trail at most every [`SCREENS_EVERY`].
+    /// once `screens_every` has passed (`SCREENS_EVERY`, shorter while the person types);
+    /// the activity trail at most every `SCREENS_EVERY`.
     pub fn snapshot(
         &self,
         visible: &Visible,
