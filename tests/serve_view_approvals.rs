@@ -114,8 +114,12 @@ fn the_person_answers_waiting_calls_from_the_panel() {
 
     // A hostile argument: markup, an escape sequence, a newline. Shown as text.
     let hostile = "echo '<img src=x onerror=document.title=1>' \u{1b}[31m\u{7}\necho two";
+    // How long from a call sent to its drawing in the panel (a figure, printed).
+    let mut drawn_after = Vec::new();
+    let sent = Instant::now();
     let waiting = submit(&serve, &dirs, "a", &shell, hostile);
     let call = wait_shown(&engine, &page, "a", 1).remove(0);
+    drawn_after.push(sent.elapsed());
     assert_eq!(call["operation"], "terminal_submit");
     assert_eq!(call["class"], "terminals-others");
     assert_eq!(call["elements"], 0, "the arguments made elements: {call}");
@@ -162,8 +166,10 @@ fn the_person_answers_waiting_calls_from_the_panel() {
         "{answer}"
     );
     wait_shown(&engine, &page, "a", 0);
+    let sent = Instant::now();
     let again = submit(&serve, &dirs, "a", &shell, hostile);
     let call = wait_shown(&engine, &page, "a", 1).remove(0);
+    drawn_after.push(sent.elapsed());
     assert_ne!(
         call["id"],
         json!(id),
@@ -182,11 +188,16 @@ fn the_person_answers_waiting_calls_from_the_panel() {
     );
 
     // Always: saved as the agent's rule in the private policy file.
+    let sent = Instant::now();
     let always = submit(&serve, &dirs, "c", &shell, "echo always");
     let id = wait_shown(&engine, &page, "c", 1)[0]["id"]
         .as_str()
         .unwrap()
         .to_string();
+    drawn_after.push(sent.elapsed());
+    eprintln!(
+        "figure: a waiting call drawn in the panel after {drawn_after:?} (polled every 25 ms)"
+    );
     click(&engine, &page, &answer_button(&id, "allow-always"));
     assert_eq!(always.join().unwrap().0, 200);
     let policy_file = dirs.agent_tools().join("policy.json");
