@@ -191,6 +191,12 @@ impl AgentToolRuntime {
         Ok(())
     }
 
+    /// Each class's rule for agent `node_id` now (saved, starting, this run's grants), as
+    /// `session_info` tells it to the agent; for the person's view of the rules.
+    pub fn policy_summary(&self, project_id: &str, node_id: &str) -> Value {
+        lock(&self.core.gate.rules).summary(project_id, node_id)
+    }
+
     /// A number that changes whenever the rules do.
     pub fn policy_version(&self) -> u64 {
         self.core.policy_generation()

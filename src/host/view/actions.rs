@@ -10,13 +10,21 @@
 //! - `browser_control` (`enabled`): `host/browser_control.rs`'s request file, as the
 //!   `browser-control` command (it returns once `serve` has applied it);
 //! - `keys` (`nodeId`, `text`): `HostTerminals::person_typed`, the input path of
-//!   `terminal_input` (see `keys.rs` for what `text` may hold).
+//!   `terminal_input` (see `keys.rs` for what `text` may hold);
+//! - `approve` (`id`, `nodeId`, `operation`, `args`, `decision`, `reason`): the answer to
+//!   one call waiting for the person, bound to the call the page showed
+//!   ([`AgentToolRuntime::decide`], as the `approvals` command); "allow all shown" is one
+//!   `approve` per call shown;
+//! - `rule` (`nodeId`, `class`, `rule`): one agent's rule for a class
+//!   ([`AgentToolRuntime::set_rule`], saved in `policy.json`, as the `policy` command).
 //!
 //! Each is recorded in the project's activity trail as done by the person (`by:
 //! "person"`), with its arguments; for `keys` only the node and how many characters,
 //! never the text.
 //!
 //! [`AgentToolRuntime::act_for_person`]: crate::runtime::AgentToolRuntime::act_for_person
+//! [`AgentToolRuntime::decide`]: crate::runtime::AgentToolRuntime::decide
+//! [`AgentToolRuntime::set_rule`]: crate::runtime::AgentToolRuntime::set_rule
 
 use std::path::Path;
 use std::time::Instant;
@@ -26,7 +34,9 @@ use serde_json::{json, Map, Value};
 use super::super::{browser_control, links};
 use super::keys;
 use super::ViewSource;
-use crate::protocol::{validate_tool_request, ToolResult};
+use crate::protocol::{validate_tool_request, OperationClass, ToolResult, OPERATION_CLASSES};
+use crate::runtime::approvals::{Decision, Shown};
+use crate::runtime::policy::Rule;
 
 /// The largest `POST /api/act` body taken, as on `/call` (a paste of
 /// [`keys::MAX_TEXT_CHARS`] characters fits, even with every one escaped in JSON).
@@ -142,9 +152,17 @@ fn run(
             recorded.insert("keys".into(), json!(text.chars().count()));
             (outcome, Some(("terminal_input", recorded)))
         }
+        "approve" => {
+            let outcome = approve(source, args);
+            let mut recorded = args.clone();
+            // The trail names the call; its arguments are in the agent's own line.
+            recorded.remove("args");
+            (outcome, Some(("approve", recorded)))
+        }
+        "rule" => (rule(source, args), Some(("policy_rule", args.clone()))),
         _ => (
             Err(format!(
-                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys",
+                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys, approve, rule",
                 action.chars().take(40).collect::<String>(),
                 CANVAS_ACTIONS.join(", ")
             )),
@@ -190,4 +208,158 @@ fn link(source: &ViewSource, action: &str, args: &Map<String, Value>) -> Result<
     Ok(
         json!({ "a": request.a, "b": request.b, "agentMessages": request.messages, "message": said }),
     )
+}
+
+/// Most characters of the reason the person gives with a denial (it goes to the agent).
+pub const MAX_REASON_CHARS: usize = 500;
+
+fn text_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("Missing argument: {key}"))
+}
+
+/// `approve`: the person's answer to the waiting call `id` of this view's project,
+/// bound to the agent, operation and arguments the page showed.
+fn approve(source: &ViewSource, args: &Map<String, Value>) -> Result<Value, String> {
+    let (id, shown, decision) = answer_of(args)?;
+    // Calls of another project are not shown here, so not answered from here.
+    let here = (source.runtime.pending_approvals().iter())
+        .any(|asked| asked.id == id && asked.project_id == source.project_id);
+    if !here {
+        return Err(format!("No call waits for an answer as {id:?} on this canvas: it was answered, withdrawn or expired, or never asked. Nothing was decided; look at the list again."));
+    }
+    let asked = source.runtime.decide(id, &shown, decision)?;
+    Ok(json!({ "id": asked.id, "decision": args["decision"] }))
+}
+
+/// An `approve` action's call id, the call as shown, and the decision.
+fn answer_of(args: &Map<String, Value>) -> Result<(&str, Shown, Decision), String> {
+    let id = text_arg(args, "id")?;
+    let shown = Shown {
+        node_id: text_arg(args, "nodeId")?.to_string(),
+        operation: text_arg(args, "operation")?.to_string(),
+        args: match args.get("args") {
+            Some(Value::Object(call_args)) => call_args.clone(),
+            _ => return Err("Missing argument: args (the call's arguments, as shown)".into()),
+        },
+    };
+    let reason = match args.get("reason") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(reason)) if reason.trim().is_empty() => None,
+        Some(Value::String(reason))
+            if reason.chars().count() <= MAX_REASON_CHARS
+                && !reason.chars().any(char::is_control) =>
+        {
+            Some(reason.trim().to_string())
+        }
+        Some(_) => {
+            return Err(format!(
+                "Invalid reason: one line of text, at most {MAX_REASON_CHARS} characters"
+            ))
+        }
+    };
+    let decision = match (text_arg(args, "decision")?, reason) {
+        ("allow", None) => Decision::AllowOnce,
+        ("allow-for-session", None) => Decision::AllowForSession,
+        ("allow-always", None) => Decision::AllowAlways,
+        ("deny", reason) => Decision::Deny(reason),
+        ("allow" | "allow-for-session" | "allow-always", Some(_)) => {
+            return Err("Invalid reason: a reason goes with deny only".into())
+        }
+        _ => {
+            return Err(
+                "Invalid decision: use allow, allow-for-session, allow-always or deny".into(),
+            )
+        }
+    };
+    Ok((id, shown, decision))
+}
+
+/// `rule`: agent `nodeId`'s rule for `class`, saved as the person's.
+fn rule(source: &ViewSource, args: &Map<String, Value>) -> Result<Value, String> {
+    let node_id = text_arg(args, "nodeId")?;
+    let agents = source.runtime.server().statuses(&source.project_id);
+    if !agents.iter().any(|(agent, _)| agent == node_id) {
+        return Err("Invalid nodeId: name an agent of this canvas".into());
+    }
+    let class = OperationClass::named(text_arg(args, "class")?).ok_or_else(|| {
+        let names: Vec<&str> = OPERATION_CLASSES.map(OperationClass::name).to_vec();
+        format!("Invalid class: use one of {}", names.join(", "))
+    })?;
+    let rule =
+        Rule::named(text_arg(args, "rule")?).ok_or("Invalid rule: use allow, ask or deny")?;
+    (source.runtime)
+        .set_rule(&source.project_id, Some(node_id), class, rule)
+        .map_err(|e| format!("The rule could not be saved: {e}"))?;
+    Ok(json!({ "nodeId": node_id, "class": class.name(), "rule": rule.name() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(extra: Value) -> Result<Decision, String> {
+        let mut args = json!({"id": "ab12", "nodeId": "a", "operation": "terminal_submit",
+            "args": {"nodeId": "t", "command": "ls"}});
+        for (key, value) in extra.as_object().unwrap() {
+            args[key] = value.clone();
+        }
+        let args = args.as_object().unwrap().clone();
+        answer_of(&args).map(|(id, shown, decision)| {
+            assert_eq!(id, "ab12");
+            assert_eq!(
+                shown.args,
+                *json!({"nodeId": "t", "command": "ls"}).as_object().unwrap()
+            );
+            decision
+        })
+    }
+
+    #[test]
+    fn an_answer_names_one_decision() {
+        assert_eq!(
+            answer(json!({"decision": "allow"})),
+            Ok(Decision::AllowOnce)
+        );
+        assert_eq!(
+            answer(json!({"decision": "allow-for-session"})),
+            Ok(Decision::AllowForSession)
+        );
+        assert_eq!(
+            answer(json!({"decision": "allow-always"})),
+            Ok(Decision::AllowAlways)
+        );
+        assert_eq!(
+            answer(json!({"decision": "deny"})),
+            Ok(Decision::Deny(None))
+        );
+        assert_eq!(
+            answer(json!({"decision": "deny", "reason": "  not now "})),
+            Ok(Decision::Deny(Some("not now".into())))
+        );
+        assert_eq!(
+            answer(json!({"decision": "deny", "reason": ""})),
+            Ok(Decision::Deny(None))
+        );
+    }
+
+    #[test]
+    fn a_bad_answer_is_refused_with_what_to_send() {
+        let refused = |extra: Value| answer(extra).unwrap_err();
+        assert!(refused(json!({"decision": "yes"})).starts_with("Invalid decision"));
+        assert!(refused(json!({})).starts_with("Missing argument: decision"));
+        assert!(refused(json!({"decision": "allow", "reason": "x"})).contains("deny only"));
+        for reason in [
+            json!("two\nlines"),
+            json!("bell\u{7}"),
+            json!(7),
+            json!("x".repeat(501)),
+        ] {
+            let said = refused(json!({"decision": "deny", "reason": reason}));
+            assert!(said.starts_with("Invalid reason"), "{said}");
+        }
+        assert!(refused(json!({"decision": "allow", "args": "ls"}))
+            .starts_with("Missing argument: args"));
+    }
 }

@@ -2,8 +2,9 @@
 //! project's canvas live — every node where it is, terminal screens, browser pages,
 //! links, the selection, and the agents with their status — and lets that person act:
 //! type into terminals, open and close terminals, move and resize nodes, link agents,
-//! switch browser control, launch agents (`actions.rs`, `keys.rs`). `serve --view-only`
-//! serves the same page watch-only: every action is refused.
+//! switch browser control, launch agents, answer the calls waiting for their approval
+//! and set each agent's rules (`actions.rs`, `keys.rs`). `serve --view-only` serves the
+//! same page watch-only: the waiting calls show, every action is refused.
 //!
 //! The agents' `/call` port and its rules are untouched: this is a second tiny_http server
 //! owned by the host, started by `serve` unless `--no-view`.

@@ -2,8 +2,8 @@
 //! positions and their `canvas_list` data (terminal `session`s included), each browser's
 //! live page (URL and title), the screens of the terminals in view, the selection, the
 //! links of `context_read` (and whether each allows messages), the agents with their
-//! integration status, the latest agent messages, and the latest lines of the activity
-//! trail.
+//! integration status, the latest agent messages, the latest lines of the activity
+//! trail, and the calls waiting for the person's approval with each agent's rules.
 //!
 //! The canvas lock is held only to copy the nodes; terminal screens and statuses are read
 //! after it is released, so a viewer never holds up an agent's canvas call for longer
@@ -25,6 +25,8 @@ use super::super::terminals::{HostTerminals, SessionState};
 use super::super::HostError;
 use super::Visible;
 use crate::activity::read_tail;
+use crate::protocol::{OperationClass, OPERATION_CLASSES};
+use crate::runtime::approvals::Asked;
 use crate::runtime::context::read_links;
 use crate::runtime::AgentToolRuntime;
 
@@ -139,8 +141,13 @@ impl ViewSource {
         let tasks: Vec<Value> = (tasks.iter())
             .map(|t| json!({"taskId": t.task_id, "from": t.from, "to": t.to, "state": t.state, "text": t.text}))
             .collect();
+        let agent_ids: Vec<&str> = (agents.iter())
+            .filter_map(|agent| agent["nodeId"].as_str())
+            .collect();
+        let approvals = self.approvals(&agent_ids);
         Ok(json!({
             "projectId": self.project_id,
+            "approvals": approvals,
             "activity": screens.activity,
             "tasks": tasks,
             "nodes": nodes,
@@ -148,6 +155,26 @@ impl ViewSource {
             "links": links,
             "agents": agents,
         }))
+    }
+
+    /// The calls of this project waiting for the person's answer (oldest first), each
+    /// agent's rule per class, and the two counters that change with them (so a poll's
+    /// version changes as soon as a call waits or a rule changes).
+    fn approvals(&self, agent_ids: &[&str]) -> Value {
+        let runtime = &self.runtime;
+        let pending: Vec<Value> = (runtime.pending_approvals().iter())
+            .filter(|asked| asked.project_id == self.project_id)
+            .map(Asked::to_json)
+            .collect();
+        let rules: Vec<Value> = (agent_ids.iter())
+            .map(|node| {
+                let classes = runtime.policy_summary(&self.project_id, node);
+                json!({ "nodeId": node, "classes": classes })
+            })
+            .collect();
+        let classes = OPERATION_CLASSES.map(OperationClass::name);
+        let versions = [runtime.approvals_version(), runtime.policy_version()];
+        json!({ "pending": pending, "rules": rules, "classes": classes, "versions": versions })
     }
 
     /// The project's folder (where its links live), if it is open.

@@ -139,6 +139,7 @@
     fillLinkChoices();
     renderAgents(statuses);
     renderActivity(canvas.activity || []);
+    renderApprovals(canvas.approvals || {});
     if (!view.moved) fit();
     applyTransform();
   }
@@ -657,6 +658,111 @@
     const linkArgs = () => ({ a: $("link-a").value, b: $("link-b").value });
     onClick("link", () => act("link", { ...linkArgs(), messages: $("link-messages").checked }));
     onClick("unlink", () => act("unlink", linkArgs()));
+    onClick("approve-shown", allowAllShown);
+  }
+
+  // ---- Approvals: calls waiting for the person's answer, and each agent's rules ---------------
+
+  // The calls the panel shows, exactly as shown: an answer names the call it saw, and
+  // "allow all shown" answers these and nothing that arrived after they were drawn.
+  let shownCalls = [];
+  let shownCallsText = null;
+  let shownRulesText = null;
+
+  function renderApprovals(approvals) {
+    const pending = Array.isArray(approvals.pending) ? approvals.pending : [];
+    const text = JSON.stringify(pending);
+    // Redrawn only when the calls change, so a reason being typed is kept.
+    if (text !== shownCallsText) {
+      shownCallsText = text;
+      shownCalls = pending;
+      const list = $("approvals");
+      list.replaceChildren(...pending.map(callItem));
+      if (!pending.length) list.append(make("li", "empty", "no call waits for an answer"));
+      $("approve-shown").disabled = pending.length === 0;
+    }
+    renderRules(approvals);
+  }
+
+  function callItem(call) {
+    const item = make("li", "call");
+    item.dataset.callId = String(call.id);
+    const what = make("div", "what");
+    const asked = new Date(Number(call.askedAt));
+    what.append(make("span", "who", String(call.nodeId)), make("span", "operation", String(call.operation)),
+      make("span", "class", String(call.class)), make("span", "when", "asked " + asked.toLocaleTimeString()));
+    // The arguments exactly as the agent sent them, as text: never HTML.
+    const args = make("pre", "args", JSON.stringify(call.args, null, 2));
+    const answers = make("div", "answers control");
+    const reason = make("input", "reason");
+    reason.type = "text";
+    reason.maxLength = 500;
+    reason.placeholder = "reason (optional, for deny)";
+    reason.setAttribute("aria-label", "reason for denying");
+    const choices = [["allow", "allow once"], ["allow-for-session", "allow " + call.class + " for this session"],
+      ["allow-always", "always allow"], ["deny", "deny"]];
+    for (const [decision, label] of choices) {
+      const button = make("button", "answer", label);
+      button.type = "button";
+      button.dataset.decision = decision;
+      button.addEventListener("click", (e) => {
+        if (realClick(e)) answerCall(call, decision, decision === "deny" ? reason.value.trim() : "");
+      });
+      answers.append(button);
+    }
+    answers.append(reason);
+    item.append(what, args, answers);
+    return item;
+  }
+
+  // One answer, bound to the call as shown; a refusal (answered or changed meanwhile)
+  // is shown in the panel.
+  async function answerCall(call, decision, reason) {
+    const args = { id: call.id, nodeId: call.nodeId, operation: call.operation, args: call.args, decision };
+    if (reason) args.reason = reason;
+    const done = await act("approve", args);
+    const message = $("approvals-message");
+    message.textContent = done === null ? $("notice").textContent : "";
+    message.hidden = done !== null;
+    return done !== null;
+  }
+
+  async function allowAllShown() {
+    for (const call of shownCalls.slice()) await answerCall(call, "allow", "");
+  }
+
+  function renderRules(approvals) {
+    const rules = Array.isArray(approvals.rules) ? approvals.rules : [];
+    const classes = Array.isArray(approvals.classes) ? approvals.classes : [];
+    const text = JSON.stringify([rules, classes]);
+    if (text === shownRulesText) return;
+    shownRulesText = text;
+    const box = $("rules");
+    box.replaceChildren(...rules.map((agent) => {
+      const section = make("div", "agent-rules");
+      section.dataset.nodeId = String(agent.nodeId);
+      section.append(make("strong", "", String(agent.nodeId)));
+      for (const name of classes) {
+        const current = String((agent.classes || {})[name] || "allow");
+        const label = make("label", "", String(name));
+        const select = make("select", "");
+        select.dataset.class = String(name);
+        for (const rule of ["allow", "ask", "deny"]) {
+          const option = make("option", "", rule);
+          option.value = rule;
+          select.append(option);
+        }
+        select.value = current;
+        select.addEventListener("change", async () => {
+          const done = await act("rule", { nodeId: agent.nodeId, class: name, rule: select.value });
+          if (done === null) select.value = current;
+        });
+        label.append(select, make("span", "rule", current));
+        section.append(label);
+      }
+      return section;
+    }));
+    if (!rules.length) box.append(make("p", "empty", "no agents"));
   }
 
   // ---- Browser screenshots: only for browsers in view, at most one every 2 s -------------
