@@ -388,6 +388,26 @@ mod tests {
     }
 
     #[test]
+    fn an_expired_request_cannot_be_answered_and_is_dropped() {
+        let approvals = Arc::new(Approvals::default());
+        let call = request("ls");
+        let id = wait_id(approvals.ask(&identity("a"), &call, OperationClass::TerminalsOthers));
+        drop(approvals.awaited(id.clone()));
+        // As if its ten minutes had passed.
+        let past = Instant::now() - Duration::from_secs(1);
+        lock_or_recover(&approvals.entries)
+            .get_mut(&id)
+            .unwrap()
+            .kept_until = past;
+        let late = approvals.decide(&id, &shown("a", &call), Decision::AllowOnce);
+        assert!(late.unwrap_err().contains("expired"));
+        assert!(approvals.list().is_empty());
+        // The same call now asks anew.
+        let again = wait_id(approvals.ask(&identity("a"), &call, OperationClass::TerminalsOthers));
+        assert_ne!(again, id);
+    }
+
+    #[test]
     fn an_answer_given_while_no_call_waits_applies_to_the_same_call_later() {
         let approvals = Arc::new(Approvals::default());
         let call = request("ls");
