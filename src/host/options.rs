@@ -110,6 +110,12 @@ impl ServeOptions {
             Some(data) => data,
             None => default_data_dir(&env)?,
         };
+        // Absolute: tmux starts each pane's program in the project folder, and the pane
+        // filter's socket path must name the same place from there.
+        let data = match data.is_relative() {
+            true => cwd.join(data),
+            false => data,
+        };
         Ok(ServeOptions {
             data,
             project: project.unwrap_or(cwd),
@@ -188,6 +194,9 @@ mod tests {
             PathBuf::from("/home/u/.local/share/termsprawl-tools")
         );
         assert_eq!(options.project, PathBuf::from("/cwd"));
+        // A relative data directory is taken from the current folder, once.
+        let relative = parse(&["--data", "here/data"]).unwrap();
+        assert_eq!(relative.data, PathBuf::from("/cwd/here/data"));
         assert_eq!(options.project_id, None);
         assert!(options.agents.is_empty() && !options.browser);
         assert_eq!(options.terminals, TerminalsMode::Auto);
