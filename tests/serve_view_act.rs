@@ -957,6 +957,16 @@ fn the_person_runs_the_canvas_from_the_page() {
     poll("browser control on", WAIT, || {
         (serve.call(&dirs, "me", "browser_list", json!({}))["ok"] == true).then_some(())
     });
+    // The page's own answer first: its notice can move the toolbar's buttons.
+    poll("the page's answer to browser control on", WAIT, || {
+        let notice = eval(
+            &engine,
+            &page,
+            "() => document.getElementById('notice').textContent",
+            json!({}),
+        )?;
+        (notice == "browser_control: done").then_some(())
+    });
     click(&engine, &page, "#browser-off");
     poll("browser control off", WAIT, || {
         (serve.call(&dirs, "me", "browser_list", json!({}))["error"] == off).then_some(())
