@@ -1063,10 +1063,7 @@ impl HostTerminals {
     /// It arrives as a terminal delivers a paste: each newline a carriage return, and
     /// bracketed (`ESC [ 200 ~` … `ESC [ 201 ~`) when the program asked for it.
     pub fn person_pasted(&self, node_id: &str, text: &str) -> Result<(), String> {
-        let text: String = text
-            .chars()
-            .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
-            .collect();
+        let text = pasteable(text);
         self.person_typed_with(node_id, |terminals| match &terminals.backend {
             Backend::Tmux(tmux) => {
                 terminals.tmux_panes.typed(node_id);
@@ -1392,6 +1389,14 @@ fn user_shell() -> String {
 }
 
 /// `text` without control characters other than newline and tab.
+/// A paste's text without control characters but newline and tab: no escape sequence,
+/// so no `ESC [ 201 ~` that would end a bracketed paste early.
+fn pasteable(text: &str) -> String {
+    text.chars()
+        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
+        .collect()
+}
+
 fn inert(text: &str) -> String {
     text.chars()
         .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
@@ -1412,6 +1417,14 @@ mod tests {
             .parse::<TerminalsMode>()
             .unwrap_err()
             .contains("auto, tmux or pty"));
+    }
+
+    #[test]
+    fn pastes_cannot_end_a_bracket_early() {
+        assert_eq!(
+            pasteable("a\u{1b}[201~rm -rf x\r\n\tb\u{9b}201~\u{7}"),
+            "a[201~rm -rf x\n\tb201~"
+        );
     }
 
     #[test]
