@@ -957,6 +957,16 @@ fn the_person_runs_the_canvas_from_the_page() {
     poll("browser control on", WAIT, || {
         (serve.call(&dirs, "me", "browser_list", json!({}))["ok"] == true).then_some(())
     });
+    // The page's own answer first: its notice can move the toolbar's buttons.
+    poll("the page's answer to browser control on", WAIT, || {
+        let notice = eval(
+            &engine,
+            &page,
+            "() => document.getElementById('notice').textContent",
+            json!({}),
+        )?;
+        (notice == "browser_control: done").then_some(())
+    });
     click(&engine, &page, "#browser-off");
     poll("browser control off", WAIT, || {
         (serve.call(&dirs, "me", "browser_list", json!({}))["error"] == off).then_some(())
@@ -1180,4 +1190,180 @@ fn a_key_typed_in_the_page_echoes_on_the_page() {
     }
     engine.shutdown();
     let _ = std::fs::remove_dir_all(root);
+}
+
+/// A shell terminal opened from the page, with the keyboard focus in it: its node id.
+fn open_focused_terminal(
+    engine: &BrowserEngine,
+    page: &PageId,
+    serve: &Serve,
+    dirs: &Dirs,
+) -> String {
+    let known = ids(serve, dirs);
+    click(engine, page, "#new-terminal");
+    let term = poll("the new terminal", WAIT, || {
+        let added = new_nodes(serve, dirs, &known);
+        added.first().map(|n| n["id"].as_str().unwrap().to_string())
+    });
+    let body = format!(r#".node[data-node-id="{term}"] .body"#);
+    poll("the terminal on the page", WAIT, || {
+        eval(
+            engine,
+            page,
+            "(a) => !!document.querySelector(a.s)",
+            json!({"s": body}),
+        )
+        .filter(|v| *v == json!(true))
+    });
+    click(engine, page, &body);
+    term
+}
+
+/// The span of `.screen` `s` whose text is `text` and that has a colour of its own: its
+/// computed colour and weight, and whether the screen holds any control character.
+const STYLED_SPAN: &str = r#"(a) => {
+  const screen = document.querySelector(a.s);
+  if (!screen) return null;
+  const span = [...screen.querySelectorAll("span")].find((s) => s.textContent === a.text && s.style.color);
+  if (!span) return null;
+  const style = getComputedStyle(span);
+  return { color: style.color, weight: style.fontWeight, controls: /[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(screen.textContent) };
+}"#;
+
+/// The text left of the cursor's cell on its line, and whether the screen holds nothing but
+/// spans and text.
+const LEFT_OF_CURSOR: &str = r#"(a) => {
+  const screen = document.querySelector(a.s);
+  const cursor = screen && screen.querySelector(".cursor");
+  if (!cursor) return null;
+  let left = "";
+  for (let n = cursor.previousSibling; n && n.nodeType !== Node.TEXT_NODE; n = n.previousSibling) left = n.textContent + left;
+  return left;
+}"#;
+
+#[test]
+fn the_page_draws_colours_and_the_cursor_and_brackets_pastes() {
+    let Some((engine, root)) = chromium("screens", &[]) else {
+        return;
+    };
+    draw_and_paste(&engine, "pty");
+    if tmux_installed() {
+        draw_and_paste(&engine, "tmux");
+    }
+    engine.shutdown();
+    let _ = std::fs::remove_dir_all(root);
+}
+
+fn draw_and_paste(engine: &BrowserEngine, backend: &str) {
+    let dirs = Dirs::new(&format!("act-screens-{backend}"));
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", backend]);
+    let page = open_view(engine, &view_url(&serve));
+    // Any style the page's CSP refused would be reported here.
+    eval(
+        engine,
+        &page,
+        "() => { window.cspRefused = []; document.addEventListener('securitypolicyviolation', (e) => window.cspRefused.push(e.violatedDirective)); return true; }",
+        json!({}),
+    );
+    let term = open_focused_terminal(engine, &page, &serve, &dirs);
+    let screen = format!(r#".node[data-node-id="{term}"] .screen"#);
+    press(engine, &page, keys_of("exec bash --norc --noprofile\n"));
+    std::thread::sleep(Duration::from_millis(500));
+
+    // Colours: SGR becomes a span's style, never text or markup.
+    press(
+        engine,
+        &page,
+        keys_of(r"printf '\033[31mred\033[0m \033[1;38;2;1;2;3mtc\033[0m\n'"),
+    );
+    press(engine, &page, keys_of("\n"));
+    let red = poll("a red span", WAIT, || {
+        eval(
+            engine,
+            &page,
+            STYLED_SPAN,
+            json!({"s": screen, "text": "red"}),
+        )
+        .filter(|v| !v.is_null())
+    });
+    assert_eq!(red["color"], "rgb(205, 0, 0)", "{red}");
+    assert_eq!(red["controls"], false, "{red}");
+    let tc = poll("a truecolor bold span", WAIT, || {
+        eval(
+            engine,
+            &page,
+            STYLED_SPAN,
+            json!({"s": screen, "text": "tc"}),
+        )
+        .filter(|v| !v.is_null())
+    });
+    assert_eq!(
+        (tc["color"].as_str(), tc["weight"].as_str()),
+        (Some("rgb(1, 2, 3)"), Some("700")),
+        "{tc}"
+    );
+
+    // Markup printed by a program is text.
+    let hostile = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2>";
+    press(
+        engine,
+        &page,
+        keys_of(&format!("printf '%s\\n' '{hostile}'\n")),
+    );
+    see_on_page(engine, &page, &term, hostile, 2);
+    let inert = eval(
+        engine,
+        &page,
+        "(a) => [document.querySelectorAll(a.s + ' *:not(span)').length, window.pwned === undefined, window.cspRefused]",
+        json!({"s": screen}),
+    );
+    assert_eq!(inert, Some(json!([0, true, []])), "{inert:?}");
+
+    // The cursor's cell is where the shell's cursor is: 3 past the prompt after `abc`.
+    press(engine, &page, keys_of("PS1='P> '\n"));
+    press(engine, &page, keys_of("abc"));
+    poll("the cursor after abc", WAIT, || {
+        let left = eval(engine, &page, LEFT_OF_CURSOR, json!({"s": screen}))?;
+        (left == "P> abc").then_some(())
+    });
+
+    // bash asked for bracketed paste: a pasted two-line text waits on the command line
+    // (nothing runs) until Enter runs it.
+    press(engine, &page, json!({"keys": [{"key": "u", "ctrl": true}]}));
+    press(
+        engine,
+        &page,
+        json!({"paste": "echo pasted-$((1+1))\necho pasted-$((2+1))\n"}),
+    );
+    see_on_page(engine, &page, &term, "echo pasted-$((2+1))", 1);
+    std::thread::sleep(Duration::from_millis(800));
+    let held = page_screen(engine, &page, &term);
+    assert!(
+        !held.contains("pasted-2") && !held.contains("pasted-3"),
+        "{held}"
+    );
+    press(engine, &page, keys_of("\n"));
+    see_on_page(engine, &page, &term, "pasted-3", 1);
+    see_on_page(engine, &page, &term, "pasted-2", 1);
+
+    // cat did not ask for it: its lines arrive plain (typed back, then printed by cat).
+    press(engine, &page, keys_of("cat\n"));
+    std::thread::sleep(Duration::from_millis(300));
+    press(engine, &page, json!({"paste": "plain-one\nplain-two\n"}));
+    see_on_page(engine, &page, &term, "plain-two", 2);
+    press(engine, &page, json!({"keys": [{"key": "d", "ctrl": true}]}));
+    let shown = page_screen(engine, &page, &term);
+    assert!(
+        !shown.contains("200~") && !shown.contains("201~"),
+        "{shown}"
+    );
+
+    // Recorded as the person's paste: its length, never its text.
+    let pasted = poll("the person's paste in the trail", WAIT, || {
+        person_lines(&serve, &dirs)
+            .into_iter()
+            .find(|l| l["args"]["paste"].is_u64())
+    });
+    assert!(!pasted.to_string().contains("plain-"), "{pasted}");
+    assert!(serve.stop().success());
 }

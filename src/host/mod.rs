@@ -26,6 +26,7 @@ pub(crate) mod procfs;
 pub mod query_filter;
 pub mod screen;
 pub mod serve;
+mod sgr;
 pub mod shell;
 pub mod terminal;
 pub mod terminals;

@@ -3,8 +3,9 @@
 //! [`Screen::feed`] takes a program's raw output. It applies what decides where text
 //! lands — printable characters with line wrapping, CR, LF, backspace, tab, the CSI
 //! cursor movements and erasures, insert/delete of characters and lines, scrolling, the
-//! alternate screen — and drops every other control sequence unexecuted: SGR colours,
-//! modes, OSC (window titles, OSC 52 clipboard, hyperlinks), DCS/SOS/PM/APC strings,
+//! alternate screen — and, for the canvas view, keeps each cell's SGR style (see
+//! `host/sgr.rs`) and tracks two modes, the cursor's visibility and bracketed paste. It
+//! drops every other control sequence unexecuted: other modes, OSC (window titles, OSC 52 clipboard, hyperlinks), DCS/SOS/PM/APC strings,
 //! charset designations, and all queries (the model never answers; nothing a program
 //! prints can type into the terminal). Invalid UTF-8 becomes U+FFFD.
 //!
@@ -18,6 +19,8 @@
 
 use std::collections::VecDeque;
 
+use super::sgr::{apply_sgr_codes, Style};
+
 /// The most text kept in history, in bytes of UTF-8; the oldest lines go first.
 pub const HISTORY_MAX_BYTES: usize = 1 << 20;
 
@@ -26,16 +29,35 @@ const MAX_PARAMS: usize = 16;
 const MAX_PARAM_VALUE: u32 = 65_535;
 const ESC: char = '\u{1b}';
 
+/// One character cell and its SGR style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cell {
+    ch: char,
+    style: Style,
+}
+
+/// An erased cell (erasures use the default style, not the current background).
+const BLANK: Cell = Cell {
+    ch: ' ',
+    style: Style {
+        fg: None,
+        bg: None,
+        bold: false,
+        underline: false,
+        inverse: false,
+    },
+};
+
 #[derive(Clone, Debug, Default)]
 struct Row {
-    cells: Vec<char>,
+    cells: Vec<Cell>,
     /// The text continues on the next row (it reached the right margin).
     wrapped: bool,
 }
 
 impl Row {
     fn text(&self) -> String {
-        let text: String = self.cells.iter().collect();
+        let text: String = self.cells.iter().map(|cell| cell.ch).collect();
         if self.wrapped {
             text
         } else {
@@ -96,6 +118,12 @@ pub struct Screen {
     intermediates: bool,
     /// An incomplete UTF-8 sequence at the end of the last chunk (at most 3 bytes).
     utf8_carry: Vec<u8>,
+    /// The cursor is shown (DECTCEM, `CSI ? 25 h` / `l`).
+    cursor_visible: bool,
+    /// The program asked for bracketed paste (`CSI ? 2004 h` / `l`).
+    bracketed_paste: bool,
+    /// The style SGR set for the characters printed next.
+    pen: Style,
 }
 
 impl Screen {
@@ -117,6 +145,9 @@ impl Screen {
             private_marker: None,
             intermediates: false,
             utf8_carry: Vec::new(),
+            cursor_visible: true,
+            bracketed_paste: false,
+            pen: Style::default(),
         }
     }
 
@@ -131,6 +162,26 @@ impl Screen {
     /// Whether the alternate screen is shown (a full-screen program: vim, less, htop).
     pub fn alternate(&self) -> bool {
         self.main.is_some()
+    }
+
+    /// The visible screen's rows as text with SGR escapes for their styles (each row
+    /// starts in the default style; trailing unstyled blanks and trailing blank rows
+    /// trimmed; wrapped rows not joined: one line per row), and the cursor's row and
+    /// column on it when it is shown. No other escape or control character but `\n`.
+    pub fn rows_and_cursor(&self) -> (String, Option<(usize, usize)>) {
+        let rows: Vec<String> = self.grid.iter().map(styled_row).collect();
+        let used = rows
+            .iter()
+            .rposition(|r| !r.is_empty())
+            .map_or(0, |i| i + 1);
+        let cursor =
+            (self.cursor_visible).then(|| (self.cursor.row, self.cursor.col.min(self.cols - 1)));
+        (rows[..used].join("\n"), cursor)
+    }
+
+    /// Whether the program asked for bracketed paste (and has not turned it off since).
+    pub fn bracketed_paste(&self) -> bool {
+        self.bracketed_paste
     }
 
     /// The visible screen as text.
@@ -321,6 +372,7 @@ impl Screen {
         let n = self.count(0, 1);
         let col = self.cursor.col.min(cols - 1);
         match final_byte {
+            'm' => apply_sgr_codes(&mut self.pen, &self.params),
             'A' => {
                 self.cursor = Cursor {
                     row: self.cursor.row.saturating_sub(n),
@@ -364,7 +416,7 @@ impl Screen {
             'X' => {
                 let row = &mut self.grid[self.cursor.row];
                 for cell in row.cells.iter_mut().skip(col).take(n) {
-                    *cell = ' ';
+                    *cell = BLANK;
                 }
             }
             'P' => {
@@ -381,7 +433,7 @@ impl Screen {
                 if col < row.cells.len() {
                     let blanks = n.min(cols - col);
                     row.cells
-                        .splice(col..col, std::iter::repeat(' ').take(blanks));
+                        .splice(col..col, std::iter::repeat(BLANK).take(blanks));
                     row.cells.truncate(cols);
                 }
                 self.cursor.col = col;
@@ -417,6 +469,18 @@ impl Screen {
 
     /// `CSI ? Pm h|l`: only the alternate-screen modes change what is visible.
     fn private_mode(&mut self, final_byte: char) {
+        let on = match final_byte {
+            'h' => true,
+            'l' => false,
+            _ => return,
+        };
+        for mode in &self.params {
+            match mode {
+                25 => self.cursor_visible = on,
+                2004 => self.bracketed_paste = on,
+                _ => {}
+            }
+        }
         let alternate = |p: &u32| matches!(*p, 47 | 1047 | 1049);
         let Some(&mode) = self.params.iter().find(|p| alternate(p)) else {
             return;
@@ -494,11 +558,15 @@ impl Screen {
         }
         let col = self.cursor.col;
         let cells = &mut self.grid[self.cursor.row].cells;
+        let cell = Cell {
+            ch: c,
+            style: self.pen,
+        };
         if cells.len() <= col {
-            cells.resize(col, ' ');
-            cells.push(c);
+            cells.resize(col, BLANK);
+            cells.push(cell);
         } else {
-            cells[col] = c;
+            cells[col] = cell;
         }
         self.cursor.col += 1;
     }
@@ -555,6 +623,26 @@ impl Screen {
     }
 }
 
+/// A row's cells as text with an SGR sequence wherever the style changes.
+fn styled_row(row: &Row) -> String {
+    let used = (row.cells.iter())
+        .rposition(|cell| *cell != BLANK)
+        .map_or(0, |i| i + 1);
+    let mut text = String::new();
+    let mut style = Style::default();
+    for cell in &row.cells[..used] {
+        if cell.style != style {
+            style = cell.style;
+            text.push_str(&style.sequence());
+        }
+        text.push(cell.ch);
+    }
+    if style != Style::default() {
+        text.push_str(&Style::default().sequence());
+    }
+    text
+}
+
 fn is_c0(c: char) -> bool {
     (c as u32) < 0x20
 }
@@ -566,7 +654,7 @@ fn is_c1(c: char) -> bool {
 /// Blanks the cells of `row` up to and including `col`.
 fn blank_through(row: &mut Row, col: usize) {
     let end = (col + 1).min(row.cells.len());
-    row.cells[..end].iter_mut().for_each(|cell| *cell = ' ');
+    row.cells[..end].iter_mut().for_each(|cell| *cell = BLANK);
 }
 
 fn clamp_cursor(cursor: Cursor, cols: usize, rows: usize) -> Cursor {
@@ -864,6 +952,44 @@ mod tests {
         );
         assert_eq!(text("\x1b[38:2:1:2:3mrgb"), "rgb");
         assert_eq!(text("\x1b(B\x1b)0\x1b#8\x1b=\x1b>x"), "x");
+    }
+
+    #[test]
+    fn styles_are_kept_per_cell_for_the_view_only() {
+        let screen = screen_after(
+            20,
+            3,
+            b"a\x1b[31mred\x1b[0m \x1b[1;7mx\x1b[m  \r\n\x1b[44m  ",
+        );
+        assert_eq!(screen.text(), "ared x");
+        let red = "\x1b[0;38;2;205;0;0m";
+        let (rows, _) = screen.rows_and_cursor();
+        assert_eq!(
+            rows,
+            format!("a{red}red\x1b[0m \x1b[0;1;7mx\x1b[0m\n\x1b[0;48;2;0;0;238m  \x1b[0m")
+        );
+    }
+
+    #[test]
+    fn cursor_visibility_and_bracketed_paste_are_tracked() {
+        let screen = screen_after(10, 4, b"ab\r\ncd");
+        assert_eq!(
+            screen.rows_and_cursor(),
+            ("ab\ncd".to_string(), Some((1, 2)))
+        );
+        assert!(!screen.bracketed_paste());
+        let screen = screen_after(10, 4, b"\x1b[?2004h\x1b[?25l\x1b[3;1Hx");
+        assert_eq!(screen.rows_and_cursor(), ("\n\nx".to_string(), None));
+        assert!(screen.bracketed_paste());
+        let screen = screen_after(3, 2, b"\x1b[?2004h\x1b[?1;2004labc");
+        assert!(!screen.bracketed_paste());
+        // A full row leaves the wrap pending: the cursor stays on the last column.
+        assert_eq!(screen.rows_and_cursor(), ("abc".to_string(), Some((0, 2))));
+        let screen = screen_after(10, 2, b"\x1b[?2004h\x1b[?25l\x1bc");
+        assert_eq!(
+            (screen.bracketed_paste(), screen.rows_and_cursor().1),
+            (false, Some((0, 0)))
+        );
     }
 
     #[test]

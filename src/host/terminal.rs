@@ -559,6 +559,16 @@ impl Terminal {
         lock(&self.shared.output).screen.tail(max_chars)
     }
 
+    /// The visible screen's rows and the cursor (see [`Screen::rows_and_cursor`]).
+    pub fn rows_and_cursor(&self) -> (String, Option<(usize, usize)>) {
+        lock(&self.shared.output).screen.rows_and_cursor()
+    }
+
+    /// Whether the program asked for bracketed paste.
+    pub fn bracketed_paste(&self) -> bool {
+        lock(&self.shared.output).screen.bracketed_paste()
+    }
+
     /// The visible screen only, as plain text.
     pub fn screen_text(&self) -> String {
         lock(&self.shared.output).screen.text()

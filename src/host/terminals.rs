@@ -248,6 +248,17 @@ pub struct HostTerminals {
     pane_watcher: OnceLock<Arc<pane_shell::PaneWatcher>>,
 }
 
+/// A terminal's screen as the canvas view shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ViewScreen {
+    /// The visible rows, one line a row, with SGR escapes (tmux's `capture-pane -e`, the
+    /// PTY model's cell styles): raw text, to be parsed (the view's runs), never shown as
+    /// is.
+    pub text: String,
+    /// The cursor's row and column on `text`, when it is shown.
+    pub cursor: Option<(usize, usize)>,
+}
+
 /// The canvas view's last tmux look (see [`HostTerminals::states_and_screens`]).
 struct ViewLook {
     taken: Instant,
@@ -259,7 +270,7 @@ struct ViewLook {
     /// Whether every filter had written the same at the look before this one.
     settled: bool,
     states: HashMap<String, SessionState>,
-    screens: HashMap<String, String>,
+    screens: HashMap<String, ViewScreen>,
 }
 
 impl ViewLook {
@@ -270,7 +281,7 @@ impl ViewLook {
         visible: &[&str],
         panes: Vec<Pane>,
         states: &HashMap<String, SessionState>,
-        screens: &HashMap<String, String>,
+        screens: &HashMap<String, ViewScreen>,
     ) -> ViewLook {
         let settled = earlier.is_some_and(|e| {
             e.changes == changes && e.visible.iter().eq(visible.iter()) && e.panes == panes
@@ -759,11 +770,11 @@ impl HostTerminals {
     pub fn states_and_screens(
         &self,
         visible: &[&str],
-    ) -> (HashMap<String, SessionState>, HashMap<String, String>) {
+    ) -> (HashMap<String, SessionState>, HashMap<String, ViewScreen>) {
         let Backend::Tmux(tmux) = &self.backend else {
             let screens = visible
                 .iter()
-                .filter_map(|id| Some((id.to_string(), self.screen(id)?)))
+                .filter_map(|id| Some((id.to_string(), self.pty_view_screen(id)?)))
                 .collect();
             return (self.states(), screens);
         };
@@ -805,14 +816,19 @@ impl HostTerminals {
                 },
             })
             .collect();
+        let cursors: HashMap<String, Option<(usize, usize)>> = (sessions.iter())
+            .map(|s| (s.name.clone(), s.cursor))
+            .collect();
         let states = self.tmux_states(sessions);
         *listing = Some((taken, states.clone()));
         drop(listing);
-        let screens: HashMap<String, String> = visible
+        let screens: HashMap<String, ViewScreen> = visible
             .iter()
             .filter_map(|id| {
-                let screen = captured.get(*id).map(|text| inert(text));
-                Some((id.to_string(), self.with_end_line(id, screen)?))
+                // SGR escapes stay for the view, which parses them and drops the rest.
+                let text = captured.get(*id).cloned();
+                let cursor = cursors.get(*id).copied().flatten();
+                Some((id.to_string(), self.view_screen(id, text, cursor)?))
             })
             .collect();
         *last_look = Some(ViewLook::new(
@@ -963,6 +979,28 @@ impl HostTerminals {
         self.with_end_line(node_id, screen)
     }
 
+    /// A PTY terminal's [`ViewScreen`], from its screen model.
+    fn pty_view_screen(&self, node_id: &str) -> Option<ViewScreen> {
+        let Backend::Pty(pty) = &self.backend else {
+            return None;
+        };
+        let (text, cursor) = pty.get(node_id).map(|t| t.rows_and_cursor()).unzip();
+        self.view_screen(node_id, text, cursor.flatten())
+    }
+
+    /// A [`ViewScreen`]; an ended terminal's has its end line and no cursor.
+    fn view_screen(
+        &self,
+        node_id: &str,
+        text: Option<String>,
+        cursor: Option<(usize, usize)>,
+    ) -> Option<ViewScreen> {
+        let ended = self.recorded_end(node_id).is_some();
+        let text = self.with_end_line(node_id, text)?;
+        let cursor = if ended { None } else { cursor };
+        Some(ViewScreen { text, cursor })
+    }
+
     /// `screen`, for an ended terminal its last screen when it has none, followed by the
     /// line saying how it ended.
     fn with_end_line(&self, node_id: &str, screen: Option<String>) -> Option<String> {
@@ -995,6 +1033,15 @@ impl HostTerminals {
     /// same input path as an agent's `terminal_input`, and marks the terminal as being
     /// typed in for [`PERSON_TYPING_WINDOW`].
     pub fn person_typed(&self, node_id: &str, text: &str) -> Result<(), String> {
+        self.person_typed_with(node_id, |terminals| terminals.write(node_id, text))
+    }
+
+    /// Marks the person as typing in `node_id`, then does `write` if it has a live session.
+    fn person_typed_with(
+        &self,
+        node_id: &str,
+        write: impl FnOnce(&HostTerminals) -> Result<(), String>,
+    ) -> Result<(), String> {
         {
             let mut keys = lock(&self.person_keys);
             keys.retain(|_, at| at.elapsed() < PERSON_TYPING_WINDOW);
@@ -1006,7 +1053,32 @@ impl HostTerminals {
                 None => "This terminal has no running session".to_string(),
             });
         }
-        self.write(node_id, text)
+        write(self)
+    }
+}
+
+impl HostTerminals {
+    /// The person's paste from the canvas view (see `view/keys.rs` for what `text` may
+    /// hold: no control character but newline and tab, so it cannot end a bracket early).
+    /// It arrives as a terminal delivers a paste: each newline a carriage return, and
+    /// bracketed (`ESC [ 200 ~` … `ESC [ 201 ~`) when the program asked for it.
+    pub fn person_pasted(&self, node_id: &str, text: &str) -> Result<(), String> {
+        let text = pasteable(text);
+        self.person_typed_with(node_id, |terminals| match &terminals.backend {
+            Backend::Tmux(tmux) => {
+                terminals.tmux_panes.typed(node_id);
+                tmux.paste(node_id, &text).map_err(|e| e.to_string())
+            }
+            Backend::Pty(pty) => {
+                let terminal = pty.get(node_id).ok_or("Terminal is not attached")?;
+                let lines = text.replace('\n', "\r");
+                let pasted = match terminal.bracketed_paste() {
+                    true => format!("\u{1b}[200~{lines}\u{1b}[201~"),
+                    false => lines,
+                };
+                terminal.write(pasted.as_bytes()).map_err(|e| e.to_string())
+            }
+        })
     }
 }
 
@@ -1317,6 +1389,14 @@ fn user_shell() -> String {
 }
 
 /// `text` without control characters other than newline and tab.
+/// A paste's text without control characters but newline and tab: no escape sequence,
+/// so no `ESC [ 201 ~` that would end a bracketed paste early.
+fn pasteable(text: &str) -> String {
+    text.chars()
+        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
+        .collect()
+}
+
 fn inert(text: &str) -> String {
     text.chars()
         .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
@@ -1337,6 +1417,14 @@ mod tests {
             .parse::<TerminalsMode>()
             .unwrap_err()
             .contains("auto, tmux or pty"));
+    }
+
+    #[test]
+    fn pastes_cannot_end_a_bracket_early() {
+        assert_eq!(
+            pasteable("a\u{1b}[201~rm -rf x\r\n\tb\u{9b}201~\u{7}"),
+            "a[201~rm -rf x\n\tb201~"
+        );
     }
 
     #[test]

@@ -188,6 +188,8 @@ pub struct SessionInfo {
     pub shown_output: bool,
     /// How many clients (external terminal windows) are attached.
     pub attached_clients: u32,
+    /// The pane's cursor (row, column) when it is shown.
+    pub cursor: Option<(usize, usize)>,
 }
 
 /// The private tmux server of one data directory. Dropping it leaves the server and its
@@ -370,6 +372,9 @@ impl TmuxServer {
     /// exist. The outputs are told apart by a random marker line that the panes' programs
     /// cannot guess. When the call fails (a node has no session: tmux stops the sequence
     /// there), the sessions are listed and each listed node's screen read, one call each.
+    /// The screens are the view's: one line per row (so the sessions' cursors fall on
+    /// them) with SGR escapes (`capture-pane -e`): raw pane text, for a caller that parses
+    /// it (the view's runs), never to show as is.
     pub fn sessions_and_screens(
         &self,
         nodes: &[&str],
@@ -389,11 +394,7 @@ impl TmuxServer {
         for node in nodes {
             commands.push(vec!["display-message".into(), "-p".into(), marker.clone()]);
             let target = pane_target(node);
-            commands.push(
-                ["capture-pane", "-p", "-J", "-t", &target]
-                    .map(String::from)
-                    .to_vec(),
-            );
+            commands.push(view_capture_args(&target));
         }
         let outputs = self
             .run_sequence("capture-pane", &commands)
@@ -420,7 +421,13 @@ impl TmuxServer {
         let screens = nodes
             .iter()
             .filter(|node| sessions.iter().any(|s| s.name == **node))
-            .filter_map(|node| Some((node.to_string(), self.capture_screen(node).ok()?)))
+            .filter_map(|node| {
+                let out = self.run("capture-pane", &view_capture_args(&pane_target(node)));
+                Some((
+                    node.to_string(),
+                    tidy_capture(&String::from_utf8_lossy(&out.ok()?)),
+                ))
+            })
             .collect();
         Ok((sessions, screens))
     }
@@ -563,6 +570,33 @@ impl TmuxServer {
             )
             .map_err(|e| self.missing_session(node, e))?;
         }
+        Ok(())
+    }
+
+    /// Pastes `text` into `node`'s terminal as tmux pastes a buffer: each newline as a
+    /// carriage return, and between `ESC [ 200 ~` and `ESC [ 201 ~` when the pane's
+    /// program asked for bracketed paste (`paste-buffer -p`: tmux, the pane's terminal,
+    /// knows that mode). The buffer is filled in pieces (a tmux command's size is bounded)
+    /// under a fresh name and deleted by the paste.
+    pub fn paste(&self, node: &str, text: &str) -> Result<(), TmuxError> {
+        check_node(node)?;
+        no_nul("text", text)?;
+        let target = pane_target(node);
+        let buffer = crate::base::random_hex(8)
+            .map(|hex| format!("termsprawl-paste-{hex}"))
+            .map_err(|e| TmuxError::Failed {
+                what: "set-buffer".to_string(),
+                message: e.to_string(),
+            })?;
+        for (at, chunk) in chunks(text, SEND_CHUNK_BYTES).into_iter().enumerate() {
+            let append = if at == 0 { "-b" } else { "-ab" };
+            self.run("set-buffer", &["set-buffer", append, &buffer, "--", chunk])?;
+        }
+        self.run(
+            "paste-buffer",
+            &["paste-buffer", "-p", "-d", "-b", &buffer, "-t", &target],
+        )
+        .map_err(|e| self.missing_session(node, e))?;
         Ok(())
     }
 
@@ -986,7 +1020,7 @@ fn chunks(text: &str, max: usize) -> Vec<&str> {
 }
 
 /// What `list-sessions -F` reports of each session (see [`parse_session_line`]).
-const SESSION_FORMAT: &str = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}";
+const SESSION_FORMAT: &str = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}\t#{cursor_flag}";
 
 fn parse_sessions(out: &[u8]) -> Vec<SessionInfo> {
     String::from_utf8_lossy(out)
@@ -996,6 +1030,13 @@ fn parse_sessions(out: &[u8]) -> Vec<SessionInfo> {
 }
 
 /// `text` cut at every line that is exactly `marker` (the marker lines dropped).
+/// `capture-pane` for the view: the visible rows, unjoined, with SGR escapes (`-e`).
+fn view_capture_args(target: &str) -> Vec<String> {
+    ["capture-pane", "-p", "-e", "-t", target]
+        .map(String::from)
+        .to_vec()
+}
+
 fn split_on_line(text: &str, marker: &str) -> Vec<String> {
     let mut parts = vec![String::new()];
     for line in text.split_inclusive('\n') {
@@ -1011,7 +1052,7 @@ fn split_on_line(text: &str, marker: &str) -> Vec<String> {
 /// One `list-sessions -F` line; `None` for anything that isn't one of our sessions.
 fn parse_session_line(line: &str) -> Option<SessionInfo> {
     let fields: Vec<&str> = line.split('\t').collect();
-    let [name, created, pid, dead, cursor_x, cursor_y, history, attached, status, signal, died] =
+    let [name, created, pid, dead, cursor_x, cursor_y, history, attached, status, signal, died, cursor_shown] =
         fields[..]
     else {
         return None;
@@ -1039,6 +1080,10 @@ fn parse_session_line(line: &str) -> Option<SessionInfo> {
         ended_unix: number(died),
         shown_output: number(cursor_x) > 0 || number(cursor_y) > 0 || number(history) > 0,
         attached_clients: u32::try_from(number(attached)).unwrap_or(u32::MAX),
+        cursor: (cursor_shown == "1").then(|| {
+            let at = |s: &str| usize::try_from(number(s)).unwrap_or(usize::MAX);
+            (at(cursor_y), at(cursor_x))
+        }),
     })
 }
 
@@ -1287,7 +1332,7 @@ mod tests {
 
     #[test]
     fn session_lines_parse() {
-        let s = parse_session_line("n-1\t1700000000\t4242\t0\t2\t0\t0\t1\t\t\t").unwrap();
+        let s = parse_session_line("n-1\t1700000000\t4242\t0\t2\t0\t0\t1\t\t\t\t1").unwrap();
         assert_eq!(
             s,
             SessionInfo {
@@ -1299,18 +1344,19 @@ mod tests {
                 ended_unix: 0,
                 shown_output: true,
                 attached_clients: 1,
+                cursor: Some((0, 2)),
             }
         );
-        let quiet = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t\t").unwrap();
+        let quiet = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t\t\t0").unwrap();
         assert!(quiet.pane_dead && !quiet.shown_output && quiet.end.is_none());
-        let exited = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t3\t\t1700000009").unwrap();
+        let exited = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t3\t\t1700000009\t0").unwrap();
         assert_eq!(exited.end, Some(ProgramEnd::Status(3)));
         assert_eq!(exited.ended_unix, 1_700_000_009);
-        let killed = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t9\t1").unwrap();
+        let killed = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t9\t1\t0").unwrap();
         assert_eq!(killed.end, Some(ProgramEnd::Signal(9)));
-        let running = parse_session_line("n\t1\t2\t0\t0\t0\t0\t0\t\t\t").unwrap();
+        let running = parse_session_line("n\t1\t2\t0\t0\t0\t0\t0\t\t\t\t0").unwrap();
         assert_eq!(running.end, None);
-        assert!(parse_session_line("bad name\t1\t2\t0\t0\t0\t0\t0\t\t\t").is_none());
+        assert!(parse_session_line("bad name\t1\t2\t0\t0\t0\t0\t0\t\t\t\t0").is_none());
         assert!(parse_session_line("n\t1").is_none());
     }
 

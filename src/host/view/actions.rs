@@ -11,6 +11,8 @@
 //!   `browser-control` command (it returns once `serve` has applied it);
 //! - `keys` (`nodeId`, `text`): `HostTerminals::person_typed`, the input path of
 //!   `terminal_input` (see `keys.rs` for what `text` may hold);
+//! - `paste` (`nodeId`, `text`): `HostTerminals::person_pasted`, bracketed when the
+//!   program asked for it;
 //! - `approve` (`id`, `nodeId`, `operation`, `args`, `decision`, `reason`): the answer to
 //!   one call waiting for the person, bound to the call the page showed
 //!   ([`AgentToolRuntime::decide`], as the `approvals` command); "allow all shown" is one
@@ -19,8 +21,8 @@
 //!   ([`AgentToolRuntime::set_rule`], saved in `policy.json`, as the `policy` command).
 //!
 //! Each is recorded in the project's activity trail as done by the person (`by:
-//! "person"`), with its arguments; for `keys` only the node and how many characters,
-//! never the text.
+//! "person"`), with its arguments; for `keys` and `paste` only the node and how many
+//! characters, never the text.
 //!
 //! [`AgentToolRuntime::act_for_person`]: crate::runtime::AgentToolRuntime::act_for_person
 //! [`AgentToolRuntime::decide`]: crate::runtime::AgentToolRuntime::decide
@@ -104,7 +106,7 @@ fn act_on(source: &ViewSource, data: &Path, request: &Value) -> Acted {
     }
     Acted {
         outcome,
-        typed: action == "keys",
+        typed: action == "keys" || action == "paste",
     }
 }
 
@@ -137,19 +139,21 @@ fn run(
             };
             (outcome, Some(("browser_control", args.clone())))
         }
-        "keys" => {
+        "keys" | "paste" => {
             let node_id = args.get("nodeId").and_then(Value::as_str).unwrap_or("");
             let text = args.get("text").and_then(Value::as_str).unwrap_or("");
+            let terminals = &source.terminals;
             let outcome = keys::check(node_id, text).and_then(|()| {
-                source
-                    .terminals
-                    .person_typed(node_id, text)
-                    .map(|()| json!({ "nodeId": node_id }))
+                match action {
+                    "paste" => terminals.person_pasted(node_id, text),
+                    _ => terminals.person_typed(node_id, text),
+                }
+                .map(|()| json!({ "nodeId": node_id }))
             });
             // The count, never the text: it may be a password.
             let mut recorded = Map::new();
             recorded.insert("nodeId".into(), json!(node_id));
-            recorded.insert("keys".into(), json!(text.chars().count()));
+            recorded.insert(action.into(), json!(text.chars().count()));
             (outcome, Some(("terminal_input", recorded)))
         }
         "approve" => {
@@ -162,7 +166,7 @@ fn run(
         "rule" => (rule(source, args), Some(("policy_rule", args.clone()))),
         _ => (
             Err(format!(
-                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys, approve, rule",
+                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys, paste, approve, rule",
                 action.chars().take(40).collect::<String>(),
                 CANVAS_ACTIONS.join(", ")
             )),

@@ -4,13 +4,15 @@
 //! cursor mode: printable text as it is, Enter `\r`, Backspace DEL, Tab, Escape, arrows
 //! `ESC [ A`…, Home/End `ESC [ H` / `ESC [ F`, F1–F4 `ESC O P`…, F5–F12 `ESC [ 15 ~`…,
 //! Ctrl+letter its control character) and sends them in batches (one `POST` per 15 ms of
-//! typing at most). A paste is sent as plain text, never bracketed: the view cannot tell
-//! whether the program asked for bracketed paste (tmux keeps that mode to itself), so it
-//! sends what a terminal without that mode sends: its control characters other than
-//! newline and tab removed (so a pasted text cannot carry escape sequences), and each
-//! newline as Enter (`\r`).
+//! typing at most). A paste is its own action, `paste`, with the text's control
+//! characters other than newline and tab removed (by the page, and again by
+//! `HostTerminals::person_pasted`), so a pasted text cannot carry an escape sequence
+//! (nor `ESC [ 201 ~`, which would end a bracketed paste early). The server delivers it as
+//! a terminal does: newlines as Enter (`\r`), between `ESC [ 200 ~` and `ESC [ 201 ~` when
+//! the program asked for bracketed paste (the PTY model tracks that mode; tmux's
+//! `paste-buffer -p` brackets by the pane's own mode).
 //!
-//! Here the text is only bounded; it goes to the terminal through
+//! Here the text is only bounded; keys go to the terminal through
 //! `HostTerminals::person_typed`, the input path of `terminal_input`.
 
 use crate::protocol::is_valid_node_id;

@@ -63,6 +63,7 @@
 mod actions;
 mod keys;
 mod snapshot;
+mod styled;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};

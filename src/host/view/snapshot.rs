@@ -21,16 +21,16 @@ use serde_json::{json, Map, Value};
 use super::super::browsers::ChromiumBrowsers;
 use super::super::canvas::NodeKind;
 use super::super::canvas_owner::{with_states, HeadlessCanvas};
-use super::super::terminals::{HostTerminals, SessionState};
+use super::super::terminals::{HostTerminals, SessionState, ViewScreen};
 use super::super::HostError;
-use super::Visible;
+use super::{styled, Visible};
 use crate::activity::read_tail;
 use crate::protocol::{OperationClass, OPERATION_CLASSES};
 use crate::runtime::approvals::Asked;
 use crate::runtime::context::read_links;
 use crate::runtime::AgentToolRuntime;
 
-/// Lines of a terminal's screen shown (its last screenful).
+/// Most lines of a terminal's screen shown (the last of its visible rows).
 pub const SCREEN_LINES: usize = 60;
 /// A poll reads the terminals (their sessions and the screens in view: one `tmux`
 /// process) and the activity trail again at most this often: output still shows well
@@ -43,7 +43,7 @@ pub const SCREENS_EVERY: Duration = Duration::from_millis(500);
 pub struct Screens {
     taken: Option<Instant>,
     states: HashMap<String, SessionState>,
-    by_node: HashMap<String, String>,
+    by_node: HashMap<String, ViewScreen>,
     /// The latest activity lines, and when read.
     activity: Value,
     activity_taken: Option<Instant>,
@@ -225,7 +225,23 @@ impl ViewSource {
         };
         if kind == NodeKind::Terminal.name() && visible.contains(&id) {
             if let Some(screen) = screens.by_node.get(&id) {
-                object.insert("screen".into(), json!(last_lines(screen, SCREEN_LINES)));
+                // The screen may hold SGR escapes (tmux): only its runs reach the page.
+                let (dropped, lines) = styled::screen_lines(&screen.text, SCREEN_LINES);
+                let text: Vec<String> = lines.iter().map(|line| styled::text_of(line)).collect();
+                let runs: Vec<Value> = (lines.iter())
+                    .map(|line| json!(line.iter().map(styled::Run::to_json).collect::<Vec<_>>()))
+                    .collect();
+                object.insert("screen".into(), json!(text.join("\n")));
+                object.insert("screenLines".into(), json!(runs));
+                // The cursor's row on `screenLines` (none when its row was dropped).
+                let cursor = (screen.cursor)
+                    .and_then(|(row, col)| Some((row.checked_sub(dropped)?, col)))
+                    .filter(|(row, _)| *row < SCREEN_LINES);
+                let cursor = match cursor {
+                    Some((row, col)) => json!({"row": row, "col": col, "visible": true}),
+                    None => json!({"visible": false}),
+                };
+                object.insert("cursor".into(), cursor);
             }
         }
         if kind == NodeKind::Browser.name() {
@@ -247,15 +263,6 @@ impl ViewSource {
     }
 }
 
-/// The last `count` lines of `text`.
-fn last_lines(text: &str, count: usize) -> &str {
-    let text = text.trim_end_matches('\n');
-    match text.rmatch_indices('\n').nth(count.saturating_sub(1)) {
-        Some((at, _)) => &text[at + 1..],
-        None => text,
-    }
-}
-
 /// A short fingerprint of a snapshot: polls compare it to see whether anything changed.
 pub fn version_of(snapshot: &Value) -> String {
     let mut hasher = DefaultHasher::new();
@@ -266,14 +273,6 @@ pub fn version_of(snapshot: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn last_lines_keeps_the_end() {
-        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
-        assert_eq!(last_lines("a\nb", 5), "a\nb");
-        assert_eq!(last_lines("", 3), "");
-        assert_eq!(last_lines("x\n\n\n", 1), "x");
-    }
 
     #[test]
     fn versions_follow_the_content() {

@@ -208,9 +208,7 @@
     if (node.type === "terminal") {
       parts.meta.textContent = terminalMeta(node, data, status);
       root.classList.toggle("ended", !!(node.session && node.session.ended));
-      if (node.screen !== undefined && parts.screen.textContent !== node.screen) {
-        parts.screen.textContent = node.screen;
-      }
+      drawScreen(parts, node);
       const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
       parts.task.textContent = task ? taskLine(task, node.id) : "";
       parts.task.className = "task" + (task ? " state-" + task.state : "");
@@ -367,6 +365,66 @@
     $("world").style.transform =
       "translate(" + view.x + "px, " + view.y + "px) scale(" + view.scale + ")";
   }
+
+  // ---- Terminal screens: lines of styled runs and the cursor -----------------------------
+  // Each run is a <span> whose text is set with textContent and whose colours with
+  // element.style, from colours the server made ("#rrggbb", checked again here): nothing
+  // the terminal printed becomes markup, a class name or a style. The cursor is a cell in
+  // a span of the fixed class "cursor". A screen is drawn again only when its runs or cursor changed.
+  const SCREEN_FG = "#cfd6df";
+  const SCREEN_BG = "#1f232b";
+  const colour = (c) => (typeof c === "string" && /^#[0-9a-f]{6}$/.test(c) ? c : null);
+  const runSpan = (run, text, cursor) => {
+    const span = make("span", cursor ? "cursor" : "", text);
+    let fg = colour(run.fg) || SCREEN_FG;
+    let bg = colour(run.bg) || SCREEN_BG;
+    // The cursor's cell is drawn inverse (so an inverse cell under it shows plain).
+    if ((run.inverse === true) !== cursor) [fg, bg] = [bg, fg];
+    if (fg !== SCREEN_FG) span.style.color = fg;
+    if (bg !== SCREEN_BG) span.style.backgroundColor = bg;
+    if (run.bold === true) span.style.fontWeight = "700";
+    if (run.underline === true) span.style.textDecoration = "underline";
+    return span;
+  };
+  // The spans of one line; the cursor's cell (padded with spaces past the text) split out.
+  const lineSpans = (runs, cursorCol) => {
+    const spans = [];
+    let col = 0;
+    for (const run of runs) {
+      const chars = Array.from(String(run.text));
+      const at = cursorCol - col;
+      if (at >= 0 && at < chars.length) {
+        if (at > 0) spans.push(runSpan(run, chars.slice(0, at).join(""), false));
+        spans.push(runSpan(run, chars[at], true));
+        if (at + 1 < chars.length) spans.push(runSpan(run, chars.slice(at + 1).join(""), false));
+      } else {
+        spans.push(runSpan(run, chars.join(""), false));
+      }
+      col += chars.length;
+    }
+    if (cursorCol >= col) {
+      if (cursorCol > col) spans.push(make("span", "", " ".repeat(cursorCol - col)));
+      spans.push(runSpan({}, " ", true));
+    }
+    return spans;
+  };
+  const drawScreen = (parts, node) => {
+    if (!Array.isArray(node.screenLines)) return;
+    const cursor = node.cursor && node.cursor.visible === true ? node.cursor : null;
+    const drawn = JSON.stringify([node.screenLines, cursor]);
+    if (parts.screenDrawn === drawn) return;
+    parts.screenDrawn = drawn;
+    const lines = node.screenLines.slice();
+    // The cursor may sit on a blank row below the text.
+    while (cursor && lines.length <= cursor.row && lines.length < 500) lines.push([]);
+    const spans = [];
+    lines.forEach((runs, row) => {
+      if (row > 0) spans.push(document.createTextNode("\n"));
+      const col = cursor && cursor.row === row ? cursor.col : -1;
+      spans.push(...lineSpans(Array.isArray(runs) ? runs : [], col));
+    });
+    parts.screen.replaceChildren(...spans);
+  };
 
   // Node ids whose rectangle is on screen.
   function visibleIds() {
@@ -548,16 +606,25 @@
     return alt + k;
   }
 
-  // A paste as a terminal without bracketed paste takes it: no control characters but
-  // tab, each line end as Enter.
+  // Text typed as keys (an input method's): no control characters but tab, each line end
+  // as Enter.
   const pastedText = (text) =>
     text.replace(/\r\n?|\n/g, "\r").replace(/[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\x80-\x9f]/g, "");
+  // A paste: line ends as newlines, no other control character (the server brackets it
+  // when the program asked for that, and sends newlines as Enter).
+  const pasteText = (text) =>
+    text.replace(/\r\n?/g, "\n").replace(/[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]/g, "");
 
+  // Per terminal, what to send in order: [action, text] pairs ("keys" or "paste").
   const typing = { queue: new Map(), timer: null, sending: false };
 
-  function typeInto(nodeId, text) {
+  function typeInto(nodeId, text, action = "keys") {
     if (!text) return;
-    typing.queue.set(nodeId, (typing.queue.get(nodeId) || "") + text);
+    const queued = typing.queue.get(nodeId) || [];
+    const last = queued[queued.length - 1];
+    if (action === "keys" && last && last[0] === "keys") last[1] += text;
+    else queued.push([action, text]);
+    typing.queue.set(nodeId, queued);
     if (!typing.timer && !typing.sending) typing.timer = setTimeout(sendKeys, 12);
   }
 
@@ -567,9 +634,11 @@
     typing.sending = true;
     const batch = Array.from(typing.queue);
     typing.queue.clear();
-    for (const [nodeId, text] of batch) {
-      for (let at = 0; at < text.length; at += 8000) {
-        await act("keys", { nodeId, text: text.slice(at, at + 8000) });
+    for (const [nodeId, queued] of batch) {
+      for (const [action, text] of queued) {
+        for (let at = 0; at < text.length; at += 8000) {
+          await act(action, { nodeId, text: text.slice(at, at + 8000) });
+        }
       }
     }
     typing.sending = false;
@@ -604,7 +673,7 @@
     sink.addEventListener("paste", (e) => {
       e.preventDefault();
       e.stopPropagation();
-      typeInto(entry.node.id, pastedText(e.clipboardData.getData("text/plain")));
+      typeInto(entry.node.id, pasteText(e.clipboardData.getData("text/plain")), "paste");
     });
     // Whatever else lands in the sink (an input method's text) is typed, then cleared.
     sink.addEventListener("input", () => {
