@@ -953,10 +953,14 @@ fn the_person_runs_the_canvas_from_the_page() {
     // Browser control on and off: an agent's browser_list follows.
     let off = termsprawl_tools::protocol::BROWSER_CONTROL_OFF;
     assert_eq!(serve.err(&dirs, "me", "browser_list", json!({})), off);
+    let session_file = dirs.agent_tools().join("sessions/me.json");
+    assert!(!mcp_tools(&session_file).contains(&"browser_click".to_string()));
     click(&engine, &page, "#browser-on");
     poll("browser control on", WAIT, || {
         (serve.call(&dirs, "me", "browser_list", json!({}))["ok"] == true).then_some(())
     });
+    // What an agent's MCP client lists follows too.
+    assert!(mcp_tools(&session_file).contains(&"browser_click".to_string()));
     // The page's own answer first: its notice can move the toolbar's buttons.
     poll("the page's answer to browser control on", WAIT, || {
         let notice = eval(
@@ -1366,4 +1370,44 @@ fn draw_and_paste(engine: &BrowserEngine, backend: &str) {
     });
     assert!(!pasted.to_string().contains("plain-"), "{pasted}");
     assert!(serve.stop().success());
+}
+
+/// The tool names `termsprawlctl mcp` lists to an MCP client of `session_file` now.
+fn mcp_tools(session_file: &std::path::Path) -> Vec<String> {
+    use std::io::{BufRead, Write};
+    let mut mcp = std::process::Command::new(env!("CARGO_BIN_EXE_termsprawlctl"))
+        .arg("--session")
+        .arg(session_file)
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "view-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    let mut stdin = mcp.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let reader = std::io::BufReader::new(mcp.stdout.take().unwrap());
+    let mut names = Vec::new();
+    for line in reader.lines() {
+        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if answer["id"] == 2 {
+            let tools = answer["result"]["tools"].as_array().unwrap();
+            names = tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string())
+                .collect();
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = mcp.kill();
+    let _ = mcp.wait();
+    assert!(names.contains(&"session_info".to_string()), "{names:?}");
+    names
 }
