@@ -523,9 +523,12 @@
   const realClick = (e) => e.isTrusted && e.detail > 0;
 
   function installClose(entry, close, confirm) {
+    // The confirmation shows for 5 s after a real click (a second click keeps it shown).
     close.addEventListener("click", (e) => {
       if (!realClick(e)) return;
-      confirm.hidden = !confirm.hidden;
+      confirm.hidden = false;
+      clearTimeout(entry.confirmTimer);
+      entry.confirmTimer = setTimeout(() => { confirm.hidden = true; }, 5000);
     });
     confirm.addEventListener("click", async (e) => {
       if (!realClick(e)) return;
