@@ -312,14 +312,15 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
         "terminal_input",
         json!({"nodeId": term, "text": "q"}),
     );
-    // A wait that starts while `less` is still closing may still see it full-screen.
+    // A wait that starts while `less` is still closing may still see it full-screen. On a
+    // loaded machine the full screen can be seen before the shell's start mark is read,
+    // so the answer may have no commandId yet: then wait on the last command.
+    let mut wait = json!({"nodeId": term, "until": "exit", "timeoutMs": 10000});
+    if paged["commandId"].is_u64() {
+        wait["commandId"] = paged["commandId"].clone();
+    }
     let closed = poll("less to close", Duration::from_secs(10), || {
-        let closed = serve.ok(
-            dirs,
-            "me",
-            "terminal_wait",
-            json!({"nodeId": term, "commandId": paged["commandId"], "until": "exit", "timeoutMs": 10000}),
-        );
+        let closed = serve.ok(dirs, "me", "terminal_wait", wait.clone());
         (closed["state"] != "fullscreen").then_some(closed)
     });
     assert_eq!(

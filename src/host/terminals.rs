@@ -1192,6 +1192,13 @@ impl Terminals for HostTerminals {
                     match self.tmux_panes.foreground(tmux, node_id) {
                         Some(Foreground::Fullscreen) => record.state = CommandState::Fullscreen,
                         Some(Foreground::Ended) => record.state = CommandState::Ended,
+                        // Reading the terminal, but not yet for long enough that tmux's
+                        // alternate-screen flag was asked since: it may be `less` starting.
+                        Some(Foreground::Running)
+                            if record.state == CommandState::AwaitingInput =>
+                        {
+                            record.state = CommandState::Running
+                        }
                         _ => {}
                     }
                 }
@@ -1213,9 +1220,15 @@ impl Terminals for HostTerminals {
                 ) {
                     return seen;
                 }
-                tmux.pane_socket(node_id)
-                    .and_then(|socket| pane_shell::foreground(&socket))
-                    .or(seen)
+                let filter = tmux
+                    .pane_socket(node_id)
+                    .and_then(|socket| pane_shell::foreground(&socket));
+                match (filter, seen) {
+                    // Reading the terminal, but not yet for long enough that tmux's
+                    // alternate-screen flag was asked since: it may be `less` starting.
+                    (Some(Foreground::AwaitingInput), Some(Foreground::Running)) => seen,
+                    (filter, seen) => filter.or(seen),
+                }
             }
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.foreground()),
         }
