@@ -125,8 +125,10 @@ fn absurd_and_oversized_requests_are_answered_at_once() {
     }
     let after = serve_harness::poll("the threads to end", Duration::from_secs(20), || {
         let now = counts(serve.pid());
-        // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s.
-        (now.0 <= before.0 + 8 && now.1 <= before.1 + 4).then_some(now)
+        // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s;
+        // alone this ends at +8 threads, and under the whole suite's load once at +9. A
+        // thread kept per request would be +60.
+        (now.0 <= before.0 + 10 && now.1 <= before.1 + 4).then_some(now)
     });
     eprintln!("figure: 60 absurd lengths: threads/descriptors {before:?} -> {after:?}");
 
@@ -609,8 +611,10 @@ fn a_huge_body_being_sent_is_not_read_and_its_connection_ends() {
     );
     let after = serve_harness::poll("the threads to end", Duration::from_secs(20), || {
         let now = counts(pid);
-        // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s.
-        (now.0 <= before.0 + 8 && now.1 <= before.1 + 4).then_some(now)
+        // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s;
+        // alone this ends at +8 threads, and under the whole suite's load once at +9. A
+        // thread kept per request would be +60.
+        (now.0 <= before.0 + 10 && now.1 <= before.1 + 4).then_some(now)
     });
     eprintln!("figure: threads/descriptors {before:?} -> {after:?}");
     serve.stop();
@@ -668,8 +672,10 @@ fn http2_request_lines_are_answered_and_their_threads_end() {
         .count();
     let after = serve_harness::poll("the threads to end", Duration::from_secs(20), || {
         let now = counts(pid);
-        // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s.
-        (now.0 <= before.0 + 8 && now.1 <= before.1 + 4).then_some(now)
+        // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s;
+        // alone this ends at +8 threads, and under the whole suite's load once at +9. A
+        // thread kept per request would be +60.
+        (now.0 <= before.0 + 10 && now.1 <= before.1 + 4).then_some(now)
     });
     eprintln!(
         "figure: {CONNECTIONS} HTTP/2.0|3.0 request lines from {CLIENTS} clients: {answered} answered 505 and closed; threads/descriptors {before:?} -> {after:?}; {good} good calls meanwhile"
