@@ -127,8 +127,7 @@ fn absurd_and_oversized_requests_are_answered_at_once() {
         let now = counts(serve.pid());
         // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s;
         // alone this ends at +8 threads; under the whole suite's load it once stayed above +8
-        // for 20 s. A
-        // thread kept per request would be +60.
+        // for 20 s. A thread kept per request would be +60.
         (now.0 <= before.0 + 10 && now.1 <= before.1 + 4).then_some(now)
     });
     eprintln!("figure: 60 absurd lengths: threads/descriptors {before:?} -> {after:?}");
@@ -614,8 +613,7 @@ fn a_huge_body_being_sent_is_not_read_and_its_connection_ends() {
         let now = counts(pid);
         // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s;
         // alone this ends at +8 threads; under the whole suite's load it once stayed above +8
-        // for 20 s. A
-        // thread kept per request would be +60.
+        // for 20 s. A thread kept per request would be +60.
         (now.0 <= before.0 + 10 && now.1 <= before.1 + 4).then_some(now)
     });
     eprintln!("figure: threads/descriptors {before:?} -> {after:?}");
@@ -676,8 +674,7 @@ fn http2_request_lines_are_answered_and_their_threads_end() {
         let now = counts(pid);
         // tiny_http's pool keeps up to 4 idle threads for good, and handlers linger 5 s;
         // alone this ends at +8 threads; under the whole suite's load it once stayed above +8
-        // for 20 s. A
-        // thread kept per request would be +60.
+        // for 20 s. A thread kept per request would be +60.
         (now.0 <= before.0 + 10 && now.1 <= before.1 + 4).then_some(now)
     });
     eprintln!(
