@@ -629,18 +629,10 @@ impl Recorder {
         result: &ToolResult,
         started: Instant,
     ) {
-        let Some(trail) = self.trail.get() else {
-            return;
-        };
-        let error = match result {
-            ToolResult::Ok(_) => None,
-            ToolResult::Err(error) => Some(error.as_str()),
-        };
-        let line = call_line(&session.node_id, operation, args, error, started);
-        trail.record(&session.project_id, &line);
+        self.call_decided(session, operation, args, result, started, None);
     }
 
-    /// [`call`](Self::call) for a call held for the person, with who let it run.
+    /// [`call`](Self::call), with who let a call held for the person run (if it was).
     pub(crate) fn call_decided(
         &self,
         session: &ToolSession,
@@ -657,11 +649,8 @@ impl Recorder {
             ToolResult::Ok(_) => None,
             ToolResult::Err(error) => Some(error.as_str()),
         };
-        let time = now_rfc3339();
-        let node = Some(session.node_id.as_str());
-        let mut line = line_of(time.as_str(), node, operation, args, error, started);
-        line.decided = decided.map(|d| Cut(d, TEXT_CHARS));
-        trail.record(&session.project_id, &to_line(&line));
+        let line = call_line(&session.node_id, operation, args, error, started, decided);
+        trail.record(&session.project_id, &line);
     }
 
     /// Records what the person did (an action from the canvas view) in `project_id`'s
@@ -896,23 +885,26 @@ fn ends_with_newline(file: &File, size: u64) -> bool {
     file.read_exact_at(&mut last, size - 1).is_ok() && last[0] == b'\n'
 }
 
-/// A call's line (see the module docs).
+/// A call's line (see the module docs), with who let it run if it was held.
 fn call_line(
     node_id: &str,
     operation: &str,
     args: Option<&Map<String, Value>>,
     error: Option<&str>,
     started: Instant,
+    decided: Option<&str>,
 ) -> Vec<u8> {
     let time = now_rfc3339();
-    to_line(&line_of(
+    let mut line = line_of(
         time.as_str(),
         Some(node_id),
         operation,
         args,
         error,
         started,
-    ))
+    );
+    line.decided = decided.map(|d| Cut(d, TEXT_CHARS));
+    to_line(&line)
 }
 
 /// The `by` of what the person did.
@@ -1111,7 +1103,14 @@ mod tests {
     fn strings_are_cut_to_200_characters_and_marked() {
         let long = "é".repeat(300);
         let args = json!({ "text": long, "nodeIds": ["a", "b"], "x": 1.5 });
-        let line = call_line("me", "sticky_open", args.as_object(), None, Instant::now());
+        let line = call_line(
+            "me",
+            "sticky_open",
+            args.as_object(),
+            None,
+            Instant::now(),
+            None,
+        );
         let read: ActivityLine = serde_json::from_slice(&line).unwrap();
         let text = read.args.as_ref().unwrap()["text"].as_str().unwrap();
         assert_eq!(text.chars().count(), TEXT_CHARS + 1);
@@ -1136,6 +1135,7 @@ mod tests {
             args.as_object(),
             None,
             Instant::now(),
+            None,
         )
     }
 
@@ -1193,7 +1193,7 @@ mod tests {
     #[test]
     fn a_torn_last_line_is_skipped_and_the_next_starts_on_its_own() {
         let dir = scratch("torn");
-        let whole = call_line("me", "canvas_list", None, None, Instant::now());
+        let whole = call_line("me", "canvas_list", None, None, Instant::now(), None);
         let mut text = whole.clone();
         text.extend_from_slice(b"{\"time\":\"2026-");
         fs::write(dir.join("p1.jsonl"), &text).unwrap();
