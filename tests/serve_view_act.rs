@@ -27,18 +27,6 @@ fn node_count(serve: &Serve, dirs: &Dirs) -> usize {
     list.as_array().unwrap().len()
 }
 
-/// The project's activity trail, parsed.
-fn trail(serve: &Serve, dirs: &Dirs) -> Vec<Value> {
-    let file = dirs
-        .agent_tools()
-        .join(format!("activity/{}.jsonl", serve.project_id()));
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 fn person_lines(serve: &Serve, dirs: &Dirs) -> Vec<Value> {
     let lines = trail(serve, dirs);
     lines.into_iter().filter(|l| l["by"] == "person").collect()

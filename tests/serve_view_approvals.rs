@@ -371,15 +371,3 @@ fn a_watch_only_view_shows_waiting_calls_without_answers() {
     engine.shutdown();
     let _ = std::fs::remove_dir_all(root);
 }
-
-/// The project's activity trail, parsed.
-fn trail(serve: &Serve, dirs: &Dirs) -> Vec<Value> {
-    let file = dirs
-        .agent_tools()
-        .join(format!("activity/{}.jsonl", serve.project_id()));
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}

@@ -120,3 +120,15 @@ pub fn eval(engine: &BrowserEngine, page: &PageId, script: &str, args: Value) ->
         .evaluate(page, script, &args, Instant::now() + Duration::from_secs(5))
         .ok()
 }
+
+/// The project's activity trail, parsed.
+pub fn trail(serve: &Serve, dirs: &super::Dirs) -> Vec<Value> {
+    let file = dirs
+        .agent_tools()
+        .join(format!("activity/{}.jsonl", serve.project_id()));
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
