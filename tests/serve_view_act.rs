@@ -1001,22 +1001,38 @@ fn the_person_runs_the_canvas_from_the_page() {
         "{resized}"
     );
 
+    // The page redraws (and refits) the resized node: clicks before that can land on
+    // coordinates that were true a moment ago.
+    let width = resized["size"]["width"].as_f64().unwrap();
+    poll("the resized node on the page", WAIT, || {
+        let v = eval(
+            &engine,
+            &page,
+            "(a) => parseFloat(document.querySelector(a.s).style.width)",
+            json!({"s": format!(r#".node[data-node-id="{a}"]"#)}),
+        )?;
+        (v.as_f64() == Some(width)).then_some(())
+    });
+
     // Closing a node takes two real clicks: the button, then its confirmation.
-    click(
-        &engine,
-        &page,
-        &format!(r#".node[data-node-id="{b}"] .close"#),
-    );
+    let close = format!(r#".node[data-node-id="{b}"] .close"#);
+    let confirm = format!(r#".node[data-node-id="{b}"] .confirm-close"#);
+    poll("the close confirmation shown", WAIT, || {
+        click(&engine, &page, &close);
+        let v = eval(
+            &engine,
+            &page,
+            "(a) => !document.querySelector(a.s).hidden",
+            json!({"s": confirm}),
+        )?;
+        (v == json!(true)).then_some(())
+    });
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         canvas_node(&serve, &dirs, &b).is_some(),
         "closed without confirmation"
     );
-    click(
-        &engine,
-        &page,
-        &format!(r#".node[data-node-id="{b}"] .confirm-close"#),
-    );
+    click(&engine, &page, &confirm);
     poll("the closed node", WAIT, || {
         canvas_node(&serve, &dirs, &b).is_none().then_some(())
     });
