@@ -125,6 +125,53 @@ pub struct ActivityLine {
     /// Who let a call the policy asks about run, e.g. `allowed once by the person`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<String>,
+    /// What the terminal command a call waited for did (see [`CommandEnd`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandEnd>,
+}
+
+/// A waited terminal command in a call's line (`terminal_submit` with `wait`,
+/// `terminal_wait`): taken from the call's answer, which the line otherwise never holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandEnd {
+    /// `exited`, `running`, `timed_out`, `awaiting_input`, `fullscreen` or `ended`.
+    pub state: String,
+    /// Its exit status, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// How long it ran (so far, when it had not ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl CommandEnd {
+    /// From a command answer of `operation`; `None` for any other call or answer.
+    fn of_answer(operation: &str, result: &ToolResult) -> Option<CommandEnd> {
+        let ToolResult::Ok(answer) = result else {
+            return None;
+        };
+        if !matches!(operation, "terminal_submit" | "terminal_wait") {
+            return None;
+        }
+        Some(CommandEnd {
+            state: cut_chars(answer["state"].as_str()?, OUTCOME_CHARS).into_owned(),
+            exit_code: answer["exitCode"].as_i64(),
+            duration_ms: answer["durationMs"].as_u64(),
+        })
+    }
+
+    /// `exited 1 after 3004 ms`, for [`ActivityLine::display`].
+    fn describe(&self) -> String {
+        let mut text = shown(&self.state, OUTCOME_CHARS).into_owned();
+        if let Some(code) = self.exit_code {
+            text.push_str(&format!(" {code}"));
+        }
+        if let Some(ms) = self.duration_ms {
+            text.push_str(&format!(" after {ms} ms"));
+        }
+        text
+    }
 }
 
 impl ActivityLine {
@@ -165,6 +212,10 @@ impl ActivityLine {
         }
         if let Some(decided) = &self.decided {
             line.push_str(&format!("  ({})", shown(decided, ERROR_CHARS)));
+        }
+        if let Some(command) = &self.command {
+            line.push_str("  command ");
+            line.push_str(&command.describe());
         }
         if let Some(error) = &self.error {
             line.push_str("  ");
@@ -649,7 +700,15 @@ impl Recorder {
             ToolResult::Ok(_) => None,
             ToolResult::Err(error) => Some(error.as_str()),
         };
-        let line = call_line(&session.node_id, operation, args, error, started, decided);
+        let command = CommandEnd::of_answer(operation, result);
+        let line = call_line(
+            &session.node_id,
+            operation,
+            args,
+            error,
+            started,
+            (decided, command.as_ref()),
+        );
         trail.record(&session.project_id, &line);
     }
 
@@ -892,7 +951,7 @@ fn call_line(
     args: Option<&Map<String, Value>>,
     error: Option<&str>,
     started: Instant,
-    decided: Option<&str>,
+    (decided, command): (Option<&str>, Option<&CommandEnd>),
 ) -> Vec<u8> {
     let time = now_rfc3339();
     let mut line = line_of(
@@ -904,6 +963,7 @@ fn call_line(
         started,
     );
     line.decided = decided.map(|d| Cut(d, TEXT_CHARS));
+    line.command = command;
     to_line(&line)
 }
 
@@ -931,6 +991,7 @@ fn line_of<'a>(
         peer_port: None,
         args: args.filter(|args| !args.is_empty()).map(CutArgs),
         decided: None,
+        command: None,
     }
 }
 
@@ -954,6 +1015,7 @@ fn refused_line(
         peer_port,
         args: None,
         decided: None,
+        command: None,
     };
     to_line(&line)
 }
@@ -991,6 +1053,8 @@ struct Line<'a> {
     args: Option<CutArgs<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     decided: Option<Cut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<&'a CommandEnd>,
 }
 
 /// A string serialized cut to its first `.1` characters (with `…` when cut).
@@ -1109,7 +1173,7 @@ mod tests {
             args.as_object(),
             None,
             Instant::now(),
-            None,
+            (None, None),
         );
         let read: ActivityLine = serde_json::from_slice(&line).unwrap();
         let text = read.args.as_ref().unwrap()["text"].as_str().unwrap();
@@ -1135,7 +1199,7 @@ mod tests {
             args.as_object(),
             None,
             Instant::now(),
-            None,
+            (None, None),
         )
     }
 
@@ -1193,7 +1257,14 @@ mod tests {
     #[test]
     fn a_torn_last_line_is_skipped_and_the_next_starts_on_its_own() {
         let dir = scratch("torn");
-        let whole = call_line("me", "canvas_list", None, None, Instant::now(), None);
+        let whole = call_line(
+            "me",
+            "canvas_list",
+            None,
+            None,
+            Instant::now(),
+            (None, None),
+        );
         let mut text = whole.clone();
         text.extend_from_slice(b"{\"time\":\"2026-");
         fs::write(dir.join("p1.jsonl"), &text).unwrap();
@@ -1288,6 +1359,7 @@ mod tests {
             peer_port: None,
             args: args.as_object().cloned(),
             decided: None,
+            command: None,
         }
     }
 
@@ -1344,11 +1416,52 @@ mod tests {
                 .as_object()
                 .cloned(),
             decided: None,
+            command: None,
         };
         assert_eq!(
             line.display((2, 15)),
             "12:03:04.512  me  terminal_submit  ok     3 ms  term-81591085 \"cargo test\""
         );
+    }
+
+    #[test]
+    fn a_waited_commands_end_is_in_its_line_and_nothing_else_of_the_answer() {
+        let answer = ToolResult::Ok(json!({
+            "nodeId": "t1", "commandId": 3, "command": "cargo test", "state": "exited",
+            "exitCode": 101, "durationMs": 3004, "output": "secret output", "cwd": "/tmp",
+        }));
+        let command = CommandEnd::of_answer("terminal_wait", &answer).unwrap();
+        let args = json!({ "nodeId": "t1" });
+        let line = call_line(
+            "me",
+            "terminal_wait",
+            args.as_object(),
+            None,
+            Instant::now(),
+            (None, Some(&command)),
+        );
+        assert!(!String::from_utf8_lossy(&line).contains("secret"));
+        let read: ActivityLine = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            read.command,
+            Some(CommandEnd {
+                state: "exited".into(),
+                exit_code: Some(101),
+                duration_ms: Some(3004),
+            })
+        );
+        assert!(read
+            .display((2, 13))
+            .ends_with("t1  command exited 101 after 3004 ms"));
+        // Only the command calls' answers, and only those with a state.
+        assert_eq!(CommandEnd::of_answer("canvas_list", &answer), None);
+        let submitted = ToolResult::Ok(json!({ "nodeId": "t1" }));
+        assert_eq!(CommandEnd::of_answer("terminal_submit", &submitted), None);
+        // A state no answer has is shown inert and cut.
+        let mut forged = read;
+        forged.command.as_mut().unwrap().state = "\x1b[2Kexited".repeat(10);
+        let shown = forged.display((2, 13));
+        assert!(!shown.contains('\x1b'), "{shown:?}");
     }
 
     #[test]

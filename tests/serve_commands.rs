@@ -58,6 +58,7 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         );
         assert!(output.contains("characters left out"), "{output}");
         assert!(output.chars().count() <= 400, "{}", output.chars().count());
+        ends_are_listed_and_in_the_trail(&serve, &dirs, &term, &failed, name);
 
         // `(exit 7)`, then a folder change the next command sees.
         let seven = submit_and_wait(&serve, &dirs, &term, "(exit 7)", json!({}));
@@ -88,6 +89,10 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
             json!({}),
         );
         assert_eq!(asked["state"], "awaiting_input", "{asked}");
+        listed_shell(&serve, &dirs, &term, "the read waiting", |shell| {
+            shell["command"]["state"] == "awaiting_input"
+                && shell["command"]["commandId"] == asked["commandId"]
+        });
         let id = asked["commandId"].clone();
         serve.ok(
             &dirs,
@@ -108,8 +113,13 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
         );
 
         // A wait that times out, then waiting again for the same command.
-        let slow = submit_and_wait(&serve, &dirs, &term, "sleep 2", json!({"timeoutMs": 300}));
+        let slow = submit_and_wait(&serve, &dirs, &term, "sleep 3", json!({"timeoutMs": 300}));
         assert_eq!(slow["state"], "timed_out", "{slow}");
+        let running = listed_shell(&serve, &dirs, &term, "the sleep running", |shell| {
+            shell["command"]["commandId"] == slow["commandId"]
+        });
+        assert_eq!(running["command"]["state"], "running", "{running}");
+        assert_eq!(running["command"]["command"], "sleep 3", "{running}");
         let refused = serve.err(
             &dirs,
             "me",
@@ -136,7 +146,7 @@ fn waited_commands_report_their_end_status_folder_and_output_in_every_shell() {
             "terminal_read",
             json!({"nodeId": term, "command": "last"}),
         );
-        assert_eq!(last["command"], "sleep 2", "{last}");
+        assert_eq!(last["command"], "sleep 3", "{last}");
         serve.stop();
     }
 }

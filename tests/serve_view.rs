@@ -59,6 +59,8 @@ const READ_VIEW: &str = r##"() => {
     nodes[el.dataset.nodeId] = {
       left: el.style.left, top: el.style.top,
       title: part(".title"), meta: part(".meta"), screen: part(".screen"),
+      command: (el.querySelector(".command:not([hidden])") || {}).textContent || null,
+      commandKind: (el.querySelector(".command") || {}).className || null,
       page: part(".page"), url: part(".url"), text: part(".text"), task: part(".task"),
       shot: (el.querySelector(".shot") || {}).src || "",
       selected: el.classList.contains("selected"),
@@ -251,6 +253,51 @@ fn the_view_shows_the_canvas_live_and_keeps_hostile_text_inert() {
     }
     assert_eq!(shown["pwned"], Value::Null, "no injected handler ran");
     assert_eq!(shown["scripts"], 1, "only the view's own script");
+
+    // A shell's last command: its exit status in the screen's corner (the command line
+    // as text), then a command waiting for typing.
+    let failed = serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": "(exit 5) # <b>x</b>", "wait": "exit"}),
+    );
+    assert_eq!(failed["exitCode"], 5, "{failed}");
+    let shown = see(
+        &engine,
+        &page,
+        "the failed command's status",
+        Duration::from_secs(5),
+        |v| {
+            let node = &v["nodes"][&term];
+            let text = node["command"].as_str()?;
+            text.starts_with("\u{2717} exit 5 \u{b7} (exit 5) # <b>x</b> \u{b7} ")
+                .then(|| node.clone())
+        },
+    );
+    assert_eq!(shown["commandKind"], "command state-failed", "{shown}");
+    assert_eq!(
+        shown["foreign"], 0,
+        "no element was made from the command line"
+    );
+    serve.ok(
+        &dirs,
+        "me",
+        "terminal_submit",
+        json!({"nodeId": term, "command": "read answer"}),
+    );
+    see(
+        &engine,
+        &page,
+        "the command waiting for input",
+        Duration::from_secs(10),
+        |v| {
+            let text = v["nodes"][&term]["command"].as_str()?;
+            text.starts_with("waiting for input \u{b7} read answer")
+                .then_some(())
+        },
+    );
+    serve.ok(&dirs, "me", "terminal_interrupt", json!({"nodeId": term}));
 
     // A shell that ends: the view says how, and keeps its last screen.
     let ending = serve.ok(&dirs, "me", "terminal_open", json!({"title": "ending"}))["nodeId"]

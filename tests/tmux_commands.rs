@@ -72,6 +72,10 @@ fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &s
     assert!(output.contains("error: build failed"), "{output}");
     assert!(output.contains("characters left out"), "{output}");
     assert!(output.chars().count() <= 400, "{}", output.chars().count());
+    // Nothing is claimed about commands: the listing says so.
+    listed_shell(serve, dirs, term, "no integration", |shell| {
+        *shell == json!({"integration": "none"})
+    });
 
     // Output that looks like our end mark (a made-up nonce) ends nothing: the answer
     // comes after the sleep, once the shell has the terminal again.
@@ -198,6 +202,7 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
         output.starts_with("Compiling") && output.trim_end().ends_with("error: build failed"),
         "{output}"
     );
+    ends_are_listed_and_in_the_trail(serve, dirs, term, &failed, name);
     assert!(output.contains("characters left out"), "{output}");
     assert!(output.chars().count() <= 400, "{}", output.chars().count());
 
@@ -261,6 +266,10 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
     );
     println!("{name}: {asked}");
     assert_eq!(asked["state"], "awaiting_input", "{asked}");
+    listed_shell(serve, dirs, term, "the read waiting", |shell| {
+        shell["command"]["state"] == "awaiting_input"
+            && shell["command"]["commandId"] == asked["commandId"]
+    });
     serve.ok(
         dirs,
         "me",
@@ -284,6 +293,10 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
     let slow = submit_and_wait(serve, dirs, term, "sleep 3", json!({"timeoutMs": 1000}));
     assert!(slow["commandId"].is_u64(), "{slow}");
     assert_eq!(slow["state"], "timed_out", "{slow}");
+    let running = listed_shell(serve, dirs, term, "the sleep running", |shell| {
+        shell["command"]["commandId"] == slow["commandId"]
+    });
+    assert_eq!(running["command"]["state"], "running", "{running}");
     let refused = serve.err(
         dirs,
         "me",

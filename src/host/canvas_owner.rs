@@ -33,7 +33,9 @@
 //!   so that starting Chromium fits in the request (the runtime then waits for the guest).
 //! - `canvas_list`: terminal nodes carry `session: {backend, live, warm}`, or for one
 //!   whose program ended `{backend, live: false, ended: {status} | {signal}, endedAt}`
-//!   (`endedAt` an RFC 3339 UTC time); `null` without a session (not saved).
+//!   (`endedAt` an RFC 3339 UTC time); `null` without a session (not saved). A live
+//!   shell terminal's (not an agent's) also has `shell`: its integration and last
+//!   command ([`ShellStatus::to_json`]), as of at most 250 ms ago.
 //!
 //! A terminal's program ending by itself is reported by the terminals' watcher to
 //! [`HeadlessCanvas::terminal_ended`]: its end and last screen are saved with the canvas
@@ -53,6 +55,7 @@ use serde_json::{json, Value};
 use super::browser::document_url_allowed;
 use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use super::canvas::{Canvas, Node, NodeKind};
+use super::shell::ShellStatus;
 use super::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
 use super::workspace::HostWorkspace;
 use super::HostError;
@@ -612,7 +615,9 @@ pub(crate) fn with_states(
             continue;
         }
         let id = node["id"].as_str().unwrap_or_default();
-        let session = states.get(id).map(|state| session_json(backend, state));
+        // An agent's terminal runs the agent, not a shell: no commands to report.
+        let shell_terminal = node["data"]["agentId"].is_null();
+        let session = (states.get(id)).map(|state| session_json(backend, state, shell_terminal));
         if let Some(object) = node.as_object_mut() {
             object.insert("session".into(), session.unwrap_or(Value::Null));
         }
@@ -621,7 +626,7 @@ pub(crate) fn with_states(
 }
 
 /// One terminal's `session` in `canvas_list`.
-fn session_json(backend: &str, state: &SessionState) -> Value {
+fn session_json(backend: &str, state: &SessionState, shell_terminal: bool) -> Value {
     match state.ended {
         Some((end, at)) => json!({
             "backend": backend,
@@ -629,7 +634,14 @@ fn session_json(backend: &str, state: &SessionState) -> Value {
             "ended": end.to_json(),
             "endedAt": rfc3339_utc(at),
         }),
-        None => json!({ "backend": backend, "live": state.live, "warm": state.warm }),
+        None => {
+            let mut session = json!({ "backend": backend, "live": state.live, "warm": state.warm });
+            if shell_terminal && state.live {
+                let shell = state.shell.as_ref().unwrap_or(&ShellStatus::NONE);
+                session["shell"] = shell.to_json();
+            }
+            session
+        }
     }
 }
 
@@ -779,5 +791,54 @@ mod tests {
         );
         canvas.stop();
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn shell_terminals_list_their_last_command_and_agents_terminals_do_not() {
+        use crate::runtime::{CommandRecord, CommandState, ShellIntegration};
+        let record = CommandRecord {
+            id: 4,
+            command: "make".into(),
+            state: CommandState::Exited,
+            exit_code: Some(2),
+            started_at: 1_000,
+            ended_at: Some(4_000),
+            cwd: Some("/src".into()),
+            output: Default::default(),
+            last_output_at: 3_000,
+        };
+        let live = |shell: Option<ShellStatus>| SessionState {
+            live: true,
+            warm: false,
+            ended: None,
+            shell,
+        };
+        let states = HashMap::from([
+            (
+                "shell".to_string(),
+                live(Some(ShellStatus {
+                    integration: ShellIntegration::Bash,
+                    last: Some(record),
+                })),
+            ),
+            ("agent".to_string(), live(Some(ShellStatus::NONE))),
+            ("other".to_string(), live(None)),
+        ]);
+        let list = json!([
+            {"id": "shell", "type": "terminal", "data": {}},
+            {"id": "agent", "type": "terminal", "data": {"agentId": "claude"}},
+            {"id": "other", "type": "terminal", "data": {}},
+        ]);
+        let list = with_states(list, "pty", &states);
+        assert_eq!(
+            list[0]["session"]["shell"],
+            json!({"integration": "bash", "command": {
+                "commandId": 4, "command": "make", "state": "exited", "exitCode": 2,
+                "cwd": "/src", "durationMs": 3_000, "endedAt": "1970-01-01T00:00:04.000Z",
+            }})
+        );
+        assert!(list[1]["session"].get("shell").is_none(), "{}", list[1]);
+        // Nothing answers for it: nothing is claimed.
+        assert_eq!(list[2]["session"]["shell"], json!({"integration": "none"}));
     }
 }

@@ -19,6 +19,7 @@
 //! | --- | --- | --- |
 //! | `integration` | — | `{"integration": "bash"\|"zsh"\|"sh"\|"none", "integrityLost": bool}` |
 //! | `command` | `id` (optional) | `{"command": RECORD or null}` (its state refined from the kernel) |
+//! | `status` | — | `{"integration": …, "command": RECORD without its output, or null}` (what listings show) |
 //! | `foreground` | — | `{"foreground": "shell"\|"running"\|"awaiting_input"}` (the screen's full-screen is tmux's to say) |
 //! | `start_typed` | `line` | `{"started": bool}` (POSIX `sh`: the host typed `line` and Enter) |
 //! | `watch` | — | `{"watching": true}`, then the connection stays open and gets a byte whenever a mark arrives or output comes (at most every [`OUTPUT_WAKE_GAP_MS`]); it closes when the filter ends |
@@ -41,7 +42,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::procfs;
-use super::shell::{kernel, ShellSession};
+use super::shell::{kernel, ShellSession, ShellStatus};
 use crate::base::files::private_dir;
 use crate::base::{lock_or_recover as lock, unix_millis};
 use crate::runtime::{CommandOutput, CommandRecord, CommandState, Foreground, ShellIntegration};
@@ -258,6 +259,27 @@ impl PaneShell {
         Some(record)
     }
 
+    /// What listings show (see [`ShellStatus`]), refined from the kernel as
+    /// [`PaneShell::command`] is (full screen is tmux's to say).
+    fn status(&self) -> ShellStatus {
+        if self.integration().0 == ShellIntegration::None {
+            return ShellStatus::NONE;
+        }
+        let mut status = {
+            let mut session = lock(&self.session);
+            self.confirm_end(&mut session);
+            session.status()
+        };
+        if let Some(record) = status.last.as_mut() {
+            if record.state == CommandState::Running
+                && self.foreground() == Foreground::AwaitingInput
+            {
+                record.state = CommandState::AwaitingInput;
+            }
+        }
+        status
+    }
+
     fn start_typed(&self, line: &str) -> bool {
         let started = {
             let mut session = lock(&self.session);
@@ -280,6 +302,13 @@ impl PaneShell {
             }
             Some("command") => {
                 json!({"command": self.command(request["id"].as_u64()).map(|r| record_json(&r))})
+            }
+            Some("status") => {
+                let status = self.status();
+                json!({
+                    "integration": status.integration.name(),
+                    "command": status.last.as_ref().map(record_json),
+                })
             }
             Some("foreground") => json!({"foreground": foreground_name(self.foreground())}),
             Some("start_typed") => match request["line"].as_str() {
@@ -374,13 +403,30 @@ pub fn ask(socket: &Path, request: &Value) -> Option<Value> {
 /// leaked; `None` when no filter answers.
 pub fn integration(socket: &Path) -> Option<(ShellIntegration, bool)> {
     let answer = ask(socket, &json!({"op": "integration"}))?;
-    let integration = match answer["integration"].as_str()? {
+    let integration = integration_named(answer["integration"].as_str()?);
+    Some((integration, answer["integrityLost"] == true))
+}
+
+fn integration_named(name: &str) -> ShellIntegration {
+    match name {
         "bash" => ShellIntegration::Bash,
         "zsh" => ShellIntegration::Zsh,
         "sh" => ShellIntegration::Sh,
         _ => ShellIntegration::None,
-    };
-    Some((integration, answer["integrityLost"] == true))
+    }
+}
+
+/// What listings show of the pane's shell, from the filter at `socket`; `None` when no
+/// filter answers.
+pub fn status(socket: &Path) -> Option<ShellStatus> {
+    let answer = ask(socket, &json!({"op": "status"}))?;
+    Some(match integration_named(answer["integration"].as_str()?) {
+        ShellIntegration::None => ShellStatus::NONE,
+        integration => ShellStatus {
+            integration,
+            last: record_from_json(&answer["command"]),
+        },
+    })
 }
 
 /// A command record from the filter at `socket` (the one with `id`, or the last).

@@ -29,7 +29,7 @@ use super::procfs;
 use super::screen::Screen;
 use super::shell::inject::Injection;
 use super::shell::text::{plain_text, HEAD_BYTES, TAIL_BYTES};
-use super::shell::{kernel, ShellSession};
+use super::shell::{kernel, ShellSession, ShellStatus};
 use crate::base::unix_millis;
 use crate::runtime::{
     CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ShellIntegration,
@@ -363,7 +363,14 @@ pub struct Terminal {
     /// (a POSIX `sh`): until it reads again, that line is not read yet, so a shell
     /// blocked reading is not waiting for a person.
     typed_at_reads: Mutex<Option<u64>>,
+    /// The last [`Terminal::shell_status`], when taken, and the marks applied then.
+    listed: Mutex<Option<(Instant, u64, Option<ShellStatus>)>>,
 }
+
+/// How long a listing reuses a terminal's [`ShellStatus`] while no mark arrives: what
+/// the kernel says (a command waits for input, the shell `exec`ed another program) shows
+/// within this; a command's start and end at once.
+pub const SHELL_STATUS_TTL: Duration = Duration::from_millis(250);
 
 impl fmt::Debug for Terminal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -477,6 +484,7 @@ impl Terminal {
             program: procfs::executable(pid),
             _injection: injection,
             typed_at_reads: Mutex::new(None),
+            listed: Mutex::new(None),
         };
         let master = Arc::clone(&terminal.master);
         // If the thread cannot start, dropping `terminal` ends the child.
@@ -648,15 +656,53 @@ impl Terminal {
             self.shared.confirm_end(&mut output, &self.master);
             output.shell.as_ref()?.record(id)?
         };
-        if record.state == CommandState::Running {
-            record.state = match self.foreground() {
+        record.state = self.refined(record.state);
+        Some(record)
+    }
+
+    /// What listings show of its shell (see [`ShellStatus`]); `None` for a terminal
+    /// started without integration (an agent's). Reused for [`SHELL_STATUS_TTL`] while no
+    /// mark arrives, so that listing many terminals often asks the kernel little.
+    pub fn shell_status(&self) -> Option<ShellStatus> {
+        let marks = {
+            let output = lock(&self.shared.output);
+            output.shell.as_ref()?.marks_applied()
+        };
+        let mut listed = lock(&self.listed);
+        if let Some((taken, seen, status)) = listed.as_ref() {
+            if *seen == marks && taken.elapsed() < SHELL_STATUS_TTL {
+                return status.clone();
+            }
+        }
+        let status = match self.integration() {
+            ShellIntegration::None => ShellStatus::NONE,
+            _ => {
+                let mut status = {
+                    let mut output = lock(&self.shared.output);
+                    self.shared.confirm_end(&mut output, &self.master);
+                    output.shell.as_ref()?.status()
+                };
+                if let Some(record) = status.last.as_mut() {
+                    record.state = self.refined(record.state);
+                }
+                status
+            }
+        };
+        *listed = Some((Instant::now(), marks, Some(status.clone())));
+        Some(status)
+    }
+
+    /// A record's `Running` state refined from the foreground (see [`Terminal::command`]).
+    fn refined(&self, state: CommandState) -> CommandState {
+        match state {
+            CommandState::Running => match self.foreground() {
                 Foreground::Ended => CommandState::Ended,
                 Foreground::Fullscreen => CommandState::Fullscreen,
                 Foreground::AwaitingInput => CommandState::AwaitingInput,
                 Foreground::Running | Foreground::Shell => CommandState::Running,
-            };
+            },
+            state => state,
         }
-        Some(record)
     }
 
     /// What the terminal's foreground does now: from the reaped child, the screen, the

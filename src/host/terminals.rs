@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use super::pane_shell;
-use super::shell;
+use super::shell::{self, ShellStatus};
 use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
 use super::tmux::{SessionInfo, TmuxError, TmuxServer};
 use super::tmux_panes::TmuxPanes;
@@ -107,7 +107,7 @@ impl FromStr for TerminalsMode {
 }
 
 /// A session's state as `canvas_list` reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionState {
     /// Its program is running.
     pub live: bool,
@@ -115,6 +115,10 @@ pub struct SessionState {
     pub warm: bool,
     /// How and when (Unix ms) its program ended, once it has.
     pub ended: Option<(ProgramEnd, u64)>,
+    /// Its shell's commands while it runs; `None` for a terminal whose program is not a
+    /// shell the host started (an agent's), or when nothing answers for it (a tmux pane
+    /// without the pane filter).
+    pub shell: Option<ShellStatus>,
 }
 
 /// A terminal whose program ended by itself: what its node keeps until it is closed.
@@ -735,6 +739,27 @@ impl HostTerminals {
             .started_at
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        // Asked before any lock is taken: one round trip to each live pane's filter.
+        let mut shells: HashMap<String, ShellStatus> = sessions
+            .iter()
+            .filter(|s| !s.pane_dead)
+            .filter_map(|s| {
+                let Backend::Tmux(tmux) = &self.backend else {
+                    return None;
+                };
+                let mut status = pane_shell::status(&tmux.pane_socket(&s.name)?)?;
+                if let Some(record) = status.last.as_mut() {
+                    let reading = matches!(
+                        record.state,
+                        CommandState::Running | CommandState::AwaitingInput
+                    );
+                    if reading && s.alternate_on {
+                        record.state = CommandState::Fullscreen;
+                    }
+                }
+                Some((s.name.clone(), status))
+            })
+            .collect();
         let opened = self.lock_opened();
         let recorded = lock(&self.ended);
         let mut states: HashMap<String, SessionState> = sessions
@@ -744,10 +769,12 @@ impl HostTerminals {
                 // Only a recorded end, so that `ended` (the trait) agrees: a pane that
                 // died a moment ago is `live: false` until recorded.
                 let ended = recorded.get(&s.name).map(|e| (e.end, e.ended_at));
+                let live = !s.pane_dead && ended.is_none();
                 let state = SessionState {
-                    live: !s.pane_dead && ended.is_none(),
+                    live,
                     warm,
                     ended,
+                    shell: shells.remove(&s.name).filter(|_| live),
                 };
                 (s.name, state)
             })
@@ -876,6 +903,7 @@ impl HostTerminals {
                             live,
                             warm: false,
                             ended: ended.filter(|_| !live),
+                            shell: terminal.shell_status().filter(|_| live),
                         };
                         Some((id, state))
                     })
@@ -1301,6 +1329,7 @@ fn add_recorded(
             live: false,
             warm: false,
             ended: Some((ended.end, ended.ended_at)),
+            shell: None,
         });
     }
 }
@@ -1465,6 +1494,7 @@ mod tests {
                 live: true,
                 warm: false,
                 ended: None,
+                shell: None,
             })
         );
         assert_eq!(terminals.adopt(&|_| false).unwrap(), Vec::<String>::new());
@@ -1545,7 +1575,7 @@ mod tests {
             "bye\n[process exited with status 7]"
         );
         assert_eq!(terminals.ended("ends"), Some(ProgramEnd::Status(7)));
-        let state = terminals.states()["ends"];
+        let state = terminals.states()["ends"].clone();
         assert_eq!(state.ended, Some((ProgramEnd::Status(7), report.ended_at)));
         assert!(!state.live);
         // Closing is not an end of its own: nothing is reported for "closed".
@@ -1648,14 +1678,10 @@ mod tests {
             .start("n1", &cwd, &BTreeMap::new(), Some("sleep 30"))
             .unwrap();
         // Seen at once although the empty listing above is younger than LISTING_TTL.
-        assert_eq!(
-            terminals.states().get("n1"),
-            Some(&SessionState {
-                live: true,
-                warm: false,
-                ended: None,
-            })
-        );
+        let state = terminals.states().get("n1").cloned().unwrap();
+        assert_eq!((state.live, state.warm, state.ended), (true, false, None));
+        // Its program is no shell of ours: nothing is claimed about commands.
+        assert!(state.shell.map_or(true, |shell| shell == ShellStatus::NONE));
         terminals.close("n1").unwrap();
         assert!(!terminals.states().contains_key("n1"));
         terminals.shutdown(true);

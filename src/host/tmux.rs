@@ -190,6 +190,8 @@ pub struct SessionInfo {
     pub attached_clients: u32,
     /// The pane's cursor (row, column) when it is shown.
     pub cursor: Option<(usize, usize)>,
+    /// The pane shows its alternate screen (a full-screen program).
+    pub alternate_on: bool,
 }
 
 /// The private tmux server of one data directory. Dropping it leaves the server and its
@@ -1020,7 +1022,7 @@ fn chunks(text: &str, max: usize) -> Vec<&str> {
 }
 
 /// What `list-sessions -F` reports of each session (see [`parse_session_line`]).
-const SESSION_FORMAT: &str = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}\t#{cursor_flag}";
+const SESSION_FORMAT: &str = "#{session_name}\t#{session_created}\t#{pane_pid}\t#{pane_dead}\t#{cursor_x}\t#{cursor_y}\t#{history_size}\t#{session_attached}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_dead_time}\t#{cursor_flag}\t#{alternate_on}";
 
 fn parse_sessions(out: &[u8]) -> Vec<SessionInfo> {
     String::from_utf8_lossy(out)
@@ -1052,7 +1054,7 @@ fn split_on_line(text: &str, marker: &str) -> Vec<String> {
 /// One `list-sessions -F` line; `None` for anything that isn't one of our sessions.
 fn parse_session_line(line: &str) -> Option<SessionInfo> {
     let fields: Vec<&str> = line.split('\t').collect();
-    let [name, created, pid, dead, cursor_x, cursor_y, history, attached, status, signal, died, cursor_shown] =
+    let [name, created, pid, dead, cursor_x, cursor_y, history, attached, status, signal, died, cursor_shown, alternate] =
         fields[..]
     else {
         return None;
@@ -1084,6 +1086,7 @@ fn parse_session_line(line: &str) -> Option<SessionInfo> {
             let at = |s: &str| usize::try_from(number(s)).unwrap_or(usize::MAX);
             (at(cursor_y), at(cursor_x))
         }),
+        alternate_on: alternate == "1",
     })
 }
 
@@ -1332,7 +1335,7 @@ mod tests {
 
     #[test]
     fn session_lines_parse() {
-        let s = parse_session_line("n-1\t1700000000\t4242\t0\t2\t0\t0\t1\t\t\t\t1").unwrap();
+        let s = parse_session_line("n-1\t1700000000\t4242\t0\t2\t0\t0\t1\t\t\t\t1\t1").unwrap();
         assert_eq!(
             s,
             SessionInfo {
@@ -1345,18 +1348,19 @@ mod tests {
                 shown_output: true,
                 attached_clients: 1,
                 cursor: Some((0, 2)),
+                alternate_on: true,
             }
         );
-        let quiet = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t\t\t0").unwrap();
+        let quiet = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t\t\t0\t0").unwrap();
         assert!(quiet.pane_dead && !quiet.shown_output && quiet.end.is_none());
-        let exited = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t3\t\t1700000009\t0").unwrap();
+        let exited = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t3\t\t1700000009\t0\t0").unwrap();
         assert_eq!(exited.end, Some(ProgramEnd::Status(3)));
         assert_eq!(exited.ended_unix, 1_700_000_009);
-        let killed = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t9\t1\t0").unwrap();
+        let killed = parse_session_line("n\t1\t2\t1\t0\t0\t0\t0\t\t9\t1\t0\t0").unwrap();
         assert_eq!(killed.end, Some(ProgramEnd::Signal(9)));
-        let running = parse_session_line("n\t1\t2\t0\t0\t0\t0\t0\t\t\t\t0").unwrap();
+        let running = parse_session_line("n\t1\t2\t0\t0\t0\t0\t0\t\t\t\t0\t0").unwrap();
         assert_eq!(running.end, None);
-        assert!(parse_session_line("bad name\t1\t2\t0\t0\t0\t0\t0\t\t\t\t0").is_none());
+        assert!(parse_session_line("bad name\t1\t2\t0\t0\t0\t0\t0\t\t\t\t0\t0").is_none());
         assert!(parse_session_line("n\t1").is_none());
     }
 

@@ -397,6 +397,72 @@ pub fn poll<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T
     }
 }
 
+/// `canvas_list`'s `session.shell` of terminal `term`, asked until `expected` holds (on
+/// tmux the listing may be up to 250 ms old), failing after 10 s with `what`.
+pub fn listed_shell(
+    serve: &Serve,
+    dirs: &Dirs,
+    term: &str,
+    what: &str,
+    expected: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = serve.ok(dirs, "me", "canvas_list", json!({}));
+        let shell = node(&list, term).map_or(Value::Null, |n| n["session"]["shell"].clone());
+        if expected(&shell) {
+            return shell;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: canvas_list shows {shell}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `failed` (a waited command that exited 1) as `canvas_list` and the activity trail
+/// show it: its status in the terminal's `session.shell`, its end in the call's line.
+pub fn ends_are_listed_and_in_the_trail(
+    serve: &Serve,
+    dirs: &Dirs,
+    term: &str,
+    failed: &Value,
+    name: &str,
+) {
+    let listed = listed_shell(serve, dirs, term, "the failed command", |shell| {
+        shell["command"]["commandId"] == failed["commandId"]
+    });
+    assert_eq!(listed["integration"], name, "{listed}");
+    let command = &listed["command"];
+    assert_eq!(
+        (command["state"].as_str(), command["exitCode"].as_i64()),
+        (Some("exited"), Some(1)),
+        "{listed}"
+    );
+    assert!(command["endedAt"].is_string(), "{listed}");
+    let line = poll("the trail's line", Duration::from_secs(5), || {
+        view::trail(serve, dirs)
+            .into_iter()
+            .find(|l| l["operation"] == "terminal_submit" && l["command"]["exitCode"] == 1)
+    });
+    assert_eq!(line["command"]["state"], "exited", "{line}");
+    assert_eq!(
+        line["command"]["durationMs"], failed["durationMs"],
+        "the trail's duration is the command's, not the call's: {line}"
+    );
+}
+
+/// A listed terminal node's `session` without its `shell` (which says what reports the
+/// shell's commands: checked to name an integration, `none` until the first prompt).
+pub fn session_without_shell(node: &Value) -> Value {
+    let mut session = node["session"].clone();
+    let shell = session.as_object_mut().and_then(|s| s.remove("shell"));
+    let shell = shell.unwrap_or_else(|| panic!("no shell in {node}"));
+    assert!(shell["integration"].is_string(), "{shell}");
+    session
+}
+
 /// The node with `id` in a `canvas_list` value.
 pub fn node<'a>(list: &'a Value, id: &str) -> Option<&'a Value> {
     list.as_array()?.iter().find(|n| n["id"] == id)

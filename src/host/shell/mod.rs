@@ -23,7 +23,55 @@ pub mod text;
 use marks::MarkParser;
 use records::Commands;
 
-use crate::runtime::{CommandRecord, ShellIntegration};
+use serde_json::{json, Value};
+
+use crate::base::unix_millis;
+use crate::runtime::{CommandRecord, CommandState, ShellIntegration};
+
+/// A shell terminal's commands as listings show them (`canvas_list`'s `session.shell`,
+/// the canvas view): its integration and its last command, without that command's
+/// output. Without integration nothing is known of commands, and nothing is claimed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShellStatus {
+    /// What reports the commands (`None`: nothing does).
+    pub integration: ShellIntegration,
+    /// The last command the shell reported (output left empty), its state refined as
+    /// `Terminals::command` refines it (awaiting input, full screen).
+    pub last: Option<CommandRecord>,
+}
+
+impl ShellStatus {
+    /// No integration: nothing known of commands.
+    pub const NONE: ShellStatus = ShellStatus {
+        integration: ShellIntegration::None,
+        last: None,
+    };
+
+    /// `{"integration", "command": null | {commandId, command, state, exitCode, cwd,
+    /// durationMs, endedAt}}`: `durationMs` so far while it runs; `endedAt` (RFC 3339)
+    /// and `exitCode` once it exited. Without integration, only `integration`.
+    pub fn to_json(&self) -> Value {
+        if self.integration == ShellIntegration::None {
+            return json!({ "integration": "none" });
+        }
+        let command = self.last.as_ref().map(|record| {
+            let ended_at = record
+                .ended_at
+                .filter(|_| record.state == CommandState::Exited);
+            let until = ended_at.unwrap_or_else(unix_millis);
+            json!({
+                "commandId": record.id,
+                "command": record.command,
+                "state": record.state.name(),
+                "exitCode": record.exit_code,
+                "cwd": record.cwd,
+                "durationMs": until.saturating_sub(record.started_at),
+                "endedAt": ended_at.map(crate::host::terminals::rfc3339_utc),
+            })
+        });
+        json!({ "integration": self.integration.name(), "command": command })
+    }
+}
 
 /// One terminal's shell integration state.
 #[derive(Debug)]
@@ -124,6 +172,17 @@ impl ShellSession {
     /// A record (see [`Commands::record`]).
     pub fn record(&self, id: Option<u64>) -> Option<CommandRecord> {
         self.commands.record(id)
+    }
+
+    /// What listings show (see [`ShellStatus`]); the last command's state unrefined.
+    pub fn status(&self) -> ShellStatus {
+        match self.integration() {
+            ShellIntegration::None => ShellStatus::NONE,
+            integration => ShellStatus {
+                integration,
+                last: self.commands.last_without_output(),
+            },
+        }
     }
 }
 

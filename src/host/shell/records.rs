@@ -211,28 +211,44 @@ impl Commands {
             Some(id) => self.kept.iter().find(|c| c.id == id)?,
             None => self.kept.back()?,
         };
-        let state = match command.finished {
+        Some(command.record(true))
+    }
+
+    /// The last command's record without its output (empty): what listings show, which
+    /// must not copy up to 128 KiB of text per terminal.
+    pub fn last_without_output(&self) -> Option<CommandRecord> {
+        Some(self.kept.back()?.record(false))
+    }
+}
+
+impl Command {
+    fn record(&self, with_output: bool) -> CommandRecord {
+        let state = match self.finished {
             true => CommandState::Exited,
             false => CommandState::Running,
         };
-        Some(CommandRecord {
-            id: command.id,
-            command: command.line.clone(),
+        CommandRecord {
+            id: self.id,
+            command: self.line.clone(),
             state,
             // An end not yet final is not shown.
-            exit_code: command.exit_code.filter(|_| command.finished),
-            started_at: command.started_at,
-            ended_at: command.ended_at.filter(|_| command.finished),
-            cwd: command.cwd.clone(),
-            output: command.output.output(),
-            last_output_at: command.last_output_at,
-        })
+            exit_code: self.exit_code.filter(|_| self.finished),
+            started_at: self.started_at,
+            ended_at: self.ended_at.filter(|_| self.finished),
+            cwd: self.cwd.clone(),
+            output: match with_output {
+                true => self.output.output(),
+                false => Default::default(),
+            },
+            last_output_at: self.last_output_at,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::CommandOutput;
 
     fn run(commands: &mut Commands, line: &str, output: &[u8], status: i32, cwd: &str) {
         let mut yes = || true;
@@ -271,6 +287,16 @@ mod tests {
         assert_eq!(
             (record.started_at, record.ended_at, record.last_output_at),
             (10, Some(12), 11)
+        );
+        // Listings get the same record without its output.
+        let listed = commands.last_without_output().unwrap();
+        assert_eq!(listed.output, CommandOutput::default());
+        assert_eq!(
+            CommandRecord {
+                output: record.output.clone(),
+                ..listed
+            },
+            record
         );
         // An empty line or Ctrl+C at the prompt reports an end: no command's.
         commands.apply(Mark::CommandEnd(130), 20, &mut yes);

@@ -162,7 +162,10 @@
       parts.task = make("div", "task");
       parts.screen = make("pre", "screen");
       const screenBox = make("div", "screen-box");
-      screenBox.append(parts.screen);
+      // The shell's last command and how it ended, in the screen's corner.
+      parts.command = make("div", "command");
+      parts.command.hidden = true;
+      screenBox.append(parts.screen, parts.command);
       parts.keys = make("textarea", "keys");
       parts.keys.setAttribute("aria-label", "type into this terminal");
       parts.keys.spellcheck = false;
@@ -209,6 +212,7 @@
       parts.meta.textContent = terminalMeta(node, data, status);
       root.classList.toggle("ended", !!(node.session && node.session.ended));
       drawScreen(parts, node);
+      drawCommand(parts.command, node.session && node.session.shell);
       const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
       parts.task.textContent = task ? taskLine(task, node.id) : "";
       parts.task.className = "task" + (task ? " state-" + task.state : "");
@@ -247,8 +251,28 @@
       words.push(session.live ? "live" : "not running");
       if (session.warm) words.push("warm");
       words.push(session.backend);
+      if (session.shell) words.push(session.shell.integration === "none" ? "no shell integration" : session.shell.integration);
     }
     return words.join(" · ");
+  }
+
+  // A shell terminal's last command (canvas_list's session.shell): running, waiting for
+  // input, full screen, or its exit status and duration. Text only, as everything here.
+  const COMMAND_WORDS = { running: "running", awaiting_input: "waiting for input", fullscreen: "full screen", ended: "shell ended" };
+  function drawCommand(element, shell) {
+    const command = shell && shell.command;
+    element.hidden = !command;
+    if (!command) return;
+    const seconds = (command.durationMs / 1000).toFixed(command.durationMs < 10000 ? 1 : 0) + " s";
+    let state = COMMAND_WORDS[command.state] || command.state;
+    let kind = command.state;
+    if (command.state === "exited") {
+      state = (command.exitCode === 0 ? "\u2713 " : "\u2717 ") + "exit " + command.exitCode;
+      kind = command.exitCode === 0 ? "ok" : "failed";
+    }
+    element.textContent = state + " \u00b7 " + command.command.split("\n")[0].slice(0, 60) + " \u00b7 " + seconds;
+    element.className = "command state-" + kind;
+    element.title = command.cwd ? "in " + command.cwd : "";
   }
 
   // The latest message this agent sent or got, as seen from its node.
@@ -291,6 +315,12 @@
       item.append(make("span", "what", who + " " + what));
       item.append(make("span", "outcome", outcome + ms));
       if (line.error) item.append(make("span", "detail", line.error));
+      const command = line.command;
+      if (command && typeof command.state === "string") {
+        const code = typeof command.exitCode === "number" ? " " + command.exitCode : "";
+        const took = typeof command.durationMs === "number" ? " after " + command.durationMs + " ms" : "";
+        item.append(make("span", "detail", "command " + command.state + code + took));
+      }
       list.append(item);
     }
     if (!lines.length) list.append(make("li", "empty", "nothing yet"));
