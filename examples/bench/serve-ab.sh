@@ -8,6 +8,8 @@
 # canvas_list with CANVAS_LIST_BYTES (default 194), the sizes of serve's answers here.
 # Build first: cargo build --release --bins --examples
 #   examples/bench/serve-ab.sh session_info 16 3 base /tmp/serve-a /tmp/serve-b
+# TERMINALS=N opens N shell terminals in each serve first (pass `:--terminals pty` or
+# tmux in its SPEC), each left at its prompt after one finished command.
 set -euo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 OP CONNS ROUNDS SPEC..." >&2; exit 2; }
 OP=$1; CONNS=$2; ROUNDS=$3; shift 3
@@ -34,12 +36,22 @@ run() {
     pid=$!
     for _ in $(seq 50); do [ -s "$dir/ready" ] && break; sleep 0.1; done
     token=$(json "$dir/data/agent-tools/sessions/bench-agent.json" "j['token']")
+    local ctl=${CARGO_TARGET_DIR:-target}/release/termsprawlctl
+    for _ in $(seq "${TERMINALS:-0}"); do
+      local node
+      node=$("$ctl" --session "$dir/data/agent-tools/sessions/bench-agent.json" call \
+        terminal_open '{}' | grep -o 'term-[0-9a-f]*')
+      "$ctl" --session "$dir/data/agent-tools/sessions/bench-agent.json" call terminal_submit \
+        "{\"nodeId\":\"$node\",\"command\":\"true\",\"wait\":\"exit\"}" > /dev/null
+    done
   fi
   port=$(json "$dir/ready" "j['url'].split(':')[2].split('/')[0]")
   echo "$spec: $(taskset -c 1 "$BENCH" load --port "$port" --token "$token" --pid "$pid" \
     --operation "$OP" --connections "$CONNS" --duration 3)"
   if [ "$spec" = base ]; then exec 8>&-; else kill -TERM "$pid"; fi
   wait "$pid" 2>/dev/null || true
+  # tmux terminals outlive serve by design: end them with the run.
+  tmux -S "$dir/data/agent-tools/tmux/socket" kill-server 2>/dev/null || true
   rm -rf "$dir"
 }
 for _ in $(seq "$ROUNDS"); do
