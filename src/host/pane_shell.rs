@@ -55,6 +55,8 @@ use crate::sys::socket::peer_uid;
 pub const MAX_SOCKET_PATH: usize = 107;
 /// How long either side waits for the other's line.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a listing waits for one pane's [`status`].
+const STATUS_TIMEOUT: Duration = Duration::from_millis(250);
 /// A request longer than this is refused.
 const REQUEST_CAP: u64 = 64 * 1024;
 /// An answer longer than this is not read (a record's output is at most 128 KiB of text).
@@ -382,12 +384,17 @@ fn answer_one(shell: &PaneShell, stream: UnixStream) -> io::Result<()> {
 /// `serve`'s side: asks the filter behind `socket` one request; `None` when no filter
 /// answers there (none runs, or one without integration), or it is not our user's.
 pub fn ask(socket: &Path, request: &Value) -> Option<Value> {
+    ask_within(socket, request, EXCHANGE_TIMEOUT)
+}
+
+/// [`ask`], each side's wait bounded by `timeout`.
+fn ask_within(socket: &Path, request: &Value, timeout: Duration) -> Option<Value> {
     let stream = UnixStream::connect(socket).ok()?;
     if peer_uid(stream.as_fd()).ok()? != effective_uid() {
         return None;
     }
-    stream.set_read_timeout(Some(EXCHANGE_TIMEOUT)).ok()?;
-    stream.set_write_timeout(Some(EXCHANGE_TIMEOUT)).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
     (&stream)
         .write_all(format!("{request}\n").as_bytes())
         .ok()?;
@@ -417,9 +424,10 @@ fn integration_named(name: &str) -> ShellIntegration {
 }
 
 /// What listings show of the pane's shell, from the filter at `socket`; `None` when no
-/// filter answers.
+/// filter answers within [`STATUS_TIMEOUT`] (a listing asks each pane in turn: a stopped
+/// filter must not hold it up for long).
 pub fn status(socket: &Path) -> Option<ShellStatus> {
-    let answer = ask(socket, &json!({"op": "status"}))?;
+    let answer = ask_within(socket, &json!({"op": "status"}), STATUS_TIMEOUT)?;
     Some(match integration_named(answer["integration"].as_str()?) {
         ShellIntegration::None => ShellStatus::NONE,
         integration => ShellStatus {
@@ -748,6 +756,7 @@ mod tests {
             "no mark yet"
         );
         assert_eq!(command(&path, None), None);
+        assert_eq!(status(&path), Some(ShellStatus::NONE));
         assert!(!start_typed(&path, "ls"), "bash is not at an sh prompt");
         assert_eq!(ask(&path, &json!({"op": "nonsense"})), None);
         // A watching connection hears of a mark at once, of output at most so often.
@@ -772,6 +781,8 @@ mod tests {
         remove_stale_sockets(&panes_dir(&dir));
         assert!(!path.exists() && live.exists());
         assert_eq!(integration(&path), None);
+        // A listener that never answers (a stopped filter) is given up on.
+        assert_eq!(status(&live), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
