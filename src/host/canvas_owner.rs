@@ -35,7 +35,8 @@
 //!   whose program ended `{backend, live: false, ended: {status} | {signal}, endedAt}`
 //!   (`endedAt` an RFC 3339 UTC time); `null` without a session (not saved). A live
 //!   shell terminal's (not an agent's) also has `shell`: its integration and last
-//!   command ([`ShellStatus::to_json`]), as of at most 250 ms ago.
+//!   command ([`ShellStatus::to_json`]): at least what a call last answered about it,
+//!   else as of at most 250 ms ago.
 //!
 //! A terminal's program ending by itself is reported by the terminals' watcher to
 //! [`HeadlessCanvas::terminal_ended`]: its end and last screen are saved with the canvas
@@ -80,9 +81,10 @@ pub const LIST_REUSE: Duration = Duration::from_millis(500);
 pub struct OwnerState {
     /// Project id -> (project folder, canvas).
     canvases: HashMap<String, (PathBuf, Canvas)>,
-    /// Project id -> its last `canvas_list` answer and when it was made, kept while
-    /// nothing else ran under the lock ([`CanvasOwner::current_list`]).
-    lists: HashMap<String, (Instant, Arc<Value>)>,
+    /// Project id -> its last `canvas_list` answer, when it was made and the terminals'
+    /// [`HostTerminals::changes`] then, kept while nothing else ran under the lock
+    /// ([`CanvasOwner::current_list`]).
+    lists: HashMap<String, (Instant, u64, Arc<Value>)>,
     workspace: Arc<HostWorkspace>,
     terminals: Arc<HostTerminals>,
     browsers: Arc<ChromiumBrowsers>,
@@ -231,12 +233,15 @@ impl CanvasOwner for HeadlessCanvas {
     }
 
     /// The project's last `canvas_list` answer, if nothing but `canvas_list` ran for it
-    /// since, it is younger than [`LIST_REUSE`] and the canvas has no browser (whose
-    /// pages change by themselves). `None` at once while a request is being applied.
+    /// since, nothing changed in the terminals (a write, a command's record moving on),
+    /// it is younger than [`LIST_REUSE`] and the canvas has no browser (whose pages
+    /// change by themselves). `None` at once while a request is being applied.
     fn current_list(&self, project_id: &str) -> Option<Arc<Value>> {
         let state = self.state.try_lock().ok()?;
-        let (made, list) = state.as_ref()?.lists.get(project_id)?;
-        (made.elapsed() < LIST_REUSE).then(|| Arc::clone(list))
+        let state = state.as_ref()?;
+        let (made, changes, list) = state.lists.get(project_id)?;
+        let current = made.elapsed() < LIST_REUSE && *changes == state.terminals.changes();
+        current.then(|| Arc::clone(list))
     }
 }
 
@@ -447,10 +452,12 @@ impl OwnerState {
         let result = match operation {
             "canvas_list" => {
                 sync_tabs(canvas, &browsers);
+                // Taken first: a change while listing makes the answer not reused.
+                let changes = terminals.changes();
                 let list = with_sessions(canvas.apply(operation, args)?, &terminals);
                 let has_browser = canvas.nodes().iter().any(|n| n.kind == NodeKind::Browser);
                 if !has_browser {
-                    let made = (Instant::now(), Arc::new(list.clone()));
+                    let made = (Instant::now(), changes, Arc::new(list.clone()));
                     self.lists.insert(project_id.to_string(), made);
                 }
                 return Ok(list);

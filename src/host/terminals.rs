@@ -222,8 +222,11 @@ pub struct HostTerminals {
     /// The last tmux listing for [`HostTerminals::states`] and when it was taken (see
     /// [`LISTING_TTL`]); `None` once a start, close or adopt may have changed it.
     listing: Mutex<Option<(Instant, HashMap<String, SessionState>)>>,
-    /// Counts the changes this host makes or records (every [`HostTerminals::forget_listing`]).
+    /// Counts the changes this host makes or records ([`HostTerminals::changes`]).
     changes: AtomicU64,
+    /// The last command record read of each terminal: its id and state
+    /// ([`HostTerminals::command_seen`]).
+    commands_seen: Mutex<HashMap<String, (u64, CommandState)>>,
     /// The canvas view's last tmux look, for [`HostTerminals::states_and_screens`].
     view_look: Mutex<Option<ViewLook>>,
     /// The ends recorded (reported by the watcher, or remembered from the canvas).
@@ -412,6 +415,7 @@ impl HostTerminals {
             preferences: data.join("agent-tools").join("preferences.json"),
             listing: Mutex::default(),
             changes: AtomicU64::new(0),
+            commands_seen: Mutex::new(HashMap::new()),
             view_look: Mutex::default(),
             ended: Mutex::default(),
             unreported: Mutex::default(),
@@ -710,6 +714,7 @@ impl HostTerminals {
     /// forgets its recorded end.
     pub fn close(&self, node_id: &str) -> Result<(), String> {
         lock(&self.ended).remove(node_id);
+        lock(&self.commands_seen).remove(node_id);
         match &self.backend {
             Backend::Tmux(tmux) => {
                 self.lock_opened().remove(node_id);
@@ -1050,6 +1055,38 @@ impl HostTerminals {
         *crate::base::lock_or_recover(&self.listing) = None;
     }
 
+    /// A command record just read that is newer than the last one read for `node_id`
+    /// (a later command, or the same one in another state) counts as a change: the next
+    /// listing asks again (tmux) and no `canvas_list` answer made before is reused, so an
+    /// agent that was just answered `exited` never lists the command as running.
+    fn command_seen(&self, node_id: &str, record: &CommandRecord) {
+        let newer = {
+            let mut seen = lock(&self.commands_seen);
+            let now = (record.id, record.state);
+            match seen.get(node_id) {
+                Some(&(id, state))
+                    if record.id < id || (record.id, record.state) == (id, state) =>
+                {
+                    false
+                }
+                _ => {
+                    seen.insert(node_id.to_string(), now);
+                    true
+                }
+            }
+        };
+        if newer {
+            self.forget_listing();
+        }
+    }
+
+    /// Counts what this host changed or saw change in its terminals: sessions started,
+    /// closed or adopted, text written, command records that moved on. A `canvas_list`
+    /// answer is reused only while it stays the same.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
     fn lock_opened(&self) -> MutexGuard<'_, HashSet<String>> {
         // Plain data: a panic elsewhere cannot leave it half-written.
         crate::base::lock_or_recover(&self.opened)
@@ -1146,6 +1183,7 @@ impl Terminals for HostTerminals {
     }
 
     fn write(&self, node_id: &str, text: &str) -> Result<(), String> {
+        self.changes.fetch_add(1, Ordering::SeqCst);
         match &self.backend {
             Backend::Tmux(tmux) => {
                 self.tmux_panes.typed(node_id);
@@ -1230,9 +1268,14 @@ impl Terminals for HostTerminals {
                         _ => {}
                     }
                 }
+                self.command_seen(node_id, &record);
                 Some(record)
             }
-            Backend::Pty(pty) => pty.get(node_id)?.command(id),
+            Backend::Pty(pty) => {
+                let record = pty.get(node_id)?.command(id)?;
+                self.command_seen(node_id, &record);
+                Some(record)
+            }
         }
     }
 

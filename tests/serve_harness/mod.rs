@@ -451,6 +451,17 @@ pub fn ends_are_listed_and_in_the_trail(
         line["command"]["durationMs"], failed["durationMs"],
         "the trail's duration is the command's, not the call's: {line}"
     );
+    // Listed at once after the answer, even right after another listing (which the
+    // canvas owner may reuse, and the tmux listing is kept for 250 ms).
+    serve.ok(dirs, "me", "canvas_list", json!({}));
+    let nine = submit_and_wait(serve, dirs, term, "(exit 9)", json!({}));
+    let list = serve.ok(dirs, "me", "canvas_list", json!({}));
+    let listed = &node(&list, term).unwrap()["session"]["shell"]["command"];
+    assert_eq!(
+        (&listed["commandId"], &listed["exitCode"]),
+        (&nine["commandId"], &json!(9)),
+        "{listed}"
+    );
 }
 
 /// A listed terminal node's `session` without its `shell` (which says what reports the
