@@ -624,7 +624,9 @@ pub(crate) fn with_states(
         let id = node["id"].as_str().unwrap_or_default();
         // An agent's terminal runs the agent, not a shell: no commands to report.
         let shell_terminal = node["data"]["agentId"].is_null();
-        let session = (states.get(id)).map(|state| session_json(backend, state, shell_terminal));
+        let session = states
+            .get(id)
+            .map(|state| session_json(backend, state, shell_terminal));
         if let Some(object) = node.as_object_mut() {
             object.insert("session".into(), session.unwrap_or(Value::Null));
         }
