@@ -167,30 +167,6 @@ fn a_waited_command_is_answered_right_after_its_end() {
         .as_str()
         .unwrap()
         .to_string();
-    poll(
-        "bash's first prompt",
-        std::time::Duration::from_secs(10),
-        || {
-            let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
-            (ok["integration"] == "bash").then_some(())
-        },
-    );
-    let mut after_end = Vec::new();
-    for _ in 0..10 {
-        let started = std::time::Instant::now();
-        let done = submit_and_wait(&serve, &dirs, &term, "sleep 0.3", json!({}));
-        let call_ms = started.elapsed().as_millis() as u64;
-        assert_eq!(
-            (done["state"].as_str(), done["exitCode"].as_i64()),
-            (Some("exited"), Some(0)),
-            "{done}"
-        );
-        after_end.push(call_ms.saturating_sub(done["durationMs"].as_u64().unwrap()));
-    }
-    after_end.sort_unstable();
-    println!(
-        "answer after the end mark, ms (call time less the command's duration), 10 runs: median {}, max {}, all {after_end:?}",
-        after_end[5], after_end[9]
-    );
+    print_answer_delays(&serve, &dirs, &term, "pty");
     serve.stop();
 }

@@ -42,6 +42,15 @@ fn serve_with_shell(dirs: &Dirs, shell: &str, extra: &[&str]) -> (Serve, String)
     (serve, term)
 }
 
+/// Whether tmux is missing here (then the test is skipped, with a notice).
+fn tmux_missing() -> bool {
+    let missing = !tmux_installed();
+    if missing {
+        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+    }
+    missing
+}
+
 /// The checks every shell and both pane set-ups pass.
 fn commands_answer_from_the_kernel_and_tmux(serve: &Serve, dirs: &Dirs, term: &str, name: &str) {
     let first = poll(
@@ -354,8 +363,7 @@ fn commands_report_status_folder_and_output(serve: &Serve, dirs: &Dirs, term: &s
 
 #[test]
 fn tmux_commands_under_the_pane_filter_report_their_status_in_every_shell() {
-    if !tmux_installed() {
-        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+    if tmux_missing() {
         return;
     }
     for (name, shell) in shells() {
@@ -401,8 +409,7 @@ fn tmux_commands_under_the_pane_filter_report_their_status_in_every_shell() {
 
 #[test]
 fn tmux_commands_are_answered_without_the_pane_filter() {
-    if !tmux_installed() {
-        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+    if tmux_missing() {
         return;
     }
     let dirs = Dirs::new("tc-nofilter");
@@ -417,33 +424,12 @@ fn tmux_commands_are_answered_without_the_pane_filter() {
 /// command's duration); not asserted, the machine is shared.
 #[test]
 fn a_waited_tmux_command_is_answered_right_after_its_end() {
-    if !tmux_installed() {
-        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+    if tmux_missing() {
         return;
     }
     let dirs = Dirs::new("tc-wake");
     let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &[]);
-    poll("bash's first prompt", Duration::from_secs(10), || {
-        let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
-        (ok["integration"] == "bash").then_some(())
-    });
-    let mut after_end = Vec::new();
-    for _ in 0..10 {
-        let started = std::time::Instant::now();
-        let done = submit_and_wait(&serve, &dirs, &term, "sleep 0.3", json!({}));
-        let call_ms = started.elapsed().as_millis() as u64;
-        assert_eq!(
-            (done["state"].as_str(), done["exitCode"].as_i64()),
-            (Some("exited"), Some(0)),
-            "{done}"
-        );
-        after_end.push(call_ms.saturating_sub(done["durationMs"].as_u64().unwrap()));
-    }
-    after_end.sort_unstable();
-    println!(
-        "tmux: answer after the end mark, ms (call time less the command's duration), 10 runs: median {}, max {}, all {after_end:?}",
-        after_end[5], after_end[9]
-    );
+    print_answer_delays(&serve, &dirs, &term, "tmux");
     serve.stop();
 }
 
@@ -452,8 +438,7 @@ fn a_waited_tmux_command_is_answered_right_after_its_end() {
 /// terminal's integration rather than reporting an end.
 #[test]
 fn nested_shells_and_exec_in_a_tmux_shell_give_no_false_end() {
-    if !tmux_installed() {
-        eprintln!("NOTICE: tmux is not installed: skipping the tmux command checks");
+    if tmux_missing() {
         return;
     }
     let dirs = Dirs::new("tc-nested");

@@ -397,6 +397,33 @@ pub fn poll<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T
     }
 }
 
+/// How long after a waited command's end its answer came, on `backend`'s bash terminal
+/// `term`: the call's time less the command's duration, over 10 runs of `sleep 0.3`
+/// (each checked to exit 0). Printed, not asserted: the machine is shared.
+pub fn print_answer_delays(serve: &Serve, dirs: &Dirs, term: &str, backend: &str) {
+    poll("bash's first prompt", Duration::from_secs(10), || {
+        let ok = submit_and_wait(serve, dirs, term, "true", json!({}));
+        (ok["integration"] == "bash").then_some(())
+    });
+    let mut after_end = Vec::new();
+    for _ in 0..10 {
+        let started = Instant::now();
+        let done = submit_and_wait(serve, dirs, term, "sleep 0.3", json!({}));
+        let call_ms = started.elapsed().as_millis() as u64;
+        assert_eq!(
+            (done["state"].as_str(), done["exitCode"].as_i64()),
+            (Some("exited"), Some(0)),
+            "{done}"
+        );
+        after_end.push(call_ms.saturating_sub(done["durationMs"].as_u64().unwrap()));
+    }
+    after_end.sort_unstable();
+    println!(
+        "{backend}: answer after the end mark, ms (call time less the command's duration), 10 runs: median {}, max {}, all {after_end:?}",
+        after_end[5], after_end[9]
+    );
+}
+
 /// `canvas_list`'s `session.shell` of terminal `term`, asked until `expected` holds (on
 /// tmux the listing may be up to 250 ms old), failing after 10 s with `what`.
 pub fn listed_shell(
