@@ -2,10 +2,10 @@
 //! (libFuzzer) and `tests/fuzz_replay.rs` (stable `cargo test`) through `#[path]`.
 //!
 //! The input is a terminal's output: its first byte picks where it is split into
-//! chunks, the rest is fed to the OSC 5379 mark parser (`host::shell::marks`) with a
+//! chunks, the rest is fed to the OSC 5379 mark parser (`host::terminals::shell::marks`) with a
 //! short nonce (`ab12`, so that mutations find real marks), whole and in those chunks.
 
-use termsprawl_tools::host::shell::marks::{MarkParser, Parsed};
+use termsprawl_tools::host::terminals::shell::marks::{MarkParser, Parsed};
 
 const NONCE: &str = "ab12";
 

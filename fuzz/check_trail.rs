@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use termsprawl_tools::activity::{read_from, read_tail_lines, ActivityLine};
-use termsprawl_tools::host::activity::print_lines;
+use termsprawl_tools::host::person::activity::print_lines;
 
 /// The project whose trail the input becomes.
 const PROJECT: &str = "fuzz";

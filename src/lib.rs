@@ -32,11 +32,11 @@
 //! - [`activity`]: the activity trail (one JSON line per call, written off the call's
 //!   path by its own thread), which the server records into.
 //! - [`server`]: sessions, the lock, the HTTP accept thread, project queues.
-//! - [`runtime`]: the host-agnostic runtime behind four small traits.
+//! - [`runtime`]: the host-agnostic runtime behind four small traits (with the stand-ins
+//!   [`runtime::NoTerminals`] and [`runtime::NoBrowsers`] for an app without them).
 //! - `host` (the default feature `host`): the embedded default host (headless canvas,
 //!   terminals, browsers, the canvas view) of `serve`. Built with
 //!   `--no-default-features`, the crate is the core alone.
-//! - `stand_in` (crate-private, re-exported by [`runtime`]): `NoTerminals`, `NoBrowsers`.
 //! - [`client`]: the agent side (`termsprawlctl`): discovery, `call`, `doctor`, MCP over stdio.
 //! - `sys` (crate-private): the thin libc wrappers, the only module allowed `unsafe`.
 #![warn(missing_docs)]
@@ -52,7 +52,6 @@ pub mod messaging;
 pub mod protocol;
 pub mod runtime;
 pub mod server;
-mod stand_in;
 #[allow(unsafe_code)]
 mod sys;
 

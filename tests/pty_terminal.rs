@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use termsprawl_tools::host::screen::HISTORY_MAX_BYTES;
-use termsprawl_tools::host::terminal::{
+use termsprawl_tools::host::terminals::pty::{
     PtyTerminals, Terminal, TerminalError, TerminalOptions, WindowSize, SCROLLBACK_BYTES,
 };
+use termsprawl_tools::host::terminals::screen::HISTORY_MAX_BYTES;
 
 const WAIT: Duration = Duration::from_secs(5);
 

@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use termsprawl_tools::host::shell::inject::{prepare, shell_kind, Start};
-use termsprawl_tools::host::terminal::{Terminal, TerminalOptions, WindowSize};
+use termsprawl_tools::host::terminals::pty::{Terminal, TerminalOptions, WindowSize};
+use termsprawl_tools::host::terminals::shell::inject::{prepare, shell_kind, Start};
 use termsprawl_tools::runtime::{CommandRecord, CommandState, Foreground, ShellIntegration};
 
 const WAIT: Duration = Duration::from_secs(15);

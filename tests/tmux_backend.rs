@@ -11,7 +11,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use termsprawl_tools::host::tmux::{TmuxError, TmuxServer};
+use termsprawl_tools::host::terminals::tmux::{TmuxError, TmuxServer};
 
 const WAIT: Duration = Duration::from_secs(5);
 

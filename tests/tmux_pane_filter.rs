@@ -11,7 +11,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use termsprawl_tools::host::tmux::TmuxServer;
+use termsprawl_tools::host::terminals::tmux::TmuxServer;
 
 const WAIT: Duration = Duration::from_secs(5);
 

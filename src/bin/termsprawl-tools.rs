@@ -4,12 +4,13 @@
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use termsprawl_tools::host::activity::{self, ActivityOptions};
-use termsprawl_tools::host::approvals;
-use termsprawl_tools::host::browser_control;
-use termsprawl_tools::host::links;
 use termsprawl_tools::host::options::parse_stop_terminals;
-use termsprawl_tools::host::{pane, serve, terminals, ServeOptions};
+use termsprawl_tools::host::person::activity::{self, ActivityOptions};
+use termsprawl_tools::host::person::approvals;
+use termsprawl_tools::host::person::browser_control;
+use termsprawl_tools::host::person::links;
+use termsprawl_tools::host::terminals::{self, pane_filter as pane};
+use termsprawl_tools::host::{serve, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 use termsprawl_tools::terminal_text::escape_for_terminal;
 

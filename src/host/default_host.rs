@@ -25,13 +25,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
-use super::canvas_owner::HeadlessCanvas;
-use super::options::AgentFlag;
-use super::terminals::{HostTerminals, TerminalsMode};
-use super::view::{BoundView, CanvasView, ViewSource};
-use super::workspace::HostWorkspace;
-use super::HostError;
+use crate::host::browser::guests::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
+use crate::host::canvas::owner::HeadlessCanvas;
+use crate::host::options::AgentFlag;
+use crate::host::terminals::{HostTerminals, TerminalsMode};
+use crate::host::view::{BoundView, CanvasView, ViewSource};
+use crate::host::workspace::HostWorkspace;
+use crate::host::HostError;
 use crate::protocol::{IntegrationState, IntegrationStatus, ToolIdentity};
 use crate::runtime::LAUNCHER_NAME;
 use crate::runtime::{
@@ -48,7 +48,7 @@ pub struct HostConfig {
     pub terminals: TerminalsMode,
     /// Agent browser control enabled.
     pub browser: bool,
-    /// The executable whose `pane` subcommand ([`super::pane::main`]) runs the program of
+    /// The executable whose `pane` subcommand ([`crate::host::terminals::pane_filter::main`]) runs the program of
     /// each tmux terminal, so that tmux never answers a terminal query into its input;
     /// `serve` gives its own. `None` runs programs directly under tmux, which then types
     /// its answers to queries (`printf '\033[6n'`) into the program's input. The PTY

@@ -1,41 +1,37 @@
 //! The embedded default host used by `termsprawl-tools serve`: a headless canvas owner,
 //! real terminals and a browser engine, behind the runtime's traits.
 //!
-//! - [`workspace`]: folder projects and the browser setting ([`HostWorkspace`]).
-//! - [`canvas_owner`]: the owner of the canvases, applying canvas requests ([`HeadlessCanvas`]).
-//! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]).
-//! - [`browsers`]: browser guests, pages of the headless Chromium [`browser`] engine.
-//! - [`default_host`]: all of it assembled ([`DefaultHost`]); [`serve`] runs it.
-//! - [`activity`]: the `activity` command, the trail for people.
-//! - [`browser_control`]: `browser-control on|off`, switched while `serve` runs.
+//! One room per concern, each a folder whose `mod.rs` says what it owns and offers:
+//! - [`terminals`]: tmux or PTY terminals ([`HostTerminals`]), the pane filter, the
+//!   screen model and shell integration.
+//! - [`browser`]: the headless Chromium and its pages, the browser guests of browser nodes.
+//! - [`canvas`]: every project's canvas and its owner, applying canvas requests
+//!   ([`HeadlessCanvas`]).
+//! - [`view`]: the canvas view, the page where the person watches and acts.
+//! - [`person`]: the commands the person runs besides `serve` (`activity`, `approvals`,
+//!   `policy`, `browser-control`, `link`).
+//!
+//! And the files that join them: [`workspace`] (folder projects, [`HostWorkspace`]),
+//! [`default_host`] (all of it assembled, [`DefaultHost`]), [`options`] (the command
+//! line's options), [`serve`] (runs it), and `error.rs` ([`HostError`]).
+//!
+//! Rooms depend one way (`docs/import-circles.py` checks it): terminals and browser use
+//! no other room; canvas uses them; view uses canvas, terminals, browser and person.
+//! What a lower room needs of a higher one is handed in (the view's port to the browser
+//! policy), never imported.
 
-pub mod activity;
-pub mod approvals;
 pub mod browser;
-pub mod browser_control;
-pub mod browsers;
 pub mod canvas;
-pub mod canvas_owner;
 pub mod default_host;
 mod error;
-pub mod links;
 pub mod options;
-pub mod pane;
-mod pane_shell;
-pub(crate) mod procfs;
-pub mod query_filter;
-pub mod screen;
+pub mod person;
 pub mod serve;
-mod sgr;
-pub mod shell;
-pub mod terminal;
 pub mod terminals;
-pub mod tmux;
-mod tmux_panes;
 pub mod view;
 pub mod workspace;
 
-pub use canvas_owner::HeadlessCanvas;
+pub use canvas::owner::HeadlessCanvas;
 pub use default_host::{DefaultHost, HostConfig};
 pub use error::HostError;
 pub use options::{AgentFlag, ServeOptions};

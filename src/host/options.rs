@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::terminals::TerminalsMode;
+use crate::host::terminals::TerminalsMode;
 
 /// One `--agent NODE_ID[=ADAPTER]`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::approvals;
-use super::browser_control;
-use super::default_host::{DefaultHost, HostConfig};
-use super::options::ServeOptions;
-use super::view::BoundView;
-use super::HostError;
+use crate::host::default_host::{DefaultHost, HostConfig};
+use crate::host::options::ServeOptions;
+use crate::host::person::approvals;
+use crate::host::person::browser_control;
+use crate::host::view::BoundView;
+use crate::host::HostError;
 use crate::runtime::policy::Policy;
 use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
 use crate::sys::signals::ShutdownSignal;

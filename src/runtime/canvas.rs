@@ -1,13 +1,14 @@
 //! The canvas bridge: sends a canvas operation to the [`CanvasOwner`] and waits for its
 //! acknowledgement. A request goes out once; if no acknowledgement comes in time the agent
 //! is told to inspect the canvas, because the mutation may or may not have been applied.
+//! The [`CanvasOwner`] trait (the host's side) is here too, with the [`CanvasReplier`] it
+//! answers through.
 
 use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::{collections::HashMap, time::Duration};
 
 use serde_json::{Map, Value};
 
-use super::host::CanvasOwner;
 use crate::base::{random_id, unix_millis};
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolResult};
 
@@ -21,6 +22,28 @@ pub const CANVAS_TIMEOUT_ERROR: &str =
 /// The error when nobody shows the project's canvas.
 pub const CANVAS_CLOSED_ERROR: &str =
     "The project's canvas is not open; ask the user to show the project tab, then retry";
+
+#[doc = include_str!("../../docs/api/canvas-owner.md")]
+pub trait CanvasOwner: Send + Sync + 'static {
+    /// The sender id of whoever shows this project's canvas now; `None` when nobody does.
+    fn target(&self, project_id: &str) -> Option<u64>;
+    /// Delivers a request to that sender (on the project's worker: hand it over, do not
+    /// apply it here). It must not be applied after `expires_at`, and is answered once,
+    /// from any thread, with `replier`.
+    fn send(
+        &self,
+        target: u64,
+        request: CanvasToolRequest,
+        replier: CanvasReplier,
+    ) -> Result<(), String>;
+    /// `canvas_list`'s answer for `project_id` when the owner can give it at once, never
+    /// waiting (its last one, known to be current), so the call skips its project's
+    /// queue; `None` (the default): ask through [`send`](Self::send). The same `Arc` while
+    /// the list is the same: the server serializes each list once.
+    fn current_list(&self, _project_id: &str) -> Option<Arc<Value>> {
+        None
+    }
+}
 
 struct Pending {
     sender_id: u64,

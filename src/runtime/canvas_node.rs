@@ -151,6 +151,11 @@ impl CanvasNode {
     }
 }
 
+/// A string field of a node as the canvas owner lists it (`id`, `type`, `nodeId`, …).
+pub(super) fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
+    node.get(key).and_then(Value::as_str)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::agents::find_preset;
 use super::artifact::check_artifact_path;
+use super::canvas_node::node_field;
 use super::commands::Watched;
 use super::context::{last_chars, read_context, read_links};
 use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Workspace};
@@ -49,11 +50,6 @@ fn ended_error(end: ProgramEnd) -> String {
         "The program in this terminal has ended ({}). Read its last screen with terminal_read, then close it or open a new terminal.",
         end.describe()
     )
-}
-
-/// A node's id, type and `data` field, as the canvas owner lists them.
-pub(super) fn node_field<'a>(node: &'a Value, key: &str) -> Option<&'a str> {
-    node.get(key).and_then(Value::as_str)
 }
 
 fn data_field<'a>(node: &'a Value, key: &str) -> Option<&'a Value> {
@@ -106,19 +102,19 @@ impl Core {
 
 impl ServerCallbacks for Core {
     fn admission(&self, identity: &ToolIdentity, request: &ToolRequest) -> Admission {
-        self.admission_of(identity, request)
+        self.gate.admission(identity, request, self.server())
     }
 
     fn offers(&self, identity: &ToolIdentity, operation: &str) -> bool {
-        self.offers_to(identity, operation)
+        self.gate.offers(identity, operation)
     }
 
     fn policy_summary(&self, identity: &ToolIdentity) -> Option<Value> {
-        self.policy_summary_of(identity)
+        self.gate.summary_for(identity)
     }
 
     fn offers_generation(&self) -> u64 {
-        self.policy_generation()
+        self.gate.generation()
     }
 
     fn execute_or_wait(&self, identity: &ToolIdentity, request: &ToolRequest) -> Execution {

@@ -1,4 +1,5 @@
-//! The host traits: everything the runtime needs from the app that embeds it. The runtime
+//! The host traits: everything the runtime needs from the app that embeds it (the
+//! canvas owner's, [`CanvasOwner`], beside the bridge it answers, in `canvas.rs`). The runtime
 //! never learns what stands behind them (a desktop app, a headless canvas, tmux, a PTY, a
 //! browser engine); each trait is small so a test fake or an embedder can implement it in
 //! a few lines.
@@ -6,12 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::canvas::CanvasReplier;
-use crate::protocol::{CanvasToolRequest, IntegrationStatus};
+use super::canvas::CanvasOwner;
+use crate::protocol::IntegrationStatus;
 use crate::server::Awaited;
 
 /// One project as the workspace sees it right now.
@@ -50,28 +50,6 @@ pub trait Workspace: Send + Sync + 'static {
     /// An agent's integration status changed (show it in the UI; optional). On the thread
     /// that changed it (yours in `provision_agent` or `prepare`, or a server thread).
     fn status_changed(&self, _node_id: &str, _status: &IntegrationStatus) {}
-}
-
-#[doc = include_str!("../../docs/api/canvas-owner.md")]
-pub trait CanvasOwner: Send + Sync + 'static {
-    /// The sender id of whoever shows this project's canvas now; `None` when nobody does.
-    fn target(&self, project_id: &str) -> Option<u64>;
-    /// Delivers a request to that sender (on the project's worker: hand it over, do not
-    /// apply it here). It must not be applied after `expires_at`, and is answered once,
-    /// from any thread, with `replier`.
-    fn send(
-        &self,
-        target: u64,
-        request: CanvasToolRequest,
-        replier: CanvasReplier,
-    ) -> Result<(), String>;
-    /// `canvas_list`'s answer for `project_id` when the owner can give it at once, never
-    /// waiting (its last one, known to be current), so the call skips its project's
-    /// queue; `None` (the default): ask through [`send`](Self::send). The same `Arc` while
-    /// the list is the same: the server serializes each list once.
-    fn current_list(&self, _project_id: &str) -> Option<Arc<Value>> {
-        None
-    }
 }
 
 /// Live browser guests of browser nodes.

@@ -14,31 +14,34 @@ mod gate;
 mod host;
 mod launch;
 mod owners;
+mod person;
 pub mod policy;
+mod stand_in;
 mod tool_runtime;
 mod url;
 
 pub use crate::base::unix_millis;
-pub use crate::stand_in::{NoBrowsers, NoTerminals, NO_BROWSERS, NO_TERMINALS};
 pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
 pub use artifact::check_artifact_path;
 pub use canvas::{
-    CanvasReplier, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY, CANVAS_TIMEOUT_ERROR,
+    CanvasOwner, CanvasReplier, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY,
+    CANVAS_TIMEOUT_ERROR,
 };
 pub use canvas_node::{CanvasNode, CanvasTab, NodeKind};
 pub use context::read_context;
 pub use execute::{PERSON_TYPING, PERSON_TYPING_WINDOW};
 pub use host::{
-    Browsers, CanvasOwner, CommandOutput, CommandRecord, CommandState, Foreground, Host,
-    OutputMark, ProgramEnd, ProjectSnapshot, PtyRequest, ShellIntegration, Terminals, Workspace,
+    Browsers, CommandOutput, CommandRecord, CommandState, Foreground, Host, OutputMark, ProgramEnd,
+    ProjectSnapshot, PtyRequest, ShellIntegration, Terminals, Workspace,
 };
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     PreparedLaunch, LAUNCHER_NAME,
 };
+pub use stand_in::{NoBrowsers, NoTerminals, NO_BROWSERS, NO_TERMINALS};
 pub use tool_runtime::{
     AgentToolRuntime, RuntimeError, BROWSER_OPERATION_TIMEOUT, GUEST_NOT_READY, GUEST_READY_TIMEOUT,
 };

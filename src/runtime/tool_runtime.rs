@@ -17,7 +17,7 @@ use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     LAUNCHER_NAME,
 };
-use super::{canvas::CanvasBridge, execute::node_field, owners::BrowserOwners};
+use super::{canvas::CanvasBridge, canvas_node::node_field, owners::BrowserOwners};
 use crate::base::unix_millis;
 use crate::messaging::{Messaging, Task, TypedTails};
 use crate::protocol::{

@@ -1,3 +1,12 @@
+//! # The browser room
+//!
+//! Owns the host's Chromium and its pages. Offers the rest of the host
+//! [`guests::ChromiumBrowsers`] (the runtime's `Browsers`: one page per browser tab),
+//! [`BrowserEngine`] with its [`EngineConfig`] and [`PageId`], and [`refuse_port`] (the
+//! canvas view hands in its port: no page may load it). Below it: `cdp.rs` (the DevTools
+//! pipe), `process.rs`, `policy.rs`, `snapshot.rs`/`refs.rs`/`elements.rs`/`frames.rs`,
+//! `activity.rs`/`waits.rs`, `dialogs.rs`.
+//!
 //! A headless Chromium behind the `browser_*` operations, driven over the DevTools pipe.
 //!
 //! [`BrowserEngine`] starts one Chromium lazily, on the first [`BrowserEngine::open_page`],
@@ -42,6 +51,7 @@ mod cdp;
 mod dialogs;
 mod elements;
 mod frames;
+pub mod guests;
 mod policy;
 mod process;
 pub mod refs;
@@ -66,7 +76,7 @@ use cdp::{CdpError, Connection, Event, EventHook};
 use process::ChromiumProcess;
 use refs::{PageRefs, RefError};
 
-pub use policy::document_url_allowed;
+pub use policy::{document_url_allowed, refuse_port};
 pub use process::EXECUTABLE_NAMES;
 
 /// Width of every page's viewport, in CSS pixels (screenshots have this width).

@@ -1,3 +1,11 @@
+//! # The canvas room
+//!
+//! Owns every project's canvas and applies canvas requests to them. Offers the rest of
+//! the host [`Canvas`] (one project's nodes and file) and [`owner::HeadlessCanvas`] (the
+//! runtime's `CanvasOwner`: every canvas behind one lock, terminals and browser tabs
+//! started and closed with their nodes). It uses the terminals and browser rooms; they
+//! know nothing of it.
+//!
 //! The headless canvas: nodes, selection and the canvas-owned operations, persisted to
 //! `<project>/.termsprawl/project.json`.
 //!
@@ -43,18 +51,18 @@
 mod file;
 mod node;
 mod operations;
+pub mod owner;
 mod placement;
 #[cfg(test)]
 mod test_support;
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::terminals::EndedTerminal;
+pub use crate::host::error::CanvasError;
+use crate::host::terminals::EndedTerminal;
 pub use crate::protocol::is_valid_node_id;
 pub use node::{Node, NodeData, NodeKind, Position, Size, Tab};
 
@@ -74,45 +82,6 @@ pub const GROUP_PADDING: f64 = 32.0;
 pub const PLACEMENT_GAP: f64 = 40.0;
 /// New nodes are placed in rows no wider than this (a wider node starts a row at x = 0).
 pub const ROW_WIDTH: f64 = 2400.0;
-
-/// Why a canvas could not be loaded, saved or changed.
-#[derive(Debug)]
-pub enum CanvasError {
-    /// Reading or writing a file failed.
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// What went wrong.
-        source: io::Error,
-    },
-    /// `project.json` exists but is not a canvas; it was left untouched.
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The request was refused; nothing was changed. The text is for the caller.
-    Refused(String),
-}
-
-impl fmt::Display for CanvasError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CanvasError::Io { path, source } => {
-                write!(f, "Could not save or read {}: {source}", path.display())
-            }
-            CanvasError::Corrupt { path, reason } => write!(
-                f,
-                "{} is not a readable canvas ({reason}); it was left unchanged: fix it or move it away",
-                path.display()
-            ),
-            CanvasError::Refused(message) => f.write_str(message),
-        }
-    }
-}
-
-impl std::error::Error for CanvasError {}
 
 fn refused<T>(message: impl Into<String>) -> Result<T, CanvasError> {
     Err(CanvasError::Refused(message.into()))

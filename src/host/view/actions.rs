@@ -6,8 +6,8 @@
 //! - `terminal_open`, `agent_launch`, `terminal_close`, `canvas_move`, `canvas_resize`:
 //!   checked by the protocol's validator, then [`AgentToolRuntime::act_for_person`] (the
 //!   canvas bridge and owner, `agent_launch`'s presets);
-//! - `link` / `unlink` (`a`, `b`, `messages`): `host/links.rs`, as the `link` command;
-//! - `browser_control` (`enabled`): `host/browser_control.rs`'s request file, as the
+//! - `link` / `unlink` (`a`, `b`, `messages`): `person/links.rs`, as the `link` command;
+//! - `browser_control` (`enabled`): `person/browser_control.rs`'s request file, as the
 //!   `browser-control` command (it returns once `serve` has applied it);
 //! - `keys` (`nodeId`, `text`): `HostTerminals::person_typed`, the input path of
 //!   `terminal_input` (see `keys.rs` for what `text` may hold);
@@ -33,9 +33,9 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::super::{browser_control, links};
 use super::keys;
 use super::ViewSource;
+use crate::host::person::{browser_control, links};
 use crate::protocol::{validate_tool_request, OperationClass, ToolResult, OPERATION_CLASSES};
 use crate::runtime::approvals::{Decision, Shown};
 use crate::runtime::policy::Rule;

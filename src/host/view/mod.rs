@@ -1,3 +1,10 @@
+//! # The view room
+//!
+//! Owns the canvas view, the page where the person watches and acts. Offers the rest of
+//! the host `BoundView` (bound before `serve`'s ready line, started after it). It reads
+//! the canvas, terminals and browser rooms and acts only through their code and the
+//! person room's (`links`, `browser_control`).
+//!
 //! The canvas view: a web page on its own loopback port that shows a person the
 //! project's canvas live — every node where it is, terminal screens, browser pages,
 //! links, the selection, and the agents with their status — and lets that person act:
@@ -27,8 +34,9 @@
 //!   `Content-Length` of at most [`actions::MAX_ACT_BODY`] (no chunked body), the key,
 //!   and a view that is not watch-only. Any other method (`OPTIONS` included: a preflight
 //!   gets 403 or 405, never a CORS header) is refused.
-//! - The view's port is refused to the host's own Chromium ([`is_view_address`], in the
-//!   browser's navigation policy), so an agent cannot open the page that acts.
+//! - The view's port is refused to the host's own Chromium (handed to the browser's
+//!   navigation policy, [`crate::host::browser::refuse_port`]), so an agent cannot open
+//!   the page that acts.
 //! - Every answer carries a `Content-Security-Policy` allowing only the page's own script
 //!   and style (images from `data:` for screenshots), `frame-ancestors 'none'`,
 //!   `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff`, `Referrer-Policy:
@@ -81,10 +89,10 @@ pub use actions::MAX_ACT_BODY;
 pub use keys::MAX_TEXT_CHARS;
 pub use snapshot::ViewSource;
 
-use super::HostError;
 use crate::base::listening::Listening;
 use crate::base::sockets::{open_connections, set_listener_write_timeout, Connection};
 use crate::base::{constant_time_eq, decode_secret, lock_or_recover, to_hex};
+use crate::host::HostError;
 
 /// At most this many viewers (open pages) at once; the next is refused.
 pub const MAX_VIEWERS: usize = 8;
@@ -112,30 +120,6 @@ pub const ACT_PATH: &str = "/api/act";
 pub const ECHO_WINDOW: Duration = Duration::from_millis(1500);
 /// How often a poll looks while the person types.
 pub const ECHO_TICK: Duration = Duration::from_millis(15);
-
-/// The ports of the canvas views of this process: the host's Chromium may not open
-/// them ([`is_view_address`]).
-static VIEW_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-
-/// Whether `url` (any case) names a port of a canvas view of this process, on any host
-/// name (a name that resolves to 127.0.0.1 reaches it too): the host browser's
-/// navigation policy refuses it, so an agent's browser never opens the page that acts.
-pub fn is_view_address(url: &str) -> bool {
-    let Some((_, rest)) = url.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    // `[::1]:PORT` or `name:PORT`: the port follows the last ':' after any ']'.
-    let after_bracket = host_port.rsplit(']').next().unwrap_or_default();
-    let Some(port) = after_bracket
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.parse::<u16>().ok())
-    else {
-        return false;
-    };
-    lock_or_recover(&VIEW_PORTS).contains(&port)
-}
 
 const PAGE_HTML: &str = include_str!("page.html");
 const PAGE_JS: &str = include_str!("view.js");
@@ -309,7 +293,8 @@ impl CanvasView {
             data: data.to_path_buf(),
             last_key: Mutex::new(None),
         });
-        lock_or_recover(&VIEW_PORTS).push(port);
+        // The host's Chromium may never open the page that acts for the person.
+        crate::host::browser::refuse_port(port);
         Ok(BoundView {
             listener,
             shared,
@@ -729,36 +714,4 @@ fn refuse(request: Request, status: u16, value: &Value) {
     let response = Response::from_string(value.to_string()).with_status_code(status);
     let response = with_security_headers(response, "application/json");
     let _ = request.respond(response);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_view_port_is_refused_on_any_host_name() {
-        // Port 2: no other test names it (the registry is shared by the process).
-        lock_or_recover(&VIEW_PORTS).push(2);
-        for refused in [
-            "http://127.0.0.1:2/#key=ab",
-            "http://localhost:2",
-            "http://attacker.test:2/api/act",
-            "http://user:pw@127.0.0.1:2/?x",
-            "http://[::1]:2/",
-            "ws://127.0.0.1:2/",
-        ] {
-            assert!(is_view_address(refused), "{refused}");
-        }
-        for allowed in [
-            "http://127.0.0.1:20/",
-            "http://127.0.0.1/",
-            "http://example.com/a:2",
-            "http://example.com/?port=:2",
-            "http://[::1]/",
-            "about:blank",
-            "http://127.0.0.1:99999/",
-        ] {
-            assert!(!is_view_address(allowed), "{allowed}");
-        }
-    }
 }

@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::super::browsers::ChromiumBrowsers;
-use super::super::canvas::NodeKind;
-use super::super::canvas_owner::{with_states, HeadlessCanvas};
-use super::super::terminals::{HostTerminals, SessionState, ViewScreen};
-use super::super::HostError;
 use super::{styled, Visible};
 use crate::activity::read_tail;
+use crate::host::browser::guests::ChromiumBrowsers;
+use crate::host::canvas::owner::{with_states, HeadlessCanvas};
+use crate::host::canvas::NodeKind;
+use crate::host::terminals::{HostTerminals, SessionState, ViewScreen};
+use crate::host::HostError;
 use crate::protocol::{OperationClass, OPERATION_CLASSES};
 use crate::runtime::approvals::Asked;
 use crate::runtime::context::read_links;

@@ -16,7 +16,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::sgr::{apply_sgr, Style};
+use crate::host::terminals::screen::sgr::{apply_sgr, Style};
 
 /// Most styled runs one screen may hold (then the rest of each line is plain).
 pub const MAX_STYLED_RUNS: usize = 2_000;

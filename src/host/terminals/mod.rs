@@ -1,3 +1,19 @@
+//! # The terminals room
+//!
+//! Owns every terminal of the default host, on either backend, and what is known of the
+//! programs in them. Offers the rest of the host [`HostTerminals`] (the runtime's
+//! `Terminals`, and what the canvas owner and the view ask of terminals),
+//! [`TerminalsMode`], [`EndedTerminal`] (kept with the canvas), [`stop_terminals`] and,
+//! for the view, [`ViewScreen`] and `screen::sgr`.
+//!
+//! - this file: the front, [`HostTerminals`], choosing and driving a backend;
+//! - [`pty`]: the built-in backend, a PTY per terminal (`procfs.rs`: `/proc` reading);
+//! - [`tmux`]: the tmux backend, with `tmux::panes` (a pane's foreground and output);
+//! - [`pane_filter`]: `termsprawl-tools pane`, the program of every tmux pane: its
+//!   query filter (`pane_filter::queries`) and shell-integration socket;
+//! - [`screen`]: the screen model the PTY backend feeds, with SGR colours;
+//! - [`shell`]: shell integration both backends share (start-up files, marks, records).
+//!
 //! The default host's [`Terminals`]: tmux when it is installed (sessions outlive the host,
 //! screen-accurate reads, external attach), else the built-in PTY backend.
 //!
@@ -7,9 +23,9 @@
 //!
 //! Neither backend answers terminal queries (device attributes, cursor position, colour
 //! reads, …), so nothing is ever typed into a program's input but what an agent or a
-//! person types: the PTY screen model drops them unanswered ([`super::screen`]), and tmux,
+//! person types: the PTY screen model drops them unanswered ([`crate::host::terminals::screen`]), and tmux,
 //! which always answers, never sees them when [`HostTerminals::with_pane_filter`] names
-//! the pane filter ([`super::pane`], on in `serve`).
+//! the pane filter ([`crate::host::terminals::pane_filter`], on in `serve`).
 //!
 //! `is_warm` (the trait) means "a session exists for this node": the runtime asks it
 //! before `terminal_external` and before preparing an agent launch, and a launch is always
@@ -26,6 +42,13 @@
 //! Reads of an ended terminal end with a line such as `[process exited with status 3]`.
 //! An end this host causes (closing a node, shutdown) is not one: nothing is reported.
 
+pub mod pane_filter;
+pub(crate) mod procfs;
+pub mod pty;
+pub mod screen;
+pub mod shell;
+pub mod tmux;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -36,17 +59,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::pane_shell;
-use super::shell::{self, ShellStatus};
-use super::terminal::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
-use super::tmux::{SessionInfo, TmuxError, TmuxServer};
-use super::tmux_panes::TmuxPanes;
-use super::HostError;
+use crate::host::terminals::pty::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
+use crate::host::terminals::tmux::panes::TmuxPanes;
+use crate::host::terminals::tmux::{SessionInfo, TmuxError, TmuxServer};
+use crate::host::HostError;
 use crate::runtime::{
     unix_millis, CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ProgramEnd,
     ShellIntegration, Terminals, PERSON_TYPING_WINDOW,
 };
 use crate::server::Waker;
+use pane_filter::shell_socket;
+use shell::ShellStatus;
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
 const MAX_CAPTURE_CHARS: usize = 100_000;
@@ -252,7 +275,7 @@ pub struct HostTerminals {
     /// The server's waiter, woken when a watched terminal changes ([`HostTerminals::set_waker`]).
     waker: OnceLock<Waker>,
     /// tmux panes with a waiting call, watched through their filters.
-    pane_watcher: OnceLock<Arc<pane_shell::PaneWatcher>>,
+    pane_watcher: OnceLock<Arc<shell_socket::PaneWatcher>>,
 }
 
 /// A terminal's screen as the canvas view shows it.
@@ -400,7 +423,7 @@ impl HostTerminals {
         };
         let shell_files = data.join("agent-tools").join("shell");
         if matches!(backend, Backend::Tmux(_)) {
-            pane_shell::remove_stale_sockets(&pane_shell::panes_dir(&tmux_dir(data)));
+            shell_socket::remove_stale_sockets(&shell_socket::panes_dir(&tmux_dir(data)));
         }
         if matches!(backend, Backend::Pty(_)) {
             // Left by a host that did not close its terminals; their shells are gone
@@ -477,7 +500,7 @@ impl HostTerminals {
         if let Backend::Tmux(_) = &self.backend {
             let _ = self
                 .pane_watcher
-                .set(pane_shell::PaneWatcher::new(waker.clone()));
+                .set(shell_socket::PaneWatcher::new(waker.clone()));
         }
         let _ = self.waker.set(waker);
     }
@@ -644,7 +667,7 @@ impl HostTerminals {
                 let on_exit = self.wake_sender().map(|sender| {
                     Box::new(move || {
                         let _ = sender.send(());
-                    }) as super::terminal::OnExit
+                    }) as crate::host::terminals::pty::OnExit
                 });
                 pty.open_with_shell(node_id, &options, on_exit, injection)
                     .map(drop)
@@ -689,7 +712,7 @@ impl HostTerminals {
                 .is_some_and(|terminal| terminal.start_typed_command(line)),
             Backend::Tmux(tmux) => tmux
                 .pane_socket(node_id)
-                .is_some_and(|socket| pane_shell::start_typed(&socket, line)),
+                .is_some_and(|socket| shell_socket::start_typed(&socket, line)),
         }
     }
 
@@ -707,7 +730,7 @@ impl HostTerminals {
         let Backend::Tmux(tmux) = &self.backend else {
             return None;
         };
-        pane_shell::integration(&tmux.pane_socket(node_id)?)
+        shell_socket::integration(&tmux.pane_socket(node_id)?)
     }
 
     /// Ends node `node_id`'s session and everything running in it (none is fine), and
@@ -752,7 +775,7 @@ impl HostTerminals {
                 let Backend::Tmux(tmux) = &self.backend else {
                     return None;
                 };
-                let mut status = pane_shell::status(&tmux.pane_socket(&s.name)?)?;
+                let mut status = shell_socket::status(&tmux.pane_socket(&s.name)?)?;
                 if let Some(record) = status.last.as_mut() {
                     let reading = matches!(
                         record.state,
@@ -1232,7 +1255,7 @@ impl Terminals for HostTerminals {
         self.recorded_end(node_id).map(|ended| ended.end)
     }
 
-    /// tmux: what the pane filter says (`pane_shell`); none without a filter.
+    /// tmux: what the pane filter says (`shell_socket`); none without a filter.
     fn integration(&self, node_id: &str) -> ShellIntegration {
         match &self.backend {
             Backend::Tmux(_) => self
@@ -1249,7 +1272,7 @@ impl Terminals for HostTerminals {
     fn command(&self, node_id: &str, id: Option<u64>) -> Option<CommandRecord> {
         match &self.backend {
             Backend::Tmux(tmux) => {
-                let mut record = pane_shell::command(&tmux.pane_socket(node_id)?, id)?;
+                let mut record = shell_socket::command(&tmux.pane_socket(node_id)?, id)?;
                 // A full-screen program reads the terminal too: the screen says which.
                 if matches!(
                     record.state,
@@ -1293,7 +1316,7 @@ impl Terminals for HostTerminals {
                 }
                 let filter = tmux
                     .pane_socket(node_id)
-                    .and_then(|socket| pane_shell::foreground(&socket));
+                    .and_then(|socket| shell_socket::foreground(&socket));
                 match (filter, seen) {
                     // Reading the terminal, but not yet for long enough that tmux's
                     // alternate-screen flag was asked since: it may be `less` starting.
@@ -1320,8 +1343,8 @@ impl Terminals for HostTerminals {
         }
     }
 
-    /// PTY terminals wake the waiter themselves (see [`super::terminal::Terminal::watch`]);
-    /// tmux panes through their filters (`pane_shell::PaneWatcher`), those with one.
+    /// PTY terminals wake the waiter themselves (see [`crate::host::terminals::pty::Terminal::watch`]);
+    /// tmux panes through their filters (`shell_socket::PaneWatcher`), those with one.
     fn watch(&self, node_id: &str, waiting: bool) {
         match &self.backend {
             Backend::Tmux(tmux) => {

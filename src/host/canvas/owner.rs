@@ -53,14 +53,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::browser::document_url_allowed;
-use super::browsers::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
-use super::canvas::{Canvas, Node, NodeKind};
-use super::shell::ShellStatus;
-use super::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
-use super::workspace::HostWorkspace;
-use super::HostError;
 use crate::base::terminal_text::escape_for_terminal;
+use crate::host::browser::document_url_allowed;
+use crate::host::browser::guests::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
+use crate::host::canvas::{Canvas, Node, NodeKind};
+use crate::host::terminals::shell::ShellStatus;
+use crate::host::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
+use crate::host::workspace::HostWorkspace;
+use crate::host::HostError;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
 use crate::runtime::{unix_millis, URL_NOT_ALLOWED};
 use crate::runtime::{AgentToolRuntime, CanvasOwner, CanvasReplier, PtyRequest, Workspace as _};

@@ -15,6 +15,8 @@
 //! `TERMSPRAWL_*` (the first call starts the server, whose environment every later session
 //! inherits; per-node variables must only reach their own session, through `-e`).
 
+pub(crate) mod panes;
+
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -251,7 +253,7 @@ impl TmuxServer {
         })
     }
 
-    /// Runs each session's program under `executable pane …` ([`crate::host::pane`]), which
+    /// Runs each session's program under `executable pane …` ([`crate::host::terminals::pane_filter`]), which
     /// keeps tmux from answering terminal queries into the program's input. `None` (the
     /// default) runs programs directly in their tmux pane. Sessions already running keep
     /// what they were started with.
@@ -272,12 +274,15 @@ impl TmuxServer {
     }
 
     /// The socket on which node `node`'s pane filter answers about its shell's commands
-    /// (`pane_shell`), if this server starts pane filters and the path fits a
+    /// (`shell_socket`), if this server starts pane filters and the path fits a
     /// socket address.
     pub fn pane_socket(&self, node: &str) -> Option<PathBuf> {
         self.pane_filter.as_ref()?;
         let tmux_dir = self.socket.parent()?;
-        super::pane_shell::socket_path(&super::pane_shell::panes_dir(tmux_dir), node)
+        crate::host::terminals::pane_filter::shell_socket::socket_path(
+            &crate::host::terminals::pane_filter::shell_socket::panes_dir(tmux_dir),
+            node,
+        )
     }
 
     /// The server's socket, `<dir>/socket`.
@@ -963,7 +968,10 @@ fn pane_command(
     integrate: Option<&Path>,
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = match filter {
-        Some(filter) => vec![filter.into(), super::pane::PANE_SUBCOMMAND.into()],
+        Some(filter) => vec![
+            filter.into(),
+            crate::host::terminals::pane_filter::PANE_SUBCOMMAND.into(),
+        ],
         None => Vec::new(),
     };
     if let (Some(_), None, Some(socket)) = (filter, command, integrate) {

@@ -25,12 +25,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::procfs;
-use super::screen::Screen;
-use super::shell::inject::Injection;
-use super::shell::text::{plain_text, HEAD_BYTES, TAIL_BYTES};
-use super::shell::{kernel, ShellSession, ShellStatus};
 use crate::base::unix_millis;
+use crate::host::terminals::procfs;
+use crate::host::terminals::screen::Screen;
+use crate::host::terminals::shell::inject::Injection;
+use crate::host::terminals::shell::text::{plain_text, HEAD_BYTES, TAIL_BYTES};
+use crate::host::terminals::shell::{kernel, ShellSession, ShellStatus};
 use crate::runtime::{
     CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ShellIntegration,
 };
@@ -309,7 +309,7 @@ impl Shared {
     }
 
     /// Makes an unconfirmed command end final if the shell waits at its prompt now
-    /// (see [`super::shell::records`]): its group has the terminal, it is blocked
+    /// (see [`crate::host::terminals::shell::records`]): its group has the terminal, it is blocked
     /// reading it, and nothing it wrote is unread. `output` is locked, so nothing read
     /// is unrecorded either.
     fn confirm_end(&self, output: &mut Output, master: &File) {

@@ -3,7 +3,7 @@
 //! becomes its final state, `ESC [ K` erases), and only the head and tail of long output
 //! kept ([`HeadTail`]).
 
-use crate::host::screen::decode_utf8;
+use crate::host::terminals::screen::decode_utf8;
 use crate::runtime::CommandOutput;
 
 /// How many bytes of text a command's output keeps from its start, and from its end.

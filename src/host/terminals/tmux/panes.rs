@@ -36,10 +36,10 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::procfs;
-use super::shell::text::{HeadTail, HEAD_BYTES, TAIL_BYTES};
-use super::tmux::{PaneInfo, TmuxError, TmuxServer};
 use crate::base::lock_or_recover as lock;
+use crate::host::terminals::procfs;
+use crate::host::terminals::shell::text::{HeadTail, HEAD_BYTES, TAIL_BYTES};
+use crate::host::terminals::tmux::{PaneInfo, TmuxError, TmuxServer};
 use crate::runtime::{unix_millis, CommandOutput, Foreground, OutputMark};
 
 /// How long a group must have been seen waiting for typing before it counts as such:
@@ -55,7 +55,7 @@ const PANE_TTL: Duration = Duration::from_millis(250);
 /// The text since a position is captured again at least this often while looked at.
 const RECAPTURE_MS: u64 = 1000;
 
-/// The tmux panes' shells and the text each look saw, for [`super::HostTerminals`].
+/// The tmux panes' shells and the text each look saw, for [`crate::host::HostTerminals`].
 #[derive(Default)]
 pub struct TmuxPanes {
     /// The shell of each node's pane, found once: (pane program, shell).

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::browser::waits::{Condition, PageWait};
-use super::browser::{BrowserEngine, EngineConfig, PageId, PageInfo};
 use crate::base::terminal_text::escape_for_terminal;
+use crate::host::browser::waits::{Condition, PageWait};
+use crate::host::browser::{BrowserEngine, EngineConfig, PageId, PageInfo};
 use crate::runtime::Browsers;
 use crate::server::Awaited;
 

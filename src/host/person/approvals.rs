@@ -55,7 +55,7 @@ pub fn parse_policy(
             _ => words.push(word.as_str()),
         }
     }
-    let data = super::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
+    let data = crate::host::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
     let command = match words.as_slice() {
         ["show"] if node_id.is_none() => ApprovalsCommand::ShowPolicy { json },
         ["set", class, rule] if !json => ApprovalsCommand::SetRule {
@@ -134,7 +134,7 @@ pub fn parse(
             _ => return Err(usage()),
         }
     }
-    let data = super::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
+    let data = crate::host::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
     let command = match (verb.as_str(), id) {
         ("list", None) => ApprovalsCommand::List { json },
         ("allow", Some(id)) => ApprovalsCommand::Answer {

@@ -1,6 +1,6 @@
 //! The pane filter: `termsprawl-tools pane`, the program of every tmux terminal, which
 //! runs the real program behind a [`QueryFilter`] so that tmux never answers a terminal
-//! query into the program's input (see [`super::query_filter`]).
+//! query into the program's input (see [`crate::host::terminals::pane_filter::queries`]).
 //!
 //! ```text
 //! termsprawl-tools pane                        # $SHELL as a login shell (what tmux runs)
@@ -25,12 +25,15 @@
 //! With `--integrate`, a bash, zsh or `sh` login shell starts with our shell
 //! integration (its start-up files in a `shell` folder beside `SOCKET`), the filter
 //! takes our marks out of its output before anything else and answers `serve` about
-//! its commands on `SOCKET` (`pane_shell`); another shell starts as without it.
+//! its commands on `SOCKET` (`shell_socket`); another shell starts as without it.
 //!
 //! `SHELL` is the pane's (tmux sets it to its `default-shell`), else `/bin/sh`; the login
 //! shell's `argv[0]` is `-NAME`, as tmux makes it. An embedder that uses the default host
 //! with its own executable calls [`main`] from it for a `pane` argument and names that
 //! executable in `HostConfig::pane_filter`.
+
+pub mod queries;
+pub(crate) mod shell_socket;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -42,13 +45,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::pane_shell::{self, PaneShell, PaneSocket};
-use super::query_filter::QueryFilter;
-use super::shell::inject::{self, Injection, Start};
+use crate::host::terminals::pane_filter::queries::QueryFilter;
+use crate::host::terminals::shell::inject::{self, Injection, Start};
 use crate::runtime::agents::resolve_executable;
 use crate::sys::fd::poll;
 use crate::sys::process::wait_child;
 use crate::sys::pty::{self, SpawnFailure};
+use shell_socket::{PaneShell, PaneSocket};
 
 /// The subcommand of the host binary that runs the pane filter.
 pub const PANE_SUBCOMMAND: &str = "pane";
@@ -228,7 +231,7 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
         (Program::IntegratedShell(socket), Some(injection)) => {
             let shell = PaneShell::new(injection.kind, &injection.nonce, pid, master.clone());
             let shell = Arc::new(shell);
-            match pane_shell::serve_pane(socket, Arc::clone(&shell)) {
+            match shell_socket::serve_pane(socket, Arc::clone(&shell)) {
                 Ok(listening) => (Some(shell), Some(listening), Some(injection)),
                 Err(error) => {
                     eprintln!(
@@ -431,7 +434,7 @@ impl Relay {
 fn injection(socket: &Path) -> Option<Injection> {
     let program = user_shell();
     let kind = inject::shell_kind(&program)?;
-    let files = pane_shell::shell_files(socket);
+    let files = shell_socket::shell_files(socket);
     let user_var = |name: &str| std::env::var(name).ok();
     match inject::prepare(&program, kind, Start::Login, &files, &user_var) {
         Ok(injection) => Some(injection),

@@ -1,13 +1,13 @@
 //! Stand-ins for the host parts an app does not have: [`NoTerminals`] and [`NoBrowsers`]
 //! answer "this host has none", so an app without terminals or browsers implements only
 //! [`Workspace`](crate::runtime::Workspace) and [`CanvasOwner`](crate::runtime::CanvasOwner).
-//! Host code, like the default host, so outside the runtime; the runtime re-exports them.
+//! They sit beside the traits they implement and count in the core like the rest of it.
 
 use std::sync::mpsc::Sender;
 
 use serde_json::{Map, Value};
 
-use crate::runtime::{Browsers, Terminals};
+use super::host::{Browsers, Terminals};
 
 /// [`Browsers`] for an app without browser nodes: no guest is ever ready, and every page
 /// operation answers [`NO_BROWSERS`].

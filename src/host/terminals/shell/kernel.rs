@@ -5,7 +5,7 @@
 
 use std::os::fd::BorrowedFd;
 
-use crate::host::procfs;
+use crate::host::terminals::procfs;
 use crate::runtime::Foreground;
 use crate::sys::pty;
 

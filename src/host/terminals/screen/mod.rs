@@ -4,7 +4,7 @@
 //! lands — printable characters with line wrapping, CR, LF, backspace, tab, the CSI
 //! cursor movements and erasures, insert/delete of characters and lines, scrolling, the
 //! alternate screen — and, for the canvas view, keeps each cell's SGR style (see
-//! `host/sgr.rs`) and tracks two modes, the cursor's visibility and bracketed paste. It
+//! `sgr.rs` beside it) and tracks two modes, the cursor's visibility and bracketed paste. It
 //! drops every other control sequence unexecuted: other modes, OSC (window titles, OSC 52 clipboard, hyperlinks), DCS/SOS/PM/APC strings,
 //! charset designations, and all queries (the model never answers; nothing a program
 //! prints can type into the terminal). Invalid UTF-8 becomes U+FFFD.
@@ -17,9 +17,11 @@
 //! Simplifications, stated: every character takes one cell (no wide or combining
 //! widths), there are no scroll regions (`DECSTBM` is ignored) and no reflow on resize.
 
+pub(crate) mod sgr;
+
 use std::collections::VecDeque;
 
-use super::sgr::{apply_sgr_codes, Style};
+use crate::host::terminals::screen::sgr::{apply_sgr_codes, Style};
 
 /// The most text kept in history, in bytes of UTF-8; the oldest lines go first.
 pub const HISTORY_MAX_BYTES: usize = 1 << 20;

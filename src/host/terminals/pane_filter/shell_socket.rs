@@ -1,4 +1,4 @@
-//! Shell integration in tmux terminals. The pane filter ([`super::pane`]) sees every
+//! Shell integration in tmux terminals. The pane filter ([`crate::host::terminals::pane_filter`]) sees every
 //! byte of its shell's output, so it runs the shell's [`ShellSession`] itself: it
 //! prepares the injection (the nonce is made there and never leaves it), takes our
 //! marks out before tmux sees the output, checks `tcgetpgrp` on its own PTY master, and
@@ -27,7 +27,7 @@
 //! `serve` watches a pane only while a call waits on it ([`PaneWatcher`]: one thread
 //! polling every watched pane), so a waited command is answered right after its end.
 //!
-//! Output positions stay tmux's (lines read with `capture-pane`, [`super::tmux_panes`]).
+//! Output positions stay tmux's (lines read with `capture-pane`, [`crate::host::terminals::tmux::panes`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -41,10 +41,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::procfs;
-use super::shell::{kernel, ShellSession, ShellStatus};
 use crate::base::files::private_dir;
 use crate::base::{lock_or_recover as lock, unix_millis};
+use crate::host::terminals::procfs;
+use crate::host::terminals::shell::{kernel, ShellSession, ShellStatus};
 use crate::runtime::{CommandOutput, CommandRecord, CommandState, Foreground, ShellIntegration};
 use crate::server::Waker;
 use crate::sys::process::effective_uid;

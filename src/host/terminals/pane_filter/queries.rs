@@ -5,7 +5,7 @@
 //! typing the reply into the program's input. tmux answers some of them itself, always:
 //! when the asking program has exited, or never reads the reply, the reply lands in the
 //! shell's next command line (`printf '\033[6n'` leaves `^[[1;1R` there). The pane filter
-//! ([`super::pane`]) runs every tmux terminal's output through [`QueryFilter`], so no
+//! ([`crate::host::terminals::pane_filter`]) runs every tmux terminal's output through [`QueryFilter`], so no
 //! query reaches tmux and nothing is typed on anyone's behalf.
 //!
 //! Dropped, whatever their parameters:

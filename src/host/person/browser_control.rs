@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::HostWorkspace;
 use crate::base::files::{private_json, read_private_json};
+use crate::host::HostWorkspace;
 use crate::runtime::Workspace;
 
 /// How often `serve` looks for a new request.
@@ -54,7 +54,7 @@ pub fn parse(
         "off" => false,
         _ => return Err(usage()),
     };
-    let data = super::options::parse_stop_terminals(rest, env).map_err(|_| usage())?;
+    let data = crate::host::options::parse_stop_terminals(rest, env).map_err(|_| usage())?;
     Ok((enabled, data))
 }
 

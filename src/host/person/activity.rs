@@ -75,7 +75,7 @@ impl ActivityOptions {
         }
         let data = match data {
             Some(data) => data,
-            None => super::options::default_data_dir(&env)?,
+            None => crate::host::options::default_data_dir(&env)?,
         };
         Ok(ActivityOptions {
             data,
