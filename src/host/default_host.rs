@@ -11,7 +11,7 @@
 //!     data: data.to_path_buf(),
 //!     terminals: TerminalsMode::Auto,
 //!     browser: false,
-//!     pane_filter: None, // or this app's executable, if its main() runs host::pane::main
+//!     pane_filter: None, // or this app's executable, if its main() runs host::terminals::pane_filter::main
 //! })?;
 //! let web = host.add_project(Path::new("/src/web"), None)?; // several projects are fine
 //! let _api = host.add_project(Path::new("/src/api"), Some("api"))?;
@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::host::browser::guests::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
+use crate::host::canvas::lock::ProjectLock;
 use crate::host::canvas::owner::HeadlessCanvas;
 use crate::host::options::AgentFlag;
 use crate::host::terminals::{HostTerminals, TerminalsMode};
@@ -67,6 +68,8 @@ pub struct DefaultHost {
     runtime: Option<Arc<AgentToolRuntime>>,
     /// Whether [`DefaultHost::start`] lets the server write its activity trail.
     activity_trail: bool,
+    /// One per project folder added: no other host serves it meanwhile.
+    project_locks: Vec<ProjectLock>,
 }
 
 impl DefaultHost {
@@ -88,6 +91,7 @@ impl DefaultHost {
             browsers,
             runtime: None,
             activity_trail: true,
+            project_locks: Vec::new(),
         })
     }
 
@@ -99,15 +103,22 @@ impl DefaultHost {
 
     /// Opens the folder project at `dir` (its canvas from `.termsprawl/project.json`);
     /// returns its id. Before [`DefaultHost::start`], so that start-up sees its terminals.
-    pub fn add_project(&self, dir: &Path, project_id: Option<&str>) -> Result<String, HostError> {
-        self.canvas.add_project(dir, project_id, &[])
+    ///
+    /// The project folder is locked while this host serves it: another host (another
+    /// `serve`, whatever its data folder) adding it is refused, naming this one.
+    pub fn add_project(
+        &mut self,
+        dir: &Path,
+        project_id: Option<&str>,
+    ) -> Result<String, HostError> {
+        self.add_project_with_agents(dir, project_id, &[])
     }
 
     /// [`add_project`](Self::add_project) with the nodes of the agents that
     /// [`add_agent`](Self::add_agent) will add already on its canvas: one write of a new
     /// `project.json` instead of two (each waits for two fsyncs before `serve` is ready).
     pub fn add_project_with_agents(
-        &self,
+        &mut self,
         dir: &Path,
         project_id: Option<&str>,
         agents: &[AgentFlag],
@@ -116,7 +127,14 @@ impl DefaultHost {
             .iter()
             .map(|agent| (agent.node_id.as_str(), agent_kind(agent)))
             .collect();
-        self.canvas.add_project(dir, project_id, &nodes)
+        // A folder that cannot be opened is the canvas owner's error to report.
+        let lock = match dir.canonicalize() {
+            Ok(folder) if folder.is_dir() => Some(ProjectLock::acquire(&folder, &self.data)?),
+            _ => None,
+        };
+        let id = self.canvas.add_project(dir, project_id, &nodes)?;
+        self.project_locks.extend(lock);
+        Ok(id)
     }
 
     /// The host traits, for [`AgentToolRuntime::new`].
@@ -290,6 +308,8 @@ impl DefaultHost {
             runtime.close();
         }
         self.canvas.stop();
+        // No canvas is written after this: another host may serve the folders now.
+        self.project_locks.clear();
         self.terminals.shutdown(kill_terminals);
         self.browsers.shutdown();
     }

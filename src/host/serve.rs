@@ -15,6 +15,7 @@ use crate::host::person::browser_control;
 use crate::host::view::BoundView;
 use crate::host::HostError;
 use crate::runtime::policy::Policy;
+use crate::runtime::LAUNCHER_NAME;
 use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
 use crate::sys::signals::ShutdownSignal;
 
@@ -61,6 +62,8 @@ struct Ready<'a> {
     directory: PathBuf,
     project_id: &'a str,
     sessions: Vec<ReadySession>,
+    /// The launcher agents and MCP clients run (`<directory>/termsprawlctl`).
+    launcher: PathBuf,
     /// The canvas view's address, its key in the fragment (absent with `--no-view`).
     #[serde(skip_serializing_if = "Option::is_none")]
     view_url: Option<&'a str>,
@@ -144,6 +147,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         ready: true,
         url: &endpoint.url,
         instance_id: &endpoint.instance_id,
+        launcher: directory.join(LAUNCHER_NAME),
         directory,
         project_id: &project_id,
         sessions,

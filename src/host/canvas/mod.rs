@@ -49,6 +49,7 @@
 //!   dropped with its node here; loaded and saved in `file.rs`.)
 
 mod file;
+pub mod lock;
 mod node;
 mod operations;
 pub mod owner;
