@@ -7,7 +7,7 @@ mod fakes;
 
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fakes::{run, who, Rig};
 use serde_json::{json, Value};
@@ -15,12 +15,17 @@ use termsprawl_tools::protocol::{IntegrationState, IntegrationStatus, ToolResult
 use termsprawl_tools::runtime::{
     unix_millis, CommandOutput, CommandRecord, CommandState, Foreground, ShellIntegration,
 };
-use termsprawl_tools::server::WAITS_PER_PROJECT;
+use termsprawl_tools::server::{WAITS_PER_AGENT, WAITS_PER_PROJECT};
 
 /// A rig with agent `a` and a live shell terminal `sh` whose shell reports commands
 /// when `integration` is not none.
 fn shell(name: &str, integration: ShellIntegration) -> Rig {
-    let rig = Rig::new(name, &["a"]);
+    shell_with_agents(name, integration, &["a"])
+}
+
+/// [`shell`] with these agents on the canvas.
+fn shell_with_agents(name: &str, integration: ShellIntegration, agents: &[&str]) -> Rig {
+    let rig = Rig::new(name, agents);
     rig.canvas
         .add(json!({"id": "sh", "type": "terminal", "data": {"title": "Shell"}}));
     rig.terminals.start("a");
@@ -371,11 +376,13 @@ fn agent_terminals_keep_their_rules() {
     assert!(rig.terminals.written.lock().unwrap().is_empty());
 }
 
-/// Through the server: a waiting call leaves its project's worker, the bound refuses one
-/// more having typed nothing, and revoking the session ends the waits.
+/// Through the server: a waiting call leaves its project's worker, the bounds (one agent's
+/// share, the project's places) refuse one more having typed nothing, and revoking the
+/// sessions ends the waits.
 #[test]
 fn waits_leave_the_worker_are_bounded_and_end_on_revoke() {
-    let rig = shell("cmd-server", ShellIntegration::Bash);
+    let agents = ["a", "b", "c", "d", "e"];
+    let rig = shell_with_agents("cmd-server", ShellIntegration::Bash, &agents);
     let server = Arc::clone(rig.runtime.server());
     let status = IntegrationStatus {
         state: IntegrationState::CliFallback,
@@ -383,10 +390,38 @@ fn waits_leave_the_worker_are_bounded_and_end_on_revoke() {
         version: None,
         reason: None,
     };
-    let session = server.provision(&who("a"), status, false).unwrap();
+    let sessions: Vec<_> = agents
+        .iter()
+        .map(|node| server.provision(&who(node), status.clone(), false).unwrap())
+        .collect();
+    let submit_one_more = |session| {
+        let args = json!({"nodeId": "sh", "command": "one more", "wait": "exit", "force": true});
+        server.invoke(
+            session,
+            &json!({"operation": "terminal_submit", "args": args}),
+        )
+    };
+    // Four agents each take their share; the fifth finds the project full.
     let waiting: Vec<_> = (0..WAITS_PER_PROJECT)
         .map(|i| {
-            let (server, session) = (Arc::clone(&server), session.clone());
+            let session = sessions[i / WAITS_PER_AGENT].clone();
+            if i % WAITS_PER_AGENT == 0 && i > 0 {
+                // The agent before has its share: one more of its own is refused.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while server.waiting_calls() < i {
+                    assert!(Instant::now() < deadline, "{i} calls never waited");
+                    thread::sleep(Duration::from_millis(10));
+                }
+                let ToolResult::Err(refused) = submit_one_more(&sessions[i / WAITS_PER_AGENT - 1])
+                else {
+                    panic!("an agent took more than its share")
+                };
+                assert!(
+                    refused.starts_with("This agent has 16 calls waiting already"),
+                    "{refused}"
+                );
+            }
+            let server = Arc::clone(&server);
             let args = json!({"nodeId": "sh", "command": format!("sleep {i}"), "wait": "exit", "force": true});
             let call = json!({"operation": "terminal_submit", "args": args});
             thread::spawn(move || server.invoke(&session, &call))
@@ -397,13 +432,11 @@ fn waits_leave_the_worker_are_bounded_and_end_on_revoke() {
     }
     // The worker is free: other calls of the project are answered meanwhile.
     let list = json!({"operation": "canvas_list", "args": {}});
-    assert!(matches!(server.invoke(&session, &list), ToolResult::Ok(_)));
-    let args = json!({"nodeId": "sh", "command": "one more", "wait": "exit", "force": true});
-    let one_more = server.invoke(
-        &session,
-        &json!({"operation": "terminal_submit", "args": args}),
-    );
-    let ToolResult::Err(refused) = one_more else {
+    assert!(matches!(
+        server.invoke(&sessions[4], &list),
+        ToolResult::Ok(_)
+    ));
+    let ToolResult::Err(refused) = submit_one_more(&sessions[4]) else {
         panic!("one past the bound was accepted")
     };
     assert!(
@@ -411,7 +444,9 @@ fn waits_leave_the_worker_are_bounded_and_end_on_revoke() {
         "{refused}"
     );
     assert!(!written(&rig).contains(&"one more\r".to_string()));
-    server.revoke("a");
+    for node in agents {
+        server.revoke(node);
+    }
     for call in waiting {
         let ToolResult::Err(ended) = call.join().unwrap() else {
             panic!("a wait outlived its session")

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use super::lock_or_recover;
 use crate::sys::fd::socket_inode as inode;
-use crate::sys::socket::{unacknowledged_bytes, unread_bytes, with_socket};
+use crate::sys::socket::{tcp_state, unacknowledged_bytes, unread_bytes, with_socket};
 
 /// How long writing one response may block on a client that does not read.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -123,6 +123,23 @@ impl Connection {
     /// Ends the connection both ways; tiny_http's thread for it then sees end-of-file.
     pub fn end(self) {
         let _ = self.act(|s| s.shutdown(Shutdown::Both));
+    }
+
+    /// True once the client has closed or reset the connection, so an answer can no
+    /// longer reach it: a call waiting for it stops waiting. Asked of TCP itself: the
+    /// peer's FIN came (close-wait), or the connection is closed or in error. Our own
+    /// read side being shut (tiny_http does that after a `Connection: close` request)
+    /// is no sign, which is why `POLLRDHUP` is not used. A client that shuts down only its
+    /// sending side while it waits for the answer looks the same as one that left; HTTP
+    /// clients do not do that. False once `fd` no longer names this connection.
+    pub fn hung_up(self) -> bool {
+        const CLOSED: u8 = 7;
+        const CLOSE_WAIT: u8 = 8;
+        self.act(|s| {
+            let state = tcp_state(s.as_raw_fd());
+            Ok(matches!(state, Some(CLOSED | CLOSE_WAIT)) || s.take_error()?.is_some())
+        })
+        .unwrap_or(false)
     }
 
     /// True when bytes the client sent wait in the connection's receive queue, read by

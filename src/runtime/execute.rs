@@ -558,7 +558,7 @@ impl Core {
         let server = self
             .server()
             .ok_or("Tool service is shutting down; try again")?;
-        let slot = server.reserve_wait(&identity.project_id)?;
+        let slot = server.reserve_wait(identity)?;
         if let Some(line) = line {
             terminals.submit(node_id, line)?;
         }
@@ -604,7 +604,7 @@ impl Core {
         let server = self
             .server()
             .ok_or("Tool service is shutting down; try again")?;
-        let slot = server.reserve_wait(&identity.project_id)?;
+        let slot = server.reserve_wait(identity)?;
         let page = self.host.browsers.wait(&target, &request.args)?;
         let workspace = Arc::clone(&self.host.workspace);
         Ok(Wait {

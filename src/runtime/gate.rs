@@ -91,7 +91,7 @@ impl Gate {
         let Some(server) = server else {
             return Admission::Refuse("Tool service is shutting down; try again".into());
         };
-        match server.reserve_wait(project) {
+        match server.reserve_wait(identity) {
             Ok(slot) => Admission::Hold(Wait {
                 slot,
                 deadline: Instant::now() + HOLD,

@@ -50,7 +50,9 @@ pub use crate::base::files::{
 use crate::base::lock_or_recover;
 pub use effects::ProcessEffects;
 pub use http::{ACCEPT_JOIN_WAIT, FORGET_ENDED_AFTER};
-pub use waits::{Awaited, Outcome, Wait, WaitSlot, Waker, TICK, WAITS_MAX, WAITS_PER_PROJECT};
+pub use waits::{
+    Awaited, Outcome, Wait, WaitSlot, Waker, TICK, WAITS_MAX, WAITS_PER_AGENT, WAITS_PER_PROJECT,
+};
 
 /// A queued operation that waited longer than this fails without running.
 pub const QUEUE_EXPIRY: Duration = Duration::from_secs(15);
@@ -94,11 +96,13 @@ impl Pending<'_> {
     /// answer (`later` is dropped). An operation that waits ([`Execution::Wait`]) leaves
     /// the worker: `waiting` is told its deadline, and `later` is called by the waiter.
     /// A held call waits the same way (`waiting` is told when the hold ends), off the
-    /// queue, and is queued once its hold answers `Ok`.
+    /// queue, and is queued once its hold answers `Ok`. A wait (or hold) ends early once
+    /// `hung_up` says its caller is gone: no answer could reach it.
     pub(crate) fn queue(
         self,
         later: impl FnOnce(WireAnswer) + Send + 'static,
         waiting: impl Fn(Instant) + Send + Sync + 'static,
+        hung_up: impl Fn() -> bool + Send + Sync + 'static,
     ) -> Result<(), WireAnswer> {
         let (server, session, started) = (self.server, self.session, self.started);
         let Some(owner) = server.me.upgrade() else {
@@ -108,8 +112,10 @@ impl Pending<'_> {
         };
         let (operation, project) = (self.request.operation.clone(), session.project_id.clone());
         let waiting = Arc::new(waiting);
+        let hung_up: HungUp = Arc::new(hung_up);
         let (request, caller) = (self.request, session.clone());
         let (runs, waits) = (Arc::clone(&owner), Arc::clone(&waiting));
+        let caller_gone = Arc::clone(&hung_up);
         // `Some(refusal)`: answered with it, never run (a held call refused); `decided`:
         // who let a held call run, for the trail.
         let run = move |refused: Option<String>, decided: Option<String>, queued_at: Instant| {
@@ -135,7 +141,7 @@ impl Pending<'_> {
                 Execution::Done(result) => finish(result),
                 Execution::Wait(wait) => {
                     waits(wait.deadline);
-                    runs.add_wait(wait, session, Box::new(finish));
+                    runs.add_wait(wait, session, caller_gone, Box::new(finish));
                 }
             }
         };
@@ -172,10 +178,17 @@ impl Pending<'_> {
             }
             Err(refused) => run(Some(refused), None, queues.clock.now()),
         };
-        owner.add_wait(hold, session.clone(), Box::new(decided));
+        owner.add_wait(hold, session.clone(), hung_up, Box::new(decided));
         Ok(())
     }
 }
+
+/// Whether a waiting call's caller is gone (its connection closed): asked at each check.
+type HungUp = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The answer (and the trail's line) of a call whose caller hung up while it waited.
+const HUNG_UP: &str =
+    "The caller hung up; the call stopped waiting (what it started goes on, nothing was answered)";
 
 /// True while `session_info` would mark this status connected (and write it to disk).
 /// The spec names claude-mcp and codex-mcp; every `<agent>-mcp` adapter (e.g. the
@@ -694,25 +707,33 @@ impl AgentToolServer {
         self.waits.waker().wake();
     }
 
-    /// Waits for `wait` (answered by `finish`), ended early when `session` is revoked.
+    /// Waits for `wait` (answered by `finish`), ended early when `session` is revoked or
+    /// its caller `hung_up`.
     fn add_wait(
         self: &Arc<Self>,
         wait: Wait,
         session: ToolSession,
+        hung_up: HungUp,
         finish: Box<dyn FnOnce(Outcome) + Send>,
     ) {
         let me = Arc::downgrade(self);
-        let gone = move || match me.upgrade()?.revoked(&session)? {
-            ToolResult::Err(why) => Some(format!("{why}; the call stopped waiting")),
-            ToolResult::Ok(_) => None,
+        let gone = move || {
+            if hung_up() {
+                return Some(HUNG_UP.to_string());
+            }
+            match me.upgrade()?.revoked(&session)? {
+                ToolResult::Err(why) => Some(format!("{why}; the call stopped waiting")),
+                ToolResult::Ok(_) => None,
+            }
         };
         self.waits.add(wait, Box::new(gone), finish);
     }
 
-    /// A place for one more waiting call of `project_id` (take it before acting, so a
-    /// call past the bound is refused having done nothing), or the refusal for the agent.
-    pub fn reserve_wait(&self, project_id: &str) -> Result<WaitSlot, String> {
-        self.waits.reserve(project_id)
+    /// A place for one more waiting call of agent `identity` (take it before acting, so
+    /// a call past the bound is refused having done nothing), or the refusal for the
+    /// agent. One agent holds at most [`WAITS_PER_AGENT`] places.
+    pub fn reserve_wait(&self, identity: &ToolIdentity) -> Result<WaitSlot, String> {
+        self.waits.reserve(&identity.project_id, &identity.node_id)
     }
 
     /// A handle that has the waiting calls checked now: the host calls it when a
@@ -745,9 +766,11 @@ impl AgentToolServer {
         // `Ok`: the answer; `Err`: the operation waits until then.
         let (reply, answer) = mpsc::channel();
         let waiting = reply.clone();
+        // This caller waits here until the answer: it never hangs up.
         let queued = pending.queue(
             move |answer| drop(reply.send(Ok(answer))),
             move |deadline| drop(waiting.send(Err(deadline))),
+            || false,
         );
         if let Err(refused) = queued {
             return unwire(refused);

@@ -3,8 +3,15 @@
 //! the server a [`Wait`]. One waiter thread, started with the first wait and gone when none
 //! is left, checks the waits when woken ([`Waker`]) and every [`TICK`] while any exists, and
 //! answers each when its check says so, at its deadline, or when its caller is gone
-//! (revoked session, [`Waits::close`]). A place is [`Waits::reserve`]d before the operation
-//! acts, so a call past the bound is refused having done nothing.
+//! (revoked session, a caller that hung up, [`Waits::close`]). A place is
+//! [`Waits::reserve`]d before the operation acts, so a call past the bound is refused
+//! having done nothing.
+//!
+//! The bounds: [`WAITS_MAX`] in all, [`WAITS_PER_PROJECT`] per project, and
+//! [`WAITS_PER_AGENT`] per agent, a quarter of its project's: one agent that fills its
+//! share leaves the rest of the project's places to the others, so its hoarding cannot
+//! keep another agent from waiting or from being asked about (a call held for the
+//! person waits too); only four agents all hoarding at once could.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,8 +27,10 @@ use crate::base::lock_or_recover;
 pub const TICK: Duration = Duration::from_millis(250);
 /// At most this many calls of one project wait at once…
 pub const WAITS_PER_PROJECT: usize = 64;
-/// …and this many in all.
+/// …and this many in all…
 pub const WAITS_MAX: usize = 256;
+/// …and one agent at most this many (its fair share of its project's places).
+pub const WAITS_PER_AGENT: usize = WAITS_PER_PROJECT / 4;
 
 /// A waited call's answer, as `ServerCallbacks::execute` gives it.
 pub type Outcome = Result<Value, String>;
@@ -70,14 +79,17 @@ const FAILED: &str = "Checking on the waiting call failed unexpectedly; inspect 
 const SHUTTING_DOWN: &str =
     "Tool service is shutting down; the call stopped waiting (what it started goes on)";
 
-/// A place among the bounded waits.
-pub struct WaitSlot(Arc<Shared>, String);
+/// A place among the bounded waits, of one agent (project id, node id).
+pub struct WaitSlot(Arc<Shared>, (String, String));
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
-        let held = &mut lock_or_recover(&self.0.state).held;
-        held.entry(self.1.clone()).and_modify(|n| *n -= 1);
-        held.retain(|_, n| *n > 0);
+        let state = &mut *lock_or_recover(&self.0.state);
+        let (project, _) = &self.1;
+        state.held.entry(project.clone()).and_modify(|n| *n -= 1);
+        state.held.retain(|_, n| *n > 0);
+        state.by_agent.entry(self.1.clone()).and_modify(|n| *n -= 1);
+        state.by_agent.retain(|_, n| *n > 0);
     }
 }
 
@@ -103,8 +115,10 @@ struct Waiting(
 
 #[derive(Default)]
 struct State {
-    /// Places taken, by project.
+    /// Places taken, by project…
     held: HashMap<String, usize>,
+    /// …and by agent (project id, node id).
+    by_agent: HashMap<(String, String), usize>,
     waiting: Vec<Waiting>,
     woken: bool,
     closed: bool,
@@ -123,19 +137,26 @@ struct Shared {
 pub struct Waits(Arc<Shared>);
 
 impl Waits {
-    /// A place for one more wait of `project`, or the refusal for the agent.
-    pub fn reserve(&self, project: &str) -> Result<WaitSlot, String> {
+    /// A place for one more wait of agent `node` of `project`, or the refusal for the
+    /// agent.
+    pub fn reserve(&self, project: &str, node: &str) -> Result<WaitSlot, String> {
         let mut state = lock_or_recover(&self.0.state);
+        let agent = (project.to_string(), node.to_string());
         let held = state.held.get(project).copied().unwrap_or(0);
+        let mine = state.by_agent.get(&agent).copied().unwrap_or(0);
         let total: usize = state.held.values().sum();
         if state.closed {
             return Err("Tool service is shutting down; try again".into());
+        }
+        if mine >= WAITS_PER_AGENT {
+            return Err(format!("This agent has {mine} calls waiting already (at most {WAITS_PER_AGENT}, its share of the project's {WAITS_PER_PROJECT}); nothing was done. Let one of them answer first, or call without waiting and check back later."));
         }
         if held >= WAITS_PER_PROJECT || total >= WAITS_MAX {
             return Err(format!("Too many calls are waiting already ({held} in this project, at most {WAITS_PER_PROJECT}; {} in all, at most {WAITS_MAX}); nothing was done. Try again when one has answered, or call without waiting and check back later.", total));
         }
         state.held.insert(project.to_string(), held + 1);
-        Ok(WaitSlot(Arc::clone(&self.0), project.to_string()))
+        state.by_agent.insert(agent.clone(), mine + 1);
+        Ok(WaitSlot(Arc::clone(&self.0), agent))
     }
 
     /// Waits for `wait`, then `finish`es with its answer (on the waiter thread), unless
@@ -249,14 +270,15 @@ mod tests {
         }
     }
 
+    /// Adds a wait of agent `node` of `project`.
     fn add(
         waits: &Waits,
-        project: &str,
+        (project, node): (&str, &str),
         flag: &Arc<AtomicBool>,
         after: Duration,
     ) -> mpsc::Receiver<Outcome> {
         let (answer, answered) = mpsc::channel();
-        let slot = waits.reserve(project).unwrap();
+        let slot = waits.reserve(project, node).unwrap();
         let wait = Wait {
             slot,
             deadline: Instant::now() + after,
@@ -282,7 +304,7 @@ mod tests {
     fn a_wait_is_answered_when_its_check_says_so_after_a_wake() {
         let waits = Waits::default();
         let flag = Arc::new(AtomicBool::new(false));
-        let answered = add(&waits, "p", &flag, LONG);
+        let answered = add(&waits, ("p", "a"), &flag, LONG);
         assert!(answered.recv_timeout(TICK * 3).is_err(), "answered early");
         flag.store(true, Ordering::SeqCst);
         waits.waker().wake();
@@ -294,7 +316,7 @@ mod tests {
     fn a_wait_gets_its_deadline_answer_and_the_waiter_exits() {
         let waits = Waits::default();
         let flag = Arc::new(AtomicBool::new(false));
-        let answered = add(&waits, "p", &flag, Duration::from_millis(50));
+        let answered = add(&waits, ("p", "a"), &flag, Duration::from_millis(50));
         assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Ok(json!("late")));
         wait_until(|| !waits.waiter_running());
     }
@@ -303,10 +325,11 @@ mod tests {
     fn the_bounds_refuse_one_more_and_free_places_when_waits_end() {
         let waits = Waits::default();
         let flag = Arc::new(AtomicBool::new(false));
+        // Four agents fill the project, each its share.
         let answers: Vec<_> = (0..WAITS_PER_PROJECT)
-            .map(|_| add(&waits, "p", &flag, LONG))
+            .map(|i| add(&waits, ("p", ["a", "b", "c", "d"][i % 4]), &flag, LONG))
             .collect();
-        let refused = waits.reserve("p").err().unwrap();
+        let refused = waits.reserve("p", "e").err().unwrap();
         assert!(
             refused.contains(&format!("at most {WAITS_PER_PROJECT}")),
             "{refused}"
@@ -314,9 +337,13 @@ mod tests {
         // Other projects still have places, up to the bound in all.
         let mut others = Vec::new();
         for i in WAITS_PER_PROJECT..WAITS_MAX {
-            others.push(waits.reserve(&format!("q{}", i % 8)).unwrap());
+            let agent = format!("a{}", i % 16);
+            others.push(waits.reserve(&format!("q{}", i % 8), &agent).unwrap());
         }
-        assert!(waits.reserve("r").is_err(), "one past the bound in all");
+        assert!(
+            waits.reserve("r", "a").is_err(),
+            "one past the bound in all"
+        );
         // One waiter thread for all of them.
         assert!(waits.waiter_running());
         drop(others);
@@ -326,7 +353,26 @@ mod tests {
             assert_eq!(answered.recv_timeout(ANSWER).unwrap(), Ok(json!("done")));
         }
         wait_until(|| waits.waiting() == 0);
-        assert!(waits.reserve("p").is_ok());
+        assert!(waits.reserve("p", "e").is_ok());
+    }
+
+    #[test]
+    fn one_agent_holds_at_most_its_share_and_others_still_wait() {
+        let waits = Waits::default();
+        let hoarded: Vec<_> = (0..WAITS_PER_AGENT)
+            .map(|_| waits.reserve("p", "hoarder").unwrap())
+            .collect();
+        let refused = waits.reserve("p", "hoarder").err().unwrap();
+        assert!(
+            refused.starts_with(&format!("This agent has {WAITS_PER_AGENT} calls waiting")),
+            "{refused}"
+        );
+        // The same node id in another project is another agent.
+        assert!(waits.reserve("q", "hoarder").is_ok());
+        let other = waits.reserve("p", "other");
+        assert!(other.is_ok(), "another agent still waits");
+        drop(hoarded);
+        assert!(waits.reserve("p", "hoarder").is_ok(), "places come back");
     }
 
     #[test]
@@ -335,7 +381,7 @@ mod tests {
         let waits = Waits::default();
         let flag = Arc::new(AtomicBool::new(false));
         let answers: Vec<_> = (0..WAITS_PER_PROJECT)
-            .map(|i| add(&waits, &format!("p{i}"), &flag, LONG))
+            .map(|i| add(&waits, (&format!("p{i}"), "a"), &flag, LONG))
             .collect();
         let during = threads();
         flag.store(true, Ordering::SeqCst);
@@ -360,7 +406,7 @@ mod tests {
         let flag = Arc::new(AtomicBool::new(false));
         let (answer, answered) = mpsc::channel();
         let wait = Wait {
-            slot: waits.reserve("p").unwrap(),
+            slot: waits.reserve("p", "a").unwrap(),
             deadline: Instant::now() + LONG,
             awaited: Box::new(Flag(flag.clone())),
         };
@@ -383,11 +429,11 @@ mod tests {
             Err("Session revoked".into())
         );
 
-        let closing = add(&waits, "p", &flag, LONG);
+        let closing = add(&waits, ("p", "a"), &flag, LONG);
         waits.close();
         let ended = closing.recv_timeout(ANSWER).unwrap().unwrap_err();
         assert!(ended.contains("shutting down"), "{ended}");
-        assert!(waits.reserve("p").is_err(), "no new waits after close");
+        assert!(waits.reserve("p", "a").is_err(), "no new waits after close");
         wait_until(|| waits.waiting() == 0);
     }
 
@@ -404,7 +450,7 @@ mod tests {
         }
         let waits = Waits::default();
         let wait = Wait {
-            slot: waits.reserve("p").unwrap(),
+            slot: waits.reserve("p", "a").unwrap(),
             deadline: Instant::now() + LONG,
             awaited: Box::new(Panics),
         };

@@ -37,6 +37,26 @@ pub fn unread_bytes(fd: RawFd) -> Option<usize> {
     (done == 0).then(|| usize::try_from(count).unwrap_or(0))
 }
 
+/// The TCP state of socket `fd` (Linux's `tcpi_state`: 1 established, 7 closed, 8
+/// close-wait: the peer sent its FIN), or `None` if `fd` is not a TCP socket.
+pub fn tcp_state(fd: RawFd) -> Option<u8> {
+    // `struct tcp_info` starts with `tcpi_state`; the kernel copies at most `len` bytes.
+    let mut info = [0u8; 8];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: the pointer and `len` describe `info`, a live buffer the kernel may fill
+    // up to `len` bytes; any `fd` is memory-safe.
+    let done = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (done == 0 && len >= 1).then_some(info[0])
+}
+
 /// The user id of the process at the other end of the connected Unix socket `fd`, as
 /// the kernel recorded it at connect (`SO_PEERCRED`).
 pub fn peer_uid(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u32> {

@@ -354,7 +354,8 @@ impl Front {
     fn run(self: &Arc<Self>, owner: &Arc<AgentToolServer>, call: Call, on: On) -> Option<Call> {
         let (mut request, verdict) = (call.request, call.verdict);
         let (arrived, in_memory) = (call.arrived, call.in_memory);
-        let peer_port = request.remote_addr().map(SocketAddr::port);
+        let peer_addr = request.remote_addr().copied();
+        let peer_port = peer_addr.map(|peer| peer.port());
         let refuse = |request, session, (status, message): Refusal, body_read| {
             owner.activity.refused(session, status, message, peer_port);
             self.finish(owner, request, (status, error_body(message)), body_read, on)
@@ -417,7 +418,15 @@ impl Front {
                 }
             }
         };
-        match pending.queue(later, waiting) {
+        // A waiting call whose client closed its connection frees its place at once.
+        let hung_up = {
+            let (front, peer) = (self.clone(), peer_addr);
+            move || {
+                peer.and_then(|peer| front.known.find(front.local, peer))
+                    .is_some_and(|connection| connection.hung_up())
+            }
+        };
+        match pending.queue(later, waiting, hung_up) {
             Ok(()) => None,
             Err(answer) => {
                 let request = self.queued.take(id)?;
