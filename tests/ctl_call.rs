@@ -209,7 +209,7 @@ fn a_stopped_host_gives_tool_connection_unavailable_and_exit_2() {
         "{error}"
     );
     assert!(error
-        .ends_with(". Check that the host is running. Mutations are not automatically retried."));
+        .ends_with(". Check that the host is running (start it with termsprawl-tools serve). Mutations are not automatically retried."));
 
     data.remove_endpoint();
     let no_endpoint = call(&session, &["session_info"]);
