@@ -2,7 +2,10 @@
 //! activity trail for people (see `crate::activity` for what a line holds).
 //!
 //! Without `--project-id` it shows the only project's trail under
-//! `<data>/agent-tools/activity/`, and names the choices when there are several. The
+//! `<data>/agent-tools/activity/`, and names the choices when there are several. A
+//! `--project-id` with no trail file is an error naming the projects that have one (a
+//! mistyped id would otherwise show nothing, as an idle project does), with `--follow`
+//! too: a project's file appears with its first call. The
 //! previous (rotated) file comes first, then the current one. `--follow` prints the last
 //! ten lines and then each new one as it is written (checked every [`FOLLOW_EVERY`]),
 //! starting over when the file is rotated. Times are UTC.
@@ -19,7 +22,8 @@ use std::thread;
 use std::time::Duration;
 
 use crate::activity::{
-    open_private_for_reading, read_from, read_tail_lines, trail_file, TrailLine, COLUMN_CHARS,
+    open_private_for_reading, previous_file, read_from, read_tail_lines, trail_file, TrailLine,
+    COLUMN_CHARS,
 };
 
 /// How often `--follow` looks for new lines.
@@ -96,6 +100,11 @@ pub fn run(options: &ActivityOptions, out: &mut impl Write) -> Result<(), String
     };
     let file = trail_file(&dir, &project_id)
         .ok_or_else(|| format!("{project_id} is not a project id (letters, digits, - and _)"))?;
+    // A mistyped id would otherwise print nothing, as an idle project does.
+    let held = |file: &Path| std::fs::symlink_metadata(file).is_ok();
+    if !held(&file) && !held(&previous_file(&file)) {
+        return Err(no_trail(&dir, &project_id));
+    }
     // A closed pipe (`activity | head`) is the reader being done, not a failure.
     let write_failed = |e: io::Error| match e.kind() {
         io::ErrorKind::BrokenPipe => String::new(),
@@ -148,14 +157,8 @@ fn follow(file: &Path, json: bool, out: &mut impl Write) -> io::Result<()> {
 
 /// The one project with a trail in `dir`, or an error naming the choices.
 fn only_project(dir: &Path) -> Result<String, String> {
-    let mut ids: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("no activity trail in {}: {e}", dir.display()))?
-        .filter_map(|entry| {
-            let name = entry.ok()?.file_name().into_string().ok()?;
-            name.strip_suffix(".jsonl").map(str::to_string)
-        })
-        .collect();
-    ids.sort();
+    let ids = projects_with_a_trail(dir)
+        .map_err(|e| format!("no activity trail in {}: {e}", dir.display()))?;
     match ids.as_slice() {
         [id] => Ok(id.clone()),
         [] => Err(format!("no activity trail in {} yet", dir.display())),
@@ -164,6 +167,31 @@ fn only_project(dir: &Path) -> Result<String, String> {
             ids.join(", ")
         )),
     }
+}
+
+/// Why `project_id` shows nothing: it has no trail in `dir`, and which projects have one.
+fn no_trail(dir: &Path, project_id: &str) -> String {
+    let ids = projects_with_a_trail(dir).unwrap_or_default();
+    let choices = match ids.as_slice() {
+        [] => "no project has one yet (a trail starts with a project's first call)".to_string(),
+        _ => format!("projects with a trail: {}", ids.join(", ")),
+    };
+    format!(
+        "project {project_id} has no activity trail in {}; {choices}",
+        dir.display()
+    )
+}
+
+/// The project ids with a trail file in `dir`, sorted.
+fn projects_with_a_trail(dir: &Path) -> io::Result<Vec<String>> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".jsonl").map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    Ok(ids)
 }
 
 /// Prints `lines` on `out`: with `json`, each exactly as the file holds it; else one
