@@ -9,7 +9,7 @@ use termsprawl_tools::host::person::activity::{self, ActivityOptions};
 use termsprawl_tools::host::person::approvals;
 use termsprawl_tools::host::person::browser_control;
 use termsprawl_tools::host::person::links;
-use termsprawl_tools::host::terminals::{self, pane_filter as pane};
+use termsprawl_tools::host::terminals::{self, pane_filter as pane, TerminalsStop};
 use termsprawl_tools::host::{serve, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 use termsprawl_tools::terminal_text::escape_for_terminal;
@@ -38,14 +38,24 @@ fn main() -> ExitCode {
             }
         }
         Some("stop-terminals") => match parse_stop_terminals(&args[1..], env) {
-            Ok(data) => match terminals::stop_terminals(&data) {
-                Ok(true) => fail("termsprawl-tools: stopped the terminals' tmux server", 0),
-                Ok(false) => fail(
-                    "termsprawl-tools: tmux is not installed; no terminals to stop",
-                    0,
-                ),
-                Err(error) => fail(&format!("termsprawl-tools stop-terminals: {error}"), 1),
-            },
+            Ok(data) => {
+                let data_shown = data.display();
+                match terminals::stop_terminals(&data) {
+                    Ok(TerminalsStop::Stopped) => fail(
+                        &format!("termsprawl-tools: stopped the terminals' tmux server of {data_shown}"),
+                        0,
+                    ),
+                    Ok(TerminalsStop::NoneRunning) => fail(
+                        &format!("termsprawl-tools: no terminals' tmux server runs for {data_shown} (nothing to stop)"),
+                        0,
+                    ),
+                    Ok(TerminalsStop::NoTmux) => fail(
+                        "termsprawl-tools: tmux is not installed; no terminals to stop",
+                        0,
+                    ),
+                    Err(error) => fail(&format!("termsprawl-tools stop-terminals: {error}"), 1),
+                }
+            }
             Err(usage) => fail(&usage, 2),
         },
         // Not in the usage: the program of each tmux terminal, started by `serve`.
