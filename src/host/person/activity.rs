@@ -25,16 +25,13 @@ use crate::activity::{
     open_private_for_reading, previous_file, read_from, read_tail_lines, trail_file, TrailLine,
     COLUMN_CHARS,
 };
+use crate::host::help::unknown_word;
 
 /// How often `--follow` looks for new lines.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
 /// Lines `--follow` shows before waiting for new ones (as `tail -f`).
 const FOLLOW_BACKLOG: usize = 10;
-
-/// The usage line of `activity`.
-pub const ACTIVITY_USAGE: &str =
-    "usage: termsprawl-tools activity [--data DIR] [--project-id ID] [--follow] [--json]";
 
 /// What `activity` was asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,14 +64,15 @@ impl ActivityOptions {
                     .clone()
                     .or_else(|| words.next().cloned())
                     .filter(|v| !v.is_empty())
-                    .ok_or_else(|| format!("{flag} needs a value; {ACTIVITY_USAGE}"))
+                    .ok_or_else(|| format!("{flag} needs a value"))
             };
             match flag {
                 "--data" => data = Some(PathBuf::from(value()?)),
                 "--project-id" => project_id = Some(value()?),
                 "--follow" if inline.is_none() => follow = true,
                 "--json" if inline.is_none() => json = true,
-                _ => return Err(format!("unknown option {word}; {ACTIVITY_USAGE}")),
+                "--follow" | "--json" => return Err(format!("{flag} takes no value")),
+                _ => return Err(unknown_word("activity", word)),
             }
         }
         let data = match data {
