@@ -80,7 +80,10 @@ fn run(command: &str, args: &[String]) -> ExitCode {
                 "approvals" => approvals::parse(args, env),
                 _ => approvals::parse_policy(args, env),
             };
-            match parsed {
+            let checked = parsed.and_then(|(asked, data)| {
+                approvals::require_known_agent(&asked, &data).map(|()| (asked, data))
+            });
+            match checked {
                 Ok((asked, data)) => {
                     match approvals::run(&asked, &data, &mut std::io::stdout().lock()) {
                         Ok(()) => ExitCode::SUCCESS,

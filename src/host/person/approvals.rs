@@ -10,7 +10,13 @@
 //! answer it in `<request>.answer`: the runtime checks the answer against the call it
 //! holds (`AgentToolRuntime::decide`), so a replayed, expired or re-pointed answer is
 //! refused there. `serve` looks every [`WATCH_EVERY`]: one load of a counter and one
-//! `stat` of the folder.
+//! `stat` of the folder, and rewrites the list before it writes the answers, so a command
+//! that got its answer reads a list showing what it changed.
+//!
+//! `policy show` reads the rules from that list too: the starting policy, the saved rules,
+//! and the classes allowed "for this session" (answers with `--for-session`), which live in
+//! `serve`'s memory only and end with it. `policy set --agent NODE` is refused for an
+//! agent without a session in the data directory ([`require_known_agent`]).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -26,7 +32,7 @@ use crate::base::files::{private_dir, private_json, read_private_json};
 use crate::base::terminal_text::escape_for_terminal;
 use crate::host::help::unknown_word;
 use crate::host::options::parse_data;
-use crate::protocol::{nearest_name, OperationClass, OPERATION_CLASSES};
+use crate::protocol::{is_valid_node_id, nearest_name, OperationClass, OPERATION_CLASSES};
 use crate::runtime::approvals::{Decision, Shown};
 use crate::runtime::policy::Rule;
 use crate::runtime::AgentToolRuntime;
@@ -213,6 +219,47 @@ pub fn parse(
     Ok((command, data))
 }
 
+/// Refuses `policy set … --agent NODE` for an agent without a session in `data`
+/// (`agent-tools/sessions/NODE.json`): a mistyped id would save a rule no agent is held
+/// to. The refusal names the agents that have one. Other commands pass.
+pub fn require_known_agent(command: &ApprovalsCommand, data: &Path) -> Result<(), String> {
+    let ApprovalsCommand::SetRule {
+        node_id: Some(node),
+        ..
+    } = command
+    else {
+        return Ok(());
+    };
+    let sessions = data.join("agent-tools").join("sessions");
+    // A valid node id first: it is joined into a path.
+    if is_valid_node_id(node) && sessions.join(format!("{node}.json")).is_file() {
+        return Ok(());
+    }
+    let mut known: Vec<String> = std::fs::read_dir(&sessions)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let node = name.strip_suffix(".json")?;
+            is_valid_node_id(node).then(|| node.to_string())
+        })
+        .collect();
+    known.sort();
+    let names: Vec<&str> = known.iter().map(String::as_str).collect();
+    let choices = match names.as_slice() {
+        [] => {
+            "no agent has one yet (serve --agent ID, or an agent launched on the canvas, makes one)"
+                .to_string()
+        }
+        _ => format!("agents with one: {}", names.join(", ")),
+    };
+    Err(format!(
+        "--agent {node}{}: no such agent has a session in {}; {choices}",
+        did_you_mean(node, &names),
+        sessions.display()
+    ))
+}
+
 /// Runs `command` against the `serve` of `data`; what to print, or why it failed.
 pub fn run(command: &ApprovalsCommand, data: &Path, out: &mut impl Write) -> Result<(), String> {
     let agent_tools = data.join("agent-tools");
@@ -248,7 +295,19 @@ pub fn run(command: &ApprovalsCommand, data: &Path, out: &mut impl Write) -> Res
             )?;
             saved
                 .lines()
-                .try_for_each(|line| print(out, escape_for_terminal(line).into_owned()))
+                .try_for_each(|line| print(out, escape_for_terminal(line).into_owned()))?;
+            let grants = policy["grants"].as_array().map_or(&[][..], Vec::as_slice);
+            if grants.is_empty() {
+                return print(out, "allowed for this session: none".into());
+            }
+            print(out, "allowed for this session (until serve stops):".into())?;
+            grants.iter().try_for_each(|grant| {
+                let field = |key: &str| escape_for_terminal(grant[key].as_str().unwrap_or("?"));
+                print(
+                    out,
+                    format!("  {} for agent {}", field("class"), field("nodeId")),
+                )
+            })
         }
         ApprovalsCommand::SetRule {
             class,
@@ -369,23 +428,39 @@ pub fn watch(
         .spawn(move || {
             let (mut listed, mut seen) = (None, None);
             while !stop.load(Ordering::SeqCst) {
-                let version = (runtime.approvals_version(), runtime.policy_version());
-                if listed != Some(version) {
-                    match private_json(&list_file(&agent_tools), &listing(&runtime, &watched)) {
-                        Ok(()) => listed = Some(version),
-                        Err(e) => eprintln!("termsprawl-tools: cannot write approvals.json: {e}"),
-                    }
-                }
                 let now = stamp(&dir);
+                let mut answers = Vec::new();
                 if now != seen {
                     seen = now;
-                    take_requests(&dir, &runtime, &watched.project_id);
+                    answers = take_requests(&dir, &runtime, &watched.project_id);
+                }
+                // The list before the answers: a command that has its answer reads a list
+                // that shows what it changed (`policy show` just after `approvals allow`).
+                let version = (runtime.approvals_version(), runtime.policy_version());
+                if listed != Some(version) && write_list(&agent_tools, &runtime, &watched) {
+                    listed = Some(version);
+                }
+                for (file, outcome) in answers {
+                    let _ = private_json(&file, &outcome);
                 }
                 thread::sleep(WATCH_EVERY);
             }
         });
     if let Err(e) = spawned {
         eprintln!("termsprawl-tools: approvals cannot be answered from the command line: {e}");
+    }
+}
+
+/// Writes `approvals.json` as the runtime has it now; false (said on stderr) when it
+/// cannot. `serve` writes it once before its ready line, so the commands never read a list
+/// an earlier `serve` left, then [`watch`] keeps it current.
+pub fn write_list(agent_tools: &Path, runtime: &AgentToolRuntime, watched: &Watched) -> bool {
+    match private_json(&list_file(agent_tools), &listing(runtime, watched)) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("termsprawl-tools: cannot write approvals.json: {e}");
+            false
+        }
     }
 }
 
@@ -398,14 +473,28 @@ fn listing(runtime: &AgentToolRuntime, watched: &Watched) -> Value {
         .collect();
     let (_, saved) = runtime.policy();
     let file = runtime.server().directory().join("policy.json");
-    let policy = json!({ "starting": watched.starting, "file": file, "saved": saved.to_json() });
+    // Grants live in serve's memory only: this list is where the commands see them.
+    let grants: Vec<Value> = runtime
+        .session_grants()
+        .into_iter()
+        .map(|(project_id, node_id, class)| {
+            json!({ "projectId": project_id, "nodeId": node_id, "class": class.name() })
+        })
+        .collect();
+    let policy = json!({ "starting": watched.starting, "file": file, "saved": saved.to_json(),
+        "grants": grants });
     json!({ "pending": pending, "policy": policy })
 }
 
-/// Applies each request file in `dir` and writes its outcome beside it.
-fn take_requests(dir: &Path, runtime: &AgentToolRuntime, project_id: &str) {
+/// Applies each request file in `dir`; the answer file of each, and its outcome.
+fn take_requests(
+    dir: &Path,
+    runtime: &AgentToolRuntime,
+    project_id: &str,
+) -> Vec<(PathBuf, Value)> {
+    let mut answers = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return answers;
     };
     for entry in entries.flatten() {
         let path = entry.path();
@@ -419,8 +508,9 @@ fn take_requests(dir: &Path, runtime: &AgentToolRuntime, project_id: &str) {
             Some(Err(error)) => json!({ "error": error }),
             None => json!({ "error": "the request could not be read; nothing was changed" }),
         };
-        let _ = private_json(&path.with_extension("answer"), &outcome);
+        answers.push((path.with_extension("answer"), outcome));
     }
+    answers
 }
 
 /// One request of the commands: an answer to a call, or a rule.
