@@ -933,6 +933,33 @@ fn cli_validate_prints_an_unknown_argument_refusal_and_exits_1() {
 }
 
 #[test]
+fn cli_validate_refusals_say_what_to_do_next() {
+    let cases = [
+        (
+            json!({"operation": "terminal_open", "args": {"titel": "build"}}),
+            "Unknown argument: titel (did you mean title?)",
+        ),
+        (
+            json!({"operation": "canvas_lst", "args": {}}),
+            "Unknown operation: canvas_lst; the operations you may call are in session_info's operations",
+        ),
+        (
+            json!({"operation": "guide_read", "args": {}}),
+            "Missing argument: topic (one of overview, browser, terminal, canvas, context, artifacts, agents)",
+        ),
+        (
+            json!({"operation": "guide_read", "args": {"topic": "intro"}}),
+            "Invalid topic: must be one of overview, browser, terminal, canvas, context, artifacts, agents",
+        ),
+    ];
+    for (raw, error) in cases {
+        let output = run_cli(&["validate"], raw.to_string().as_bytes());
+        assert_eq!(output.status.code(), Some(1), "{raw}");
+        assert_eq!(stdout_json(&output), json!({"ok": false, "error": error}));
+    }
+}
+
+#[test]
 fn cli_validate_accepts_and_prints_the_request() {
     let raw =
         json!({"operation": "canvas_move", "args": {"nodeId": "n", "x": -1_000_000, "y": 0.5}});
