@@ -58,8 +58,11 @@ pub fn parse_policy(
                     .ok_or("--agent needs a value (an agent's node id)")?;
                 node_id = Some(node.clone());
             }
-            // `parse_data` reads them (and says what is missing).
-            "--data" => data.extend([word].into_iter().chain(given.next()).cloned()),
+            // `parse_data` reads these (and says when the folder is missing).
+            "--data" => {
+                data.push(word.clone());
+                data.extend(given.next().cloned());
+            }
             flag if flag.starts_with("--data=") => data.push(word.clone()),
             flag if flag.starts_with('-') => return Err(unknown_word("policy", flag)),
             _ => words.push(word.as_str()),
@@ -174,11 +177,16 @@ pub fn parse(
                 scope = Some(word.clone())
             }
             "--reason" if verb == "deny" => {
-                let text = words.next().ok_or("--reason needs a value (the reason)")?;
+                let text = words
+                    .next()
+                    .ok_or("--reason needs a value (what the agent is told)")?;
                 reason = Some(text.clone())
             }
-            // `parse_data` reads them (and says what is missing).
-            "--data" => data.extend([word].into_iter().chain(words.next()).cloned()),
+            // `parse_data` reads these (and says when the folder is missing).
+            "--data" => {
+                data.push(word.clone());
+                data.extend(words.next().cloned());
+            }
             flag if flag.starts_with("--data=") => data.push(word.clone()),
             "--json" => return Err("--json goes only with approvals list".into()),
             "--for-session" | "--always" if verb == "allow" => {
@@ -624,7 +632,10 @@ mod tests {
             ),
             ("list --reason x", "--reason goes only with approvals deny"),
             ("allow a --json", "--json goes only with approvals list"),
-            ("deny a --reason", "--reason needs a value (the reason)"),
+            (
+                "deny a --reason",
+                "--reason needs a value (what the agent is told)",
+            ),
             (
                 "lst",
                 "unknown subcommand lst (did you mean list?); expected list, allow ID or deny ID",
