@@ -5,10 +5,10 @@
 //! `<data>/agent-tools/activity/`, and names the choices when there are several. A
 //! `--project-id` with no trail file is an error naming the projects that have one (a
 //! mistyped id would otherwise show nothing, as an idle project does), with `--follow`
-//! too: a project's file appears with its first call. The
-//! previous (rotated) file comes first, then the current one. `--follow` prints the last
-//! ten lines and then each new one as it is written (checked every [`FOLLOW_EVERY`]),
-//! starting over when the file is rotated. Times are UTC.
+//! too: a project's file appears with its first call. The previous (rotated) file comes
+//! first, then the current one. `--follow` prints the last ten lines and then each new one
+//! as it is written (checked every [`FOLLOW_EVERY`]), starting over when the file is
+//! rotated. Times are UTC.
 //!
 //! Each line is shown for people with every character a terminal would act on or hide
 //! escaped and every field cut (`ActivityLine::display`); `--json` prints each line
