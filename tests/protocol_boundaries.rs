@@ -1131,14 +1131,26 @@ fn cli_catalogue_prints_35_operations_whose_schemas_carry_the_limits() {
 
 #[test]
 fn cli_without_a_known_subcommand_exits_2() {
-    for args in [
-        &[][..],
-        &["nope"],
-        &["validate", "extra"],
-        &["catalogue", "x"],
+    for (args, said) in [
+        (&[][..], "termsprawl-tools: missing COMMAND"),
+        (&["nope"], "termsprawl-tools: unknown command nope"),
+        (
+            &["validate", "extra"],
+            "termsprawl-tools validate: unexpected argument extra",
+        ),
+        (
+            &["catalogue", "x"],
+            "termsprawl-tools catalogue: unexpected argument x",
+        ),
     ] {
         let output = run_cli(args, b"");
         assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&output.stderr).contains("usage"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines[0], said, "{args:?}");
+        assert!(
+            lines[1].ends_with("--help' for more information."),
+            "{stderr}"
+        );
     }
 }
