@@ -687,3 +687,43 @@ fn a_command_line_message_quotes_a_name_escaped() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_project_id_without_a_trail_is_refused_naming_those_with_one() {
+    let dirs = Dirs::new("activity-unknown-id");
+    let activity_dir = dirs.agent_tools().join("activity");
+    fs::create_dir_all(&activity_dir).unwrap();
+    let (code, stdout, stderr) = activity(&dirs.data, &["--project-id", "nope"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.starts_with("termsprawl-tools activity: project nope has no activity trail in ")
+            && stderr.contains("no project has one yet"),
+        "{stderr}"
+    );
+
+    let line = json!({ "time": "2026-12-05T03:04:05.678Z", "nodeId": "me",
+        "operation": "canvas_list", "outcome": "ok", "durationMs": 1 });
+    for project in ["p2", "p1"] {
+        let file = activity_dir.join(format!("{project}.jsonl"));
+        fs::write(&file, format!("{line}\n")).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    for extra in [
+        &["--project-id", "nope"][..],
+        &["--project-id", "nope", "--follow"],
+    ] {
+        let (code, stdout, stderr) = activity(&dirs.data, extra);
+        assert_eq!(code, Some(1), "{extra:?}: {stderr}");
+        assert!(stdout.is_empty(), "{extra:?}");
+        assert!(
+            stderr.contains("project nope has no activity trail in ")
+                && stderr.contains("; projects with a trail: p1, p2"),
+            "{extra:?}: {stderr}"
+        );
+    }
+    // A project with a trail is shown as before.
+    let (code, stdout, stderr) = activity(&dirs.data, &["--project-id", "p1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(String::from_utf8(stdout).unwrap().contains("canvas_list"));
+}

@@ -72,9 +72,12 @@ fn browser_control_switches_a_running_serve_for_the_next_call() {
     }
     assert!(serve.stop().success());
 
-    // No serve: a clear error, exit 1; a bad switch: usage, exit 2.
+    // No serve: a clear error, exit 1; a bad switch: named, exit 2.
     let none = browser_control(&dirs, "on");
     assert_eq!(none.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&none.stderr).contains("no serve is running"));
-    assert_eq!(browser_control(&dirs, "maybe").status.code(), Some(2));
+    let maybe = browser_control(&dirs, "maybe");
+    assert_eq!(maybe.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&maybe.stderr)
+        .starts_with("termsprawl-tools browser-control: expected on or off, not maybe\n"));
 }

@@ -123,11 +123,15 @@ fn usage_and_input_errors_exit_2_without_a_request() {
     data.write_endpoint(&host.url());
     let session = data.write_session("agent-1", TOKEN);
 
-    for args in [
-        &["call"][..],
-        &["call", "a", "{}", "extra"],
-        &["frobnicate"],
-        &[],
+    // What was wrong first, then where the help is.
+    for (args, said) in [
+        (&["call"][..], "termsprawlctl call: missing OPERATION"),
+        (
+            &["call", "a", "{}", "extra"],
+            "termsprawlctl call: unexpected argument extra",
+        ),
+        (&["frobnicate"], "termsprawlctl: unknown command frobnicate"),
+        (&[], "termsprawlctl: missing COMMAND (call, doctor or mcp)"),
     ] {
         let output = ctl()
             .arg("--session")
@@ -136,7 +140,10 @@ fn usage_and_input_errors_exit_2_without_a_request() {
             .output()
             .unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&output.stderr).contains("usage:"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines[0], said, "{args:?}");
+        assert!(lines[1].starts_with("Try 'termsprawlctl"), "{stderr}");
     }
     let no_file = ctl().arg("--session").output().unwrap();
     assert_eq!(no_file.status.code(), Some(2));
@@ -209,7 +216,7 @@ fn a_stopped_host_gives_tool_connection_unavailable_and_exit_2() {
         "{error}"
     );
     assert!(error
-        .ends_with(". Check that the host is running. Mutations are not automatically retried."));
+        .ends_with(". Check that the host is running (start it with termsprawl-tools serve). Mutations are not automatically retried."));
 
     data.remove_endpoint();
     let no_endpoint = call(&session, &["session_info"]);

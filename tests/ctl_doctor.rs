@@ -91,12 +91,22 @@ fn each_broken_link_is_reported_and_exits_non_zero() {
     data.write_endpoint(&format!("http://127.0.0.1:{}/call", closed_port()));
     let (code, text) = doctor(&session);
     assert_eq!(code, Some(1));
-    assert!(line_with(&text, "server does not answer").starts_with("FAIL"));
+    let down = line_with(&text, "server does not answer");
+    assert!(down.starts_with("FAIL"), "{down}");
+    assert!(
+        down.ends_with("(start it with termsprawl-tools serve)"),
+        "{down}"
+    );
 
     data.remove_endpoint();
     let (code, text) = doctor(&session);
     assert_eq!(code, Some(1));
-    assert!(line_with(&text, "endpoint file").starts_with("FAIL"));
+    let missing = line_with(&text, "endpoint file");
+    assert!(missing.starts_with("FAIL"), "{missing}");
+    assert!(
+        missing.ends_with("(start it with termsprawl-tools serve)"),
+        "{missing}"
+    );
 
     let (code, text) = doctor(&data.agent_tools().join("sessions/missing.json"));
     assert_eq!(code, Some(1));

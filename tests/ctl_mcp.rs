@@ -237,7 +237,7 @@ fn without_a_host_initialize_fails_with_the_reason_and_the_process_stays() {
     assert!(call["result"]["content"][0]["text"]
         .as_str()
         .unwrap()
-        .contains("Check that the host is running"));
+        .contains("Check that the host is running (start it with termsprawl-tools serve)"));
     mcp.finish();
 
     let mut no_session = Mcp::spawn(None);

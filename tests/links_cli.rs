@@ -120,8 +120,12 @@ fn a_person_links_and_unlinks_agents() {
         (&["link", "a", sticky.as_str()], 1, "is not an agent node"),
         (&["link", "a", "a"], 2, "to itself"),
         (&["link", "a", "../b"], 2, "is not a node id"),
-        (&["link", "a"], 2, "usage: termsprawl-tools link"),
-        (&["unlink", "a", "b", "--messages"], 2, "usage:"),
+        (&["link", "a"], 2, "expected two agent ids A B, not a"),
+        (
+            &["unlink", "a", "b", "--messages"],
+            2,
+            "--messages goes only with link",
+        ),
     ];
     for (words, expected, message) in refusals {
         let (code, said) = with_project(words);

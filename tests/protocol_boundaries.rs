@@ -23,6 +23,20 @@ fn request(operation: &str, args: Value) -> Value {
     json!({ "operation": operation, "args": args })
 }
 
+/// The refusal of a call without `arg`: a choice lists its values.
+fn missing(arg: &ArgSpec) -> String {
+    match arg.kind {
+        ArgKind::OneOf(choices) => {
+            format!(
+                "Missing argument: {} (one of {})",
+                arg.name,
+                choices.join(", ")
+            )
+        }
+        _ => format!("Missing argument: {}", arg.name),
+    }
+}
+
 /// `Ok(())` when accepted, else the rejection message.
 fn verdict(raw: &Value) -> Result<(), String> {
     validate_tool_request(raw)
@@ -659,7 +673,7 @@ fn every_missing_required_argument_is_named() {
             args.remove(arg.name);
             assert_eq!(
                 verdict(&request(tool.name, Value::Object(args))),
-                Err(format!("Missing argument: {}", arg.name)),
+                Err(missing(arg)),
                 "{}",
                 tool.name
             );
@@ -703,10 +717,23 @@ fn every_unknown_argument_is_named() {
         {
             let mut args = valid_args(tool, true);
             args.insert(name.to_string(), json!("n1"));
-            assert_eq!(
-                verdict(&request(tool.name, Value::Object(args))),
-                Err(format!("Unknown argument: {name}")),
-                "{}",
+            let refusal = verdict(&request(tool.name, Value::Object(args))).unwrap_err();
+            // Named first, then a near argument of the tool or the list of them.
+            let hint = refusal
+                .strip_prefix(&format!("Unknown argument: {name} ("))
+                .and_then(|rest| rest.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{}: {refusal}", tool.name));
+            let takes: Vec<&str> = tool.args.iter().map(|a| a.name).collect();
+            let listed = match takes.as_slice() {
+                [] => format!("{} takes no arguments", tool.name),
+                _ => format!("{} takes {}", tool.name, takes.join(", ")),
+            };
+            let near = hint
+                .strip_prefix("did you mean ")
+                .and_then(|rest| rest.strip_suffix('?'));
+            assert!(
+                hint == listed || near.is_some_and(|near| takes.contains(&near)),
+                "{}: {refusal}",
                 tool.name
             );
         }
@@ -716,7 +743,10 @@ fn every_unknown_argument_is_named() {
 #[test]
 fn a_project_id_in_args_is_an_unknown_argument() {
     let raw = json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}});
-    assert_eq!(verdict(&raw), Err("Unknown argument: projectId".into()));
+    assert_eq!(
+        verdict(&raw),
+        Err("Unknown argument: projectId (terminal_read takes nodeId, maxChars, command)".into())
+    );
 }
 
 // ---------------------------------------------------------------- the request's shape
@@ -828,7 +858,7 @@ fn checks_run_required_then_unknown_then_values() {
             "canvas_move",
             json!({"nodeId": "n\0", "x": 2e6, "y": 0, "bogus": 1})
         )),
-        Err("Unknown argument: bogus".into())
+        Err("Unknown argument: bogus (canvas_move takes nodeId, x, y)".into())
     );
     // Then values, in catalogue order.
     assert_eq!(
@@ -841,7 +871,10 @@ fn checks_run_required_then_unknown_then_values() {
     // The request's shape comes before anything in args.
     assert_eq!(
         verdict(&json!({"operation": "nope", "args": []})),
-        Err("Unknown operation; call session_info for the operations you may call".into())
+        Err(
+            "Unknown operation: nope; the operations you may call are in session_info's operations"
+                .into()
+        )
     );
     assert_eq!(
         verdict(&json!({"operation": "session_info", "args": [], "extra": 1})),
@@ -855,12 +888,7 @@ fn checks_run_required_then_unknown_then_values() {
     for tool in AGENT_TOOLS {
         if let Some(first_required) = tool.args.iter().find(|a| a.required) {
             let raw = request(tool.name, json!({"bogus": 1}));
-            assert_eq!(
-                verdict(&raw),
-                Err(format!("Missing argument: {}", first_required.name)),
-                "{}",
-                tool.name
-            );
+            assert_eq!(verdict(&raw), Err(missing(first_required)), "{}", tool.name);
         }
     }
 }
@@ -900,8 +928,35 @@ fn cli_validate_prints_an_unknown_argument_refusal_and_exits_1() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        "{\"ok\":false,\"error\":\"Unknown argument: projectId\"}\n"
+        "{\"ok\":false,\"error\":\"Unknown argument: projectId (terminal_read takes nodeId, maxChars, command)\"}\n"
     );
+}
+
+#[test]
+fn cli_validate_refusals_say_what_to_do_next() {
+    let cases = [
+        (
+            json!({"operation": "terminal_open", "args": {"titel": "build"}}),
+            "Unknown argument: titel (did you mean title?)",
+        ),
+        (
+            json!({"operation": "canvas_lst", "args": {}}),
+            "Unknown operation: canvas_lst; the operations you may call are in session_info's operations",
+        ),
+        (
+            json!({"operation": "guide_read", "args": {}}),
+            "Missing argument: topic (one of overview, browser, terminal, canvas, context, artifacts, agents)",
+        ),
+        (
+            json!({"operation": "guide_read", "args": {"topic": "intro"}}),
+            "Invalid topic: must be one of overview, browser, terminal, canvas, context, artifacts, agents",
+        ),
+    ];
+    for (raw, error) in cases {
+        let output = run_cli(&["validate"], raw.to_string().as_bytes());
+        assert_eq!(output.status.code(), Some(1), "{raw}");
+        assert_eq!(stdout_json(&output), json!({"ok": false, "error": error}));
+    }
 }
 
 #[test]
@@ -1076,14 +1131,26 @@ fn cli_catalogue_prints_35_operations_whose_schemas_carry_the_limits() {
 
 #[test]
 fn cli_without_a_known_subcommand_exits_2() {
-    for args in [
-        &[][..],
-        &["nope"],
-        &["validate", "extra"],
-        &["catalogue", "x"],
+    for (args, said) in [
+        (&[][..], "termsprawl-tools: missing COMMAND"),
+        (&["nope"], "termsprawl-tools: unknown command nope"),
+        (
+            &["validate", "extra"],
+            "termsprawl-tools validate: unexpected argument extra",
+        ),
+        (
+            &["catalogue", "x"],
+            "termsprawl-tools catalogue: unexpected argument x",
+        ),
     ] {
         let output = run_cli(args, b"");
         assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&output.stderr).contains("usage"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines[0], said, "{args:?}");
+        assert!(
+            lines[1].ends_with("--help' for more information."),
+            "{stderr}"
+        );
     }
 }

@@ -236,7 +236,9 @@ fn terminal_rules() {
     for id in ["note", "missing"] {
         assert_eq!(
             run(&rig, "a", "terminal_read", json!({"nodeId": id})),
-            Err("Local terminal not found in this project".into())
+            Err(format!(
+                "Local terminal not found in this project: {id} (canvas_list shows the terminals)"
+            ))
         );
     }
     // Reading: capture first, else scrollback, else unavailable; maxChars clamped.
@@ -384,7 +386,9 @@ fn terminal_rules() {
     assert_eq!(rig.canvas.sent_count("terminal_close"), 1);
     assert_eq!(
         run(&rig, "a", "terminal_read", json!({"nodeId": "sh"})),
-        Err("Local terminal not found in this project".into())
+        Err(
+            "Local terminal not found in this project: sh (canvas_list shows the terminals)".into()
+        )
     );
 }
 

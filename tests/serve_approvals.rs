@@ -2,7 +2,8 @@
 //! command: a command typed into a terminal another agent opened waits for the person
 //! (listed with its arguments, as text), runs once allowed, and is refused with the
 //! person's reason; the agent's own terminal is not asked about; a bad `--policy` is
-//! refused at start; the saved rules are private.
+//! refused at start; the saved rules are private; `policy set --agent` takes only an agent
+//! with a session; `policy show` lists what was allowed for this session.
 #![cfg(feature = "host")] // drives `serve`
 #![deny(unsafe_code)]
 
@@ -195,4 +196,104 @@ fn policy(dirs: &Dirs, args: &[&str]) -> (i32, String, String) {
         text(&output.stdout),
         text(&output.stderr),
     )
+}
+
+#[test]
+fn policy_set_for_an_agent_without_a_session_is_refused_naming_the_agents() {
+    let dirs = Dirs::new("policy-agent");
+    let serve = Serve::start(
+        &dirs,
+        &["--terminals", "pty", "--agent", "a", "--agent", "b"],
+    );
+    let saved_before = std::fs::read(dirs.agent_tools().join("policy.json")).ok();
+    for (agent, near) in [("nobody", ""), ("bb", " (did you mean b?)")] {
+        let (code, out, err) = policy(&dirs, &["set", "launch", "deny", "--agent", agent]);
+        assert_eq!(code, 2, "{err}");
+        assert!(out.is_empty(), "{out}");
+        let sessions = dirs.agent_tools().join("sessions");
+        assert_eq!(
+            err.lines().next().unwrap(),
+            format!(
+                "termsprawl-tools policy: --agent {agent}{near}: no such agent has a session in {}; agents with one: a, b",
+                sessions.display()
+            )
+        );
+    }
+    // Nothing was saved, and an agent with a session is taken.
+    assert_eq!(
+        std::fs::read(dirs.agent_tools().join("policy.json")).ok(),
+        saved_before
+    );
+    let (code, out, err) = policy(&dirs, &["set", "launch", "deny", "--agent", "b"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "launch is now deny for agent b"),
+        "{err}"
+    );
+    let (_, shown, _) = policy(&dirs, &["show", "--json"]);
+    let shown: Value = serde_json::from_str(shown.trim()).unwrap();
+    let agents = &shown["saved"]["projects"][serve.project_id()]["agents"];
+    assert_eq!(agents, &json!({"b": {"launch": "deny"}}), "{shown}");
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn policy_show_lists_what_was_allowed_for_this_session() {
+    let dirs = Dirs::new("policy-grants");
+    let serve = Serve::start(
+        &dirs,
+        &[
+            "--terminals",
+            "pty",
+            "--agent",
+            "a",
+            "--agent",
+            "b",
+            "--policy",
+            "careful",
+        ],
+    );
+    let (code, shown, err) = policy(&dirs, &["show"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        shown.ends_with("\nallowed for this session: none\n"),
+        "{shown}"
+    );
+    // `a` types into `b`'s shell: held, then allowed for the rest of this serve.
+    let shell = serve.ok(&dirs, "b", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (port, token) = (serve.port, token(&dirs, "a"));
+    let body = json!({"operation": "terminal_submit",
+        "args": {"nodeId": shell, "command": "true"}});
+    let waiting = thread::spawn(move || post(port, &token, &body));
+    let id = listed(&dirs, 1)[0]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = approvals(&dirs, &["allow", &id, "--for-session"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(waiting.join().unwrap().0, 200);
+    // Shown at once, marked as this session's, and in --json.
+    let (code, shown, err) = policy(&dirs, &["show"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        shown.ends_with(
+            "\nallowed for this session (until serve stops):\n  terminals-others for agent a\n"
+        ),
+        "{shown}"
+    );
+    let (_, shown, _) = policy(&dirs, &["show", "--json"]);
+    let shown: Value = serde_json::from_str(shown.trim()).unwrap();
+    assert_eq!(
+        shown["grants"],
+        json!([{"projectId": serve.project_id(), "nodeId": "a", "class": "terminals-others"}])
+    );
+    // Not saved: the next serve starts without it.
+    assert!(serve.stop().success());
+    let serve = Serve::start(&dirs, &["--terminals", "pty", "--agent", "a"]);
+    let (_, shown, _) = policy(&dirs, &["show"]);
+    assert!(
+        shown.ends_with("allowed for this session: none\n"),
+        "{shown}"
+    );
+    assert!(serve.stop().success());
 }

@@ -199,7 +199,9 @@ fn an_ended_shell_keeps_its_last_screen_says_how_it_ended_and_survives_a_restart
         assert!(serve_harness::node(&listed, &exits).is_none(), "{listed}");
         assert_eq!(
             serve.err(&dirs, "me", "terminal_read", json!({"nodeId": exits})),
-            "Local terminal not found in this project"
+            format!(
+                "Local terminal not found in this project: {exits} (canvas_list shows the terminals)"
+            )
         );
         let kept = project_file(&dirs)["endedTerminals"].clone();
         assert!(

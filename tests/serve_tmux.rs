@@ -25,6 +25,53 @@ fn skip(name: &str) -> bool {
     true
 }
 
+/// `termsprawl-tools stop-terminals --data DATA`: (exit code, stderr).
+fn stop_terminals(data: &std::path::Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"))
+        .arg("stop-terminals")
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr)
+}
+
+/// Every path under `dir` (itself included), sorted.
+fn tree(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut paths = vec![dir.to_path_buf()];
+    if dir.is_dir() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            paths.extend(tree(&entry.unwrap().path()));
+        }
+    }
+    paths.sort();
+    paths
+}
+
+#[test]
+fn stop_terminals_where_none_run_says_so_and_creates_nothing() {
+    if skip("stop_terminals_where_none_run_says_so_and_creates_nothing") {
+        return;
+    }
+    let dirs = Dirs::new("tmuxstop0");
+    let before = tree(&dirs.root);
+    // An empty data folder, and one that does not exist (a mistyped --data).
+    for data in [dirs.data.clone(), dirs.root.join("typo")] {
+        let (code, said) = stop_terminals(&data);
+        assert_eq!(code, Some(0), "{said}");
+        assert_eq!(
+            said,
+            format!(
+                "termsprawl-tools: no terminals' tmux server runs for {} (nothing to stop)\n",
+                data.display()
+            )
+        );
+        assert_eq!(tree(&dirs.root), before, "stop-terminals created something");
+    }
+}
+
 fn read(serve: &Serve, dirs: &Dirs, node: &str) -> String {
     let value = serve.ok(dirs, "me", "terminal_read", json!({"nodeId": node}));
     value["output"].as_str().unwrap().to_string()
@@ -272,19 +319,19 @@ fn a_shell_node_without_a_session_gets_a_fresh_shell() {
     let serve = Serve::start(&dirs, TMUX);
     let term = open_terminal(&serve, &dirs);
     assert!(serve.stop().success());
-    // stop-terminals ends every session while the host is down.
-    let out = Command::new(env!("CARGO_BIN_EXE_termsprawl-tools"))
-        .arg("stop-terminals")
-        .arg("--data")
-        .arg(&dirs.data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    // stop-terminals ends every session while the host is down, and says so; a second
+    // time there is nothing to stop.
+    let (code, said) = stop_terminals(&dirs.data);
+    assert_eq!(code, Some(0), "{said}");
+    let data = dirs.data.display();
+    assert_eq!(
+        said,
+        format!("termsprawl-tools: stopped the terminals' tmux server of {data}\n")
     );
     assert!(!dirs.tmux_running());
+    let (code, said) = stop_terminals(&dirs.data);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("no terminals' tmux server runs"), "{said}");
 
     let serve = Serve::start(&dirs, TMUX);
     let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));

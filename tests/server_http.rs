@@ -208,7 +208,10 @@ fn credentials_are_bound_to_the_identity() {
         &op("canvas_list", json!({"projectId": "project-b"})),
     );
     assert_eq!(reply.status, 400);
-    assert_eq!(reply.error(), "Unknown argument: projectId");
+    assert_eq!(
+        reply.error(),
+        "Unknown argument: projectId (canvas_list takes no arguments)"
+    );
     assert!(t.app.executed().is_empty());
     t.server.close();
 }
@@ -219,7 +222,11 @@ fn validation_errors_and_browser_gating_are_400s() {
     let token = Some(t.session.token.as_str());
     let reply = call(t.port, token, r#"{"operation":"nope","args":{}}"#);
     assert_eq!(reply.status, 400);
-    assert!(reply.error().starts_with("Unknown operation"));
+    assert!(
+        reply.error().starts_with("Unknown operation: nope; "),
+        "{}",
+        reply.error()
+    );
     let reply = call(t.port, token, "[1,2");
     assert_eq!(reply.status, 400);
     assert!(reply.error().contains("not JSON"));

@@ -2,101 +2,161 @@
 #![deny(unsafe_code)]
 
 use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
-use termsprawl_tools::host::options::parse_stop_terminals;
+use termsprawl_tools::host::help;
+use termsprawl_tools::host::options::parse_data;
 use termsprawl_tools::host::person::activity::{self, ActivityOptions};
 use termsprawl_tools::host::person::approvals;
 use termsprawl_tools::host::person::browser_control;
 use termsprawl_tools::host::person::links;
-use termsprawl_tools::host::terminals::{self, pane_filter as pane};
+use termsprawl_tools::host::terminals::{self, pane_filter as pane, TerminalsStop};
 use termsprawl_tools::host::{serve, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
 use termsprawl_tools::terminal_text::escape_for_terminal;
 
-const USAGE: &str = "usage: termsprawl-tools serve [OPTIONS] | stop-terminals [--data DIR] | \
-activity [--data DIR] [--project-id ID] [--follow] [--json] | browser-control on|off [--data DIR] | \
-approvals list [--json]|allow ID [--for-session|--always]|deny ID [--reason TEXT] [--data DIR] | \
-policy show [--json]|set CLASS allow|ask|deny [--agent NODE] [--data DIR] | \
-link A B [--messages] [--project DIR] | unlink A B [--project DIR] | catalogue | validate";
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let env = |name: &str| std::env::var(name).ok();
-    match args.first().map(String::as_str) {
+    let Some(first) = args.first().map(String::as_str) else {
+        return usage_error("", "missing COMMAND");
+    };
+    match first {
         // termsprawlctl's commands (no name is shared): `serve` built alone points the
         // agents' launcher at this binary (`serve::ctl_beside_current_exe`).
-        Some("call" | "doctor" | "mcp" | "--session") => termsprawl_tools::client::run(args),
-        Some("serve") => {
+        "call" | "doctor" | "mcp" | "--session" => termsprawl_tools::client::run(args),
+        // Not in the help: the program of each tmux terminal, started by `serve`; the
+        // words after it are a program's, `--help` among them.
+        pane::PANE_SUBCOMMAND => pane::main(&args[1..]),
+        "-h" | "--help" => print_text(&help::overview()),
+        "--version" => print_text(&format!("termsprawl-tools {}", env!("CARGO_PKG_VERSION"))),
+        _ => match help::command(first) {
+            // Help anywhere after a command is answered before any parsing: asking for
+            // help never starts, changes or waits for anything.
+            Some(command) if args[1..].iter().any(|w| w == "-h" || w == "--help") => {
+                print_text(command.text)
+            }
+            Some(command) => run(command.name, &args[1..]),
+            None => usage_error("", &help::unknown_command(first)),
+        },
+    }
+}
+
+/// Runs the person's `command` with the words after it.
+fn run(command: &str, args: &[String]) -> ExitCode {
+    let env = |name: &str| std::env::var(name).ok();
+    match command {
+        "serve" => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
-            match ServeOptions::parse(&args[1..], env, cwd) {
+            match ServeOptions::parse(args, env, cwd) {
                 Ok(options) => match serve::serve(&options) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(error) => fail(&format!("termsprawl-tools serve: {error}"), 1),
                 },
-                Err(usage) => fail(&usage, 2),
+                Err(problem) => usage_error(command, &problem),
             }
         }
-        Some("stop-terminals") => match parse_stop_terminals(&args[1..], env) {
-            Ok(data) => match terminals::stop_terminals(&data) {
-                Ok(true) => fail("termsprawl-tools: stopped the terminals' tmux server", 0),
-                Ok(false) => fail(
-                    "termsprawl-tools: tmux is not installed; no terminals to stop",
-                    0,
-                ),
-                Err(error) => fail(&format!("termsprawl-tools stop-terminals: {error}"), 1),
-            },
-            Err(usage) => fail(&usage, 2),
+        "stop-terminals" => match parse_data(command, args, env) {
+            Ok(data) => stop_terminals(&data),
+            Err(problem) => usage_error(command, &problem),
         },
-        // Not in the usage: the program of each tmux terminal, started by `serve`.
-        Some(pane::PANE_SUBCOMMAND) => pane::main(&args[1..]),
-        Some("activity") => match ActivityOptions::parse(&args[1..], env) {
+        "activity" => match ActivityOptions::parse(args, env) {
             Ok(options) => match activity::run(&options, &mut std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) if error.is_empty() => ExitCode::SUCCESS,
                 Err(error) => fail(&format!("termsprawl-tools activity: {error}"), 1),
             },
-            Err(usage) => fail(&usage, 2),
+            Err(problem) => usage_error(command, &problem),
         },
-        Some("browser-control") => match browser_control::parse(&args[1..], env) {
+        "browser-control" => match browser_control::parse(args, env) {
             Ok((enabled, data)) => match browser_control::request(&data, enabled) {
                 Ok(done) => fail(&format!("termsprawl-tools: {done}"), 0),
                 Err(error) => fail(&format!("termsprawl-tools browser-control: {error}"), 1),
             },
-            Err(usage) => fail(&usage, 2),
+            Err(problem) => usage_error(command, &problem),
         },
-        Some(name @ ("approvals" | "policy")) => {
-            let parsed = match name {
-                "approvals" => approvals::parse(&args[1..], env),
-                _ => approvals::parse_policy(&args[1..], env),
+        "approvals" | "policy" => {
+            let parsed = match command {
+                "approvals" => approvals::parse(args, env),
+                _ => approvals::parse_policy(args, env),
             };
-            match parsed {
-                Ok((command, data)) => {
-                    match approvals::run(&command, &data, &mut std::io::stdout().lock()) {
+            let checked = parsed.and_then(|(asked, data)| {
+                approvals::require_known_agent(&asked, &data).map(|()| (asked, data))
+            });
+            match checked {
+                Ok((asked, data)) => {
+                    match approvals::run(&asked, &data, &mut std::io::stdout().lock()) {
                         Ok(()) => ExitCode::SUCCESS,
-                        Err(error) => fail(&format!("termsprawl-tools {name}: {error}"), 1),
+                        Err(error) => fail(&format!("termsprawl-tools {command}: {error}"), 1),
                     }
                 }
-                Err(usage) => fail(&usage, 2),
+                Err(problem) => usage_error(command, &problem),
             }
         }
-        Some(command @ ("link" | "unlink")) => {
+        "link" | "unlink" => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
             let is_link = command == "link";
-            let done = links::parse(&args[1..], is_link, cwd).map(|request| match is_link {
+            let done = links::parse(args, is_link, cwd).map(|request| match is_link {
                 true => links::link(&request),
                 false => links::unlink(&request),
             });
             match done {
                 Ok(Ok(done)) => fail(&format!("termsprawl-tools: {done}"), 0),
                 Ok(Err(error)) => fail(&format!("termsprawl-tools {command}: {error}"), 1),
-                Err(usage) if usage == links::LINK_USAGE => fail(&usage, 2),
-                Err(error) => fail(&format!("termsprawl-tools {command}: {error}"), 2),
+                Err(problem) => usage_error(command, &problem),
             }
         }
-        Some("catalogue") if args.len() == 1 => print_json(&catalogue_json(), ExitCode::SUCCESS),
-        Some("validate") if args.len() == 1 => validate_stdin(),
-        _ => fail(USAGE, 2),
+        _ => match args.first() {
+            Some(extra) => usage_error(command, &format!("unexpected argument {extra}")),
+            None if command == "catalogue" => print_json(&catalogue_json(), ExitCode::SUCCESS),
+            None => validate_stdin(),
+        },
+    }
+}
+
+/// `stop-terminals`: says what it found in `data`, which it names.
+fn stop_terminals(data: &Path) -> ExitCode {
+    let shown = data.display();
+    match terminals::stop_terminals(data) {
+        Ok(TerminalsStop::Stopped) => fail(
+            &format!("termsprawl-tools: stopped the terminals' tmux server of {shown}"),
+            0,
+        ),
+        Ok(TerminalsStop::NoneRunning) => fail(
+            &format!(
+                "termsprawl-tools: no terminals' tmux server runs for {shown} (nothing to stop)"
+            ),
+            0,
+        ),
+        Ok(TerminalsStop::NoTmux) => fail(
+            "termsprawl-tools: tmux is not installed; no terminals to stop",
+            0,
+        ),
+        Err(error) => fail(&format!("termsprawl-tools stop-terminals: {error}"), 1),
+    }
+}
+
+/// A usage error (exit 2): what was wrong first, then where the help is, never the whole
+/// usage. `command` is empty for the binary itself.
+fn usage_error(command: &str, problem: &str) -> ExitCode {
+    let name = match command {
+        "" => "termsprawl-tools".to_string(),
+        command => format!("termsprawl-tools {command}"),
+    };
+    fail(
+        &format!("{name}: {problem}\nTry '{name} --help' for more information."),
+        2,
+    )
+}
+
+/// Prints help or the version on stdout (exit 0; a closed pipe, as in `--help | head`, is
+/// the reader being done).
+fn print_text(text: &str) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}") {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(2),
     }
 }
 

@@ -1,4 +1,5 @@
-//! `termsprawlctl`'s command line, behind [`run`]: `call`, `doctor` and `mcp` (its `USAGE` text).
+//! `termsprawlctl`'s command line, behind [`run`]: `call`, `doctor` and `mcp`, and the help
+//! of each (the only place it is written).
 //!
 //! `call` prints the ToolResult as pretty JSON and exits 0 when `ok`, 1 when the host
 //! answered `ok:false`, 2 on a usage error, an unreadable session file, bad JSON args or no
@@ -15,16 +16,81 @@ use super::{
     doctor, mcp, timeout_from_env, ClientError, Connection, DEFAULT_TIMEOUT, SESSION_FILE_ENV,
     TIMEOUT_ENV,
 };
-use crate::protocol::ToolResult;
+use crate::base::terminal_text::escape_for_terminal;
+use crate::protocol::{nearest_name, ToolResult};
 
-const USAGE: &str = "\
-usage: termsprawlctl [--session FILE] call OPERATION [JSON_ARGS]
-       termsprawlctl [--session FILE] doctor
-       termsprawlctl [--session FILE] mcp
+/// What `termsprawlctl --help` prints.
+const HELP: &str = "\
+termsprawlctl: what agents run to call the tools of a termsprawl-tools host (the CLI fallback,
+and the MCP server of MCP clients).
 
-The session file defaults to $TERMSPRAWL_SESSION_FILE. Each call is sent once and never
-retried; it times out after 45 s (override in milliseconds with $TERMSPRAWL_CTL_TIMEOUT_MS).
-call exits 0 when ok, 1 when the tool refused, 2 on usage errors or no connection.";
+Usage: termsprawlctl [--session FILE] COMMAND [ARGS]
+
+Commands:
+  call OPERATION [JSON_ARGS]   send one call and print its answer as JSON
+  doctor                       check the session file, the endpoint, the server and the token
+  mcp                          speak MCP over stdin and stdout, for an MCP client
+
+Options:
+  --session FILE   the agent's session file (default: $TERMSPRAWL_SESSION_FILE)
+  -h, --help       print this help (after a command: that command's)
+  --version        print the version
+
+Environment:
+  TERMSPRAWL_SESSION_FILE     the session file, when --session is not given
+  TERMSPRAWL_CTL_TIMEOUT_MS   how long call and mcp wait for each answer, in ms (default 45000)
+
+Run 'termsprawlctl COMMAND --help' for a command's details.";
+
+/// What `termsprawlctl call --help` prints.
+const CALL_HELP: &str = "\
+termsprawlctl call: sends one call to the host, once (never retried), and prints its answer,
+{\"ok\":true,\"value\":...} or {\"ok\":false,\"error\":...}, as pretty JSON on stdout.
+
+Usage: termsprawlctl [--session FILE] call OPERATION [JSON_ARGS]
+
+  OPERATION   the operation, e.g. canvas_list (session_info lists those you may call)
+  JSON_ARGS   its arguments, one JSON object, e.g. '{\"nodeId\":\"n1\"}' (default {})
+
+Options:
+  --session FILE   the agent's session file, before call (default: $TERMSPRAWL_SESSION_FILE)
+  -h, --help       print this help
+
+It times out after 45 s ($TERMSPRAWL_CTL_TIMEOUT_MS overrides it, in milliseconds).
+Exit 0 when the tool answered ok, 1 when it refused, 2 on a usage error, bad JSON_ARGS or no
+connection to the host.";
+
+/// What `termsprawlctl doctor --help` prints.
+const DOCTOR_HELP: &str = "\
+termsprawlctl doctor: checks the path to the host, one line per check: the session file
+(exists, private, parses, token shape), the endpoint, the server and the token; then reports
+the agent's integration state, browser control and dropped trail lines.
+
+Usage: termsprawlctl [--session FILE] doctor
+
+Options:
+  --session FILE   the agent's session file, before doctor (default: $TERMSPRAWL_SESSION_FILE)
+  -h, --help       print this help
+
+Exit 0 when every check passes, else 1.";
+
+/// What `termsprawlctl mcp --help` prints.
+const MCP_HELP: &str = "\
+termsprawlctl mcp: an MCP server on stdin and stdout (one JSON-RPC message a line, nothing
+else on stdout) whose tools are the operations this agent may call. It runs until stdin ends.
+
+Usage: termsprawlctl [--session FILE] mcp
+
+Options:
+  --session FILE   the agent's session file, before mcp (default: $TERMSPRAWL_SESSION_FILE)
+  -h, --help       print this help";
+
+/// The commands, with their help.
+const COMMANDS: [(&str, &str); 3] = [
+    ("call", CALL_HELP),
+    ("doctor", DOCTOR_HELP),
+    ("mcp", MCP_HELP),
+];
 
 /// Runs `termsprawlctl` with `args` (without the program's name) and returns its exit
 /// code: the whole CLI, so an app's own binary can be the `termsprawlctl` its launcher
@@ -48,17 +114,32 @@ call exits 0 when ok, 1 when the tool refused, 2 on usage errors or no connectio
 /// own; it never exits the process itself.
 pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     let mut args: Vec<String> = args.into_iter().collect();
-    if matches!(
-        args.first().map(String::as_str),
-        Some("-h" | "--help" | "help")
-    ) {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
     let session_flag = match take_session_flag(&mut args) {
         Ok(flag) => flag,
-        Err(message) => return usage_error(&message),
+        Err(message) => return usage_error("", &message),
     };
+    match args.first().map(String::as_str) {
+        Some("-h" | "--help" | "help") => return print_text(HELP),
+        Some("--version") => {
+            return print_text(&format!("termsprawlctl {}", env!("CARGO_PKG_VERSION")))
+        }
+        _ => {}
+    }
+    let Some((command, rest)) = args.split_first() else {
+        return usage_error("", "missing COMMAND (call, doctor or mcp)");
+    };
+    let Some((command, help)) = COMMANDS.into_iter().find(|(name, _)| name == command) else {
+        return usage_error("", &unknown_command(command));
+    };
+    // Help anywhere after the command is answered before anything else: no JSON_ARGS
+    // (an object) and no operation name is `-h` or `--help`.
+    if rest.iter().any(|word| word == "-h" || word == "--help") {
+        return print_text(help);
+    }
+    // After the command, a word starting with `-` is a misplaced or unknown option.
+    if let Some(flag) = rest.iter().find(|word| word.starts_with('-')) {
+        return usage_error(command, &misplaced_option(command, flag));
+    }
     let session_file = session_flag.or_else(|| {
         std::env::var_os(SESSION_FILE_ENV)
             .filter(|v| !v.is_empty())
@@ -68,17 +149,42 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
     if std::env::var_os(TIMEOUT_ENV).is_some() && timeout_from_env().is_none() {
         eprintln!("termsprawlctl: ignoring {TIMEOUT_ENV} (not a positive number of milliseconds)");
     }
+    match (command, rest) {
+        ("call", []) => usage_error(command, "missing OPERATION"),
+        ("call", [operation]) => call(session_file, timeout, operation, None),
+        ("call", [operation, json_args]) => call(session_file, timeout, operation, Some(json_args)),
+        ("doctor", []) => run_doctor(session_file, timeout),
+        ("mcp", []) => run_mcp(session_file, timeout),
+        // Words past call's JSON_ARGS, or any after doctor and mcp.
+        (_, words) => {
+            let taken = if command == "call" { 2 } else { 0 };
+            let extra = words.get(taken).map_or("", String::as_str);
+            usage_error(command, &format!("unexpected argument {extra}"))
+        }
+    }
+}
 
-    match args.first().map(String::as_str) {
-        Some("call") if (2..=3).contains(&args.len()) => call(
-            session_file,
-            timeout,
-            &args[1],
-            args.get(2).map(String::as_str),
-        ),
-        Some("doctor") if args.len() == 1 => run_doctor(session_file, timeout),
-        Some("mcp") if args.len() == 1 => run_mcp(session_file, timeout),
-        _ => usage_error("expected call, doctor or mcp"),
+/// The refusal of a first word that is no command: an unknown option or command, with
+/// the nearest known one.
+fn unknown_command(word: &str) -> String {
+    let (what, names) = match word.starts_with('-') {
+        true => ("option", ["--session", "--help", "--version"]),
+        false => ("command", ["call", "doctor", "mcp"]),
+    };
+    match nearest_name(word, names) {
+        Some(near) => format!("unknown {what} {word} (did you mean {near}?)"),
+        None => format!("unknown {what} {word}"),
+    }
+}
+
+/// The refusal of an option after `command`: `--session` goes before the command; no
+/// other option exists.
+fn misplaced_option(command: &str, flag: &str) -> String {
+    match flag.split_once('=').map_or(flag, |(name, _)| name) {
+        "--session" => {
+            format!("--session goes before the command: termsprawlctl --session FILE {command} ...")
+        }
+        _ => unknown_command(flag),
     }
 }
 
@@ -106,9 +212,27 @@ fn take_session_flag(args: &mut Vec<String>) -> Result<Option<PathBuf>, String> 
     Ok(None)
 }
 
-fn usage_error(message: &str) -> ExitCode {
-    eprintln!("termsprawlctl: {message}\n{USAGE}");
+/// A usage error (exit 2): what was wrong first, then where the help is. `command` is
+/// empty before one is known. The words quoted are escaped for the terminal.
+fn usage_error(command: &str, problem: &str) -> ExitCode {
+    let name = match command {
+        "" => "termsprawlctl".to_string(),
+        command => format!("termsprawlctl {command}"),
+    };
+    let problem = escape_for_terminal(problem);
+    eprintln!("{name}: {problem}\nTry '{name} --help' for more information.");
     ExitCode::from(2)
+}
+
+/// Prints help or the version on stdout (exit 0; a closed pipe, as in `--help | head`, is
+/// the reader being done).
+fn print_text(text: &str) -> ExitCode {
+    let mut stdout = io::stdout().lock();
+    match writeln!(stdout, "{text}") {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(2),
+    }
 }
 
 fn call(

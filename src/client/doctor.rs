@@ -178,7 +178,7 @@ fn check_endpoint(session_file: &Path, report: &mut Report) -> Option<u16> {
         Ok(bytes) => bytes,
         Err(e) => {
             report.fail(format!(
-                "endpoint file {shown} cannot be read ({e}); is the host running?"
+                "endpoint file {shown} cannot be read ({e}); is the host running? (start it with termsprawl-tools serve)"
             ));
             return None;
         }
@@ -210,7 +210,7 @@ fn check_host(port: u16, token: &str, timeout: Duration, report: &mut Report) {
         Ok(answer) => answer,
         Err(cause) => {
             report.fail(format!(
-                "server does not answer on port {port}: {cause}; is the host running?"
+                "server does not answer on port {port}: {cause}; is the host running? (start it with termsprawl-tools serve)"
             ));
             return;
         }

@@ -72,7 +72,7 @@ impl fmt::Display for ClientError {
             ),
             ClientError::Unavailable(cause) => write!(
                 f,
-                "Tool connection unavailable: {cause}. Check that the host is running. Mutations are not automatically retried."
+                "Tool connection unavailable: {cause}. Check that the host is running (start it with termsprawl-tools serve). Mutations are not automatically retried."
             ),
         }
     }

@@ -13,7 +13,8 @@
 //!
 //! And the files that join them: [`workspace`] (folder projects, [`HostWorkspace`]),
 //! [`default_host`] (all of it assembled, [`DefaultHost`]), [`options`] (the command
-//! line's options), [`serve`] (runs it), and `error.rs` ([`HostError`]).
+//! line's options), [`help`] (every command's `--help`, one table), [`serve`] (runs it),
+//! and `error.rs` ([`HostError`]).
 //!
 //! Rooms depend one way (`docs/import-circles.py` checks it): terminals and browser use
 //! no other room; canvas uses them; view uses canvas, terminals, browser and person.
@@ -24,6 +25,7 @@ pub mod browser;
 pub mod canvas;
 pub mod default_host;
 mod error;
+pub mod help;
 pub mod options;
 pub mod person;
 pub mod serve;

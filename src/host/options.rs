@@ -1,7 +1,10 @@
-//! `termsprawl-tools serve` options, as docs/guide.md gives them.
+//! `termsprawl-tools serve` options, as docs/guide.md gives them, and the `--data` of the
+//! other commands. A refusal names what was wrong, first; the binary adds where the help is
+//! (`crate::host::help`, which also describes every option).
 
 use std::path::PathBuf;
 
+use crate::host::help::unknown_word;
 use crate::host::terminals::TerminalsMode;
 
 /// One `--agent NODE_ID[=ADAPTER]`.
@@ -45,15 +48,6 @@ pub struct ServeOptions {
     pub policy: Option<String>,
 }
 
-/// The usage line printed on a usage error.
-pub const SERVE_USAGE: &str =
-    "usage: termsprawl-tools serve [--data DIR] [--project DIR] [--project-id ID] \
-[--agent NODE_ID[=ADAPTER]]... [--browser] [--terminals auto|tmux|pty] [--kill-terminals] \
-[--no-view] [--view-only] [--no-activity] [--no-query-filter] [--policy open|careful|strict|FILE]";
-
-/// The usage line of `stop-terminals`.
-pub const STOP_TERMINALS_USAGE: &str = "usage: termsprawl-tools stop-terminals [--data DIR]";
-
 impl ServeOptions {
     /// Parses the words after `serve`. `env` looks up environment variables (for the
     /// `--data` default) and `cwd` is the `--project` default.
@@ -83,7 +77,7 @@ impl ServeOptions {
             let mut value = || -> Result<String, String> {
                 match inline.clone().or_else(|| words.next().cloned()) {
                     Some(v) if !v.is_empty() => Ok(v),
-                    _ => Err(format!("{flag} needs a value\n{SERVE_USAGE}")),
+                    _ => Err(format!("{flag} needs a value")),
                 }
             };
             match flag {
@@ -92,18 +86,19 @@ impl ServeOptions {
                 "--project-id" => project_id = Some(value()?),
                 "--agent" => agents.push(parse_agent(&value()?)?),
                 "--browser" if inline.is_none() => browser = true,
-                "--terminals" => {
-                    terminals = value()?
-                        .parse()
-                        .map_err(|e| format!("{e}\n{SERVE_USAGE}"))?
-                }
+                "--terminals" => terminals = value()?.parse()?,
                 "--kill-terminals" if inline.is_none() => kill_terminals = true,
                 "--no-view" if inline.is_none() => no_view = true,
                 "--view-only" if inline.is_none() => view_only = true,
                 "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
                 "--policy" => policy = Some(value()?),
-                _ => return Err(format!("unknown option {word}\n{SERVE_USAGE}")),
+                // Only with `=VALUE` (the arms above took them without).
+                "--browser" | "--kill-terminals" | "--no-view" | "--view-only"
+                | "--no-query-filter" | "--no-activity" => {
+                    return Err(format!("{flag} takes no value"))
+                }
+                _ => return Err(unknown_word("serve", word)),
             }
         }
         let data = match data {
@@ -133,20 +128,31 @@ impl ServeOptions {
     }
 }
 
-/// Parses the words after `stop-terminals` (`--data DIR`, same default as `serve`) and
-/// returns the data directory.
-pub fn parse_stop_terminals(
+/// Parses the words after a command whose only option is `--data DIR` (`stop-terminals`;
+/// `browser-control`, `approvals` and `policy` hand over theirs) and returns the data
+/// directory: the last `--data`, else the default, as `serve`'s. `command` names the
+/// command whose options a refusal suggests.
+pub fn parse_data(
+    command: &str,
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<PathBuf, String> {
-    match args {
-        [] => default_data_dir(&env),
-        [flag, dir] if flag == "--data" && !dir.is_empty() => Ok(PathBuf::from(dir)),
-        [word] => match word.strip_prefix("--data=") {
-            Some(dir) if !dir.is_empty() => Ok(PathBuf::from(dir)),
-            _ => Err(STOP_TERMINALS_USAGE.to_string()),
-        },
-        _ => Err(STOP_TERMINALS_USAGE.to_string()),
+    let mut data = None;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        let dir = match word.strip_prefix("--data=") {
+            Some(dir) => Some(dir),
+            None if word == "--data" => words.next().map(String::as_str),
+            None => return Err(unknown_word(command, word)),
+        };
+        match dir.filter(|dir| !dir.is_empty()) {
+            Some(dir) => data = Some(PathBuf::from(dir)),
+            None => return Err("--data needs a value".to_string()),
+        }
+    }
+    match data {
+        Some(data) => Ok(data),
+        None => default_data_dir(&env),
     }
 }
 
@@ -249,38 +255,44 @@ mod tests {
     }
 
     #[test]
-    fn usage_errors() {
-        assert!(parse(&["--data"])
-            .unwrap_err()
-            .contains("--data needs a value"));
-        assert!(parse(&["--frobnicate"])
-            .unwrap_err()
-            .contains("unknown option"));
+    fn usage_errors_name_what_was_wrong() {
+        assert_eq!(parse(&["--data"]).unwrap_err(), "--data needs a value");
+        assert_eq!(
+            parse(&["--brwser"]).unwrap_err(),
+            "unknown option --brwser (did you mean --browser?)"
+        );
         assert!(parse(&["--agent", "x="]).unwrap_err().contains("adapter"));
-        assert!(parse(&["--browser=yes"])
-            .unwrap_err()
-            .contains("unknown option"));
-        assert!(parse(&["--terminals", "screen"])
-            .unwrap_err()
-            .contains("auto, tmux or pty"));
+        assert_eq!(
+            parse(&["--browser=yes"]).unwrap_err(),
+            "--browser takes no value"
+        );
+        assert_eq!(
+            parse(&["--terminals", "screen"]).unwrap_err(),
+            "--terminals screen: expected auto, tmux or pty"
+        );
+        assert_eq!(parse(&["here"]).unwrap_err(), "unexpected argument here");
     }
 
     #[test]
-    fn stop_terminals_takes_only_data() {
+    fn data_only_commands_take_only_data() {
         let env = |k: &str| (k == "HOME").then(|| "/h".to_string());
         let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let data = |w: &[&str]| parse_data("stop-terminals", &words(w), env);
         assert_eq!(
-            parse_stop_terminals(&words(&[]), env).unwrap(),
+            data(&[]).unwrap(),
             PathBuf::from("/h/.local/share/termsprawl-tools")
         );
+        assert_eq!(data(&["--data", "/d"]).unwrap(), PathBuf::from("/d"));
+        assert_eq!(data(&["--data=/e"]).unwrap(), PathBuf::from("/e"));
         assert_eq!(
-            parse_stop_terminals(&words(&["--data", "/d"]), env).unwrap(),
-            PathBuf::from("/d")
+            data(&["--project", "/p"]).unwrap_err(),
+            "unknown option --project"
         );
         assert_eq!(
-            parse_stop_terminals(&words(&["--data=/e"]), env).unwrap(),
-            PathBuf::from("/e")
+            data(&["--dta", "/p"]).unwrap_err(),
+            "unknown option --dta (did you mean --data?)"
         );
-        assert!(parse_stop_terminals(&words(&["--project", "/p"]), env).is_err());
+        assert_eq!(data(&["--data"]).unwrap_err(), "--data needs a value");
+        assert_eq!(data(&["/d"]).unwrap_err(), "unexpected argument /d");
     }
 }

@@ -139,6 +139,15 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         true => None,
         false => Some(host.bind_view(&project_id, options.view_only)?),
     };
+    let agent_tools = options.data.join("agent-tools");
+    let watched = approvals::Watched {
+        project_id: project_id.clone(),
+        starting: options.policy.clone().unwrap_or_else(|| "open".into()),
+    };
+    if let Some(runtime) = &runtime {
+        // From the ready line on, the person's commands read this serve's rules.
+        approvals::write_list(&agent_tools, runtime, &watched);
+    }
     let directory = host
         .runtime()
         .map(|runtime| runtime.server().directory().to_path_buf())
@@ -173,17 +182,12 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         );
     }
     let stop_watching = Arc::new(AtomicBool::new(false));
-    let agent_tools = options.data.join("agent-tools");
     browser_control::watch(
         agent_tools.clone(),
         host.workspace().clone(),
         stop_watching.clone(),
     );
     if let Some(runtime) = runtime {
-        let watched = approvals::Watched {
-            project_id: project_id.clone(),
-            starting: options.policy.clone().unwrap_or_else(|| "open".into()),
-        };
         approvals::watch(agent_tools, runtime, watched, stop_watching.clone());
     }
     signal.wait();

@@ -21,7 +21,7 @@ pub use catalogue::{
 };
 pub use classes::{OperationClass, OPERATION_CLASSES};
 pub use guides::{guide, TOOL_GUIDES};
-pub use validate::{validate_tool_request, ValidationError};
+pub use validate::{nearest_name, validate_tool_request, ValidationError};
 pub use wire::{
     is_valid_node_id, CanvasToolReply, CanvasToolRequest, IntegrationState, IntegrationStatus,
     ToolIdentity, ToolRequest, ToolResult, ToolSession,

@@ -24,16 +24,27 @@ use super::wire::ToolRequest;
 pub enum ValidationError {
     /// Not a JSON object of exactly `operation` and `args`.
     NotARequest,
-    /// `operation` is missing, not a string, or not in the catalogue.
-    UnknownOperation,
+    /// `operation` is missing, not a string, or not in the catalogue: the name asked for
+    /// (shortened for the message) when it is a string.
+    UnknownOperation(Option<String>),
     /// `args` is missing or not an object.
     ArgsNotObject,
-    /// A required argument is absent.
-    MissingArgument(&'static str),
+    /// A required argument is absent (its kind: the message lists a choice's values).
+    MissingArgument {
+        /// The argument.
+        arg: &'static str,
+        /// Its shape.
+        kind: ArgKind,
+    },
     /// Neither of two alternatives (exactly one is required) is given.
     MissingAlternative([&'static str; 2]),
-    /// An argument the operation does not take (name shortened for the message).
-    UnknownArgument(String),
+    /// An argument the operation does not take.
+    UnknownArgument {
+        /// The argument's name, shortened for the message.
+        arg: String,
+        /// The operation, whose arguments the message suggests.
+        operation: &'static str,
+    },
     /// An argument's value breaks its schema.
     Invalid {
         /// The argument.
@@ -47,15 +58,34 @@ impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ValidationError::NotARequest => f.write_str("Expected an operation and args object"),
-            ValidationError::UnknownOperation => {
-                f.write_str("Unknown operation; call session_info for the operations you may call")
+            ValidationError::UnknownOperation(asked) => {
+                f.write_str("Unknown operation")?;
+                if let Some(name) = asked {
+                    write!(f, ": {name}")?;
+                }
+                f.write_str("; the operations you may call are in session_info's operations")
             }
             ValidationError::ArgsNotObject => f.write_str("Expected args object"),
-            ValidationError::MissingArgument(arg) => write!(f, "Missing argument: {arg}"),
+            ValidationError::MissingArgument { arg, kind } => match kind {
+                ArgKind::OneOf(choices) => {
+                    write!(f, "Missing argument: {arg} (one of {})", choices.join(", "))
+                }
+                _ => write!(f, "Missing argument: {arg}"),
+            },
             ValidationError::MissingAlternative([first, second]) => {
                 write!(f, "Missing argument: {first} (give {first} or {second})")
             }
-            ValidationError::UnknownArgument(arg) => write!(f, "Unknown argument: {arg}"),
+            ValidationError::UnknownArgument { arg, operation } => {
+                let takes: Vec<&str> = find_tool(operation).map_or(Vec::new(), |tool| {
+                    tool.args.iter().map(|a| a.name).collect()
+                });
+                write!(f, "Unknown argument: {arg} ")?;
+                match nearest_name(arg, takes.iter().copied()) {
+                    Some(near) => write!(f, "(did you mean {near}?)"),
+                    None if takes.is_empty() => write!(f, "({operation} takes no arguments)"),
+                    None => write!(f, "({operation} takes {})", takes.join(", ")),
+                }
+            }
             ValidationError::Invalid { arg, rule } => write!(f, "Invalid {arg}: {rule}"),
         }
     }
@@ -67,11 +97,10 @@ impl std::error::Error for ValidationError {}
 /// Never panics, whatever `raw` holds.
 pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError> {
     let request = raw.as_object().ok_or(ValidationError::NotARequest)?;
-    let tool = request
-        .get("operation")
-        .and_then(Value::as_str)
+    let asked = request.get("operation").and_then(Value::as_str);
+    let tool = asked
         .and_then(find_tool)
-        .ok_or(ValidationError::UnknownOperation)?;
+        .ok_or_else(|| ValidationError::UnknownOperation(asked.map(shorten)))?;
     let args = request
         .get("args")
         .and_then(Value::as_object)
@@ -83,12 +112,18 @@ pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError
     }
     for arg in tool.args {
         if arg.required && !args.contains_key(arg.name) {
-            return Err(ValidationError::MissingArgument(arg.name));
+            return Err(ValidationError::MissingArgument {
+                arg: arg.name,
+                kind: arg.kind,
+            });
         }
     }
     for key in args.keys() {
         if !tool.args.iter().any(|a| a.name == key.as_str()) {
-            return Err(ValidationError::UnknownArgument(shorten(key)));
+            return Err(ValidationError::UnknownArgument {
+                arg: shorten(key),
+                operation: tool.name,
+            });
         }
     }
     for arg in tool.args {
@@ -174,8 +209,41 @@ fn check_text(value: &Value, max_chars: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The name among `names` nearest to `word`, for a "did you mean": at most 2 edits away
+/// (a character added, removed or changed); the first of equally near ones.
+pub fn nearest_name<'a>(word: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .filter_map(|name| edits_within(word, name, 2).map(|edits| (edits, name)))
+        .min_by_key(|(edits, _)| *edits)
+        .map(|(_, name)| name)
+}
+
+/// The edit (Levenshtein) distance between `a` and `b`, if it is at most `max`.
+fn edits_within(a: &str, b: &str, max: usize) -> Option<usize> {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // Each edit changes the length by at most one: a long key is answered at once.
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    // One row of the table at a time: row[j] is the distance from a[..i] to b[..j].
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    Some(row[b.len()]).filter(|&edits| edits <= max)
+}
+
 /// Unknown keys are echoed in the error; keep what we echo short.
-fn shorten(key: &str) -> String {
+pub(crate) fn shorten(key: &str) -> String {
     const MAX: usize = 64;
     match key.char_indices().nth(MAX) {
         Some((end, _)) => format!("{}…", &key[..end]),
@@ -209,16 +277,25 @@ mod tests {
     }
 
     #[test]
-    fn unknown_operation_message() {
-        let message = "Unknown operation; call session_info for the operations you may call";
-        assert_eq!(ValidationError::UnknownOperation.to_string(), message);
-        assert_eq!(rejection(json!({"operation": "nope", "args": {}})), message);
-        assert_eq!(rejection(json!({"operation": 7, "args": {}})), message);
-        assert_eq!(rejection(json!({"args": {}})), message);
+    fn unknown_operation_message_names_it() {
+        let hint = "; the operations you may call are in session_info's operations";
+        let named = |name: &str| format!("Unknown operation: {name}{hint}");
+        assert_eq!(
+            rejection(json!({"operation": "nope", "args": {}})),
+            named("nope")
+        );
         assert_eq!(
             rejection(json!({"operation": "Session_info", "args": {}})),
-            message
+            named("Session_info")
         );
+        assert_eq!(
+            rejection(json!({"operation": "o".repeat(65), "args": {}})),
+            named(&format!("{}…", "o".repeat(64)))
+        );
+        // No name to echo: not a string, or none.
+        let unnamed = format!("Unknown operation{hint}");
+        assert_eq!(rejection(json!({"operation": 7, "args": {}})), unnamed);
+        assert_eq!(rejection(json!({"args": {}})), unnamed);
     }
 
     #[test]
@@ -243,37 +320,59 @@ mod tests {
     #[test]
     fn missing_argument_message() {
         assert_eq!(
-            ValidationError::MissingArgument("nodeId").to_string(),
-            "Missing argument: nodeId"
-        );
-        assert_eq!(
             rejection(json!({"operation": "canvas_move", "args": {"nodeId": "n", "x": 1}})),
             "Missing argument: y"
+        );
+        // A choice lists its values.
+        assert_eq!(
+            rejection(json!({"operation": "guide_read", "args": {}})),
+            "Missing argument: topic (one of overview, browser, terminal, canvas, context, artifacts, agents)"
         );
     }
 
     #[test]
-    fn unknown_argument_message_and_shortening() {
+    fn unknown_argument_message_suggests_or_lists_and_shortens() {
         assert_eq!(
-            ValidationError::UnknownArgument("projectId".into()).to_string(),
-            "Unknown argument: projectId"
+            rejection(json!({"operation": "terminal_open", "args": {"titel": "x"}})),
+            "Unknown argument: titel (did you mean title?)"
+        );
+        assert_eq!(
+            rejection(
+                json!({"operation": "terminal_read", "args": {"nodeId": "t", "maxchars": 9}})
+            ),
+            "Unknown argument: maxchars (did you mean maxChars?)"
         );
         assert_eq!(
             rejection(
                 json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}})
             ),
-            "Unknown argument: projectId"
+            "Unknown argument: projectId (terminal_read takes nodeId, maxChars, command)"
         );
         let long_key = "k".repeat(65);
         assert_eq!(
             rejection(json!({"operation": "session_info", "args": {long_key: 1}})),
-            format!("Unknown argument: {}…", "k".repeat(64))
+            format!(
+                "Unknown argument: {}… (session_info takes no arguments)",
+                "k".repeat(64)
+            )
         );
         let key_at_limit = "é".repeat(64);
         assert_eq!(
             rejection(json!({"operation": "session_info", "args": {key_at_limit.clone(): 1}})),
-            format!("Unknown argument: {key_at_limit}")
+            format!("Unknown argument: {key_at_limit} (session_info takes no arguments)")
         );
+    }
+
+    #[test]
+    fn nearest_name_is_at_most_two_edits_away() {
+        let names = ["title", "nodeId", "x"];
+        assert_eq!(nearest_name("titel", names), Some("title"));
+        assert_eq!(nearest_name("nodeid", names), Some("nodeId"));
+        assert_eq!(nearest_name("y", names), Some("x"));
+        assert_eq!(nearest_name("subject", names), None);
+        assert_eq!(nearest_name("", ["ab", "abc"]), Some("ab"));
+        assert_eq!(edits_within("kitten", "sitting", 3), Some(3));
+        assert_eq!(edits_within("kitten", "sitting", 2), None);
     }
 
     #[test]

@@ -519,7 +519,9 @@ fn terminal_node<'a>(nodes: &'a [Value], node_id: &str) -> Result<&'a Value, Str
     find_node(nodes, node_id)
         .filter(|n| node_field(n, "type") == Some("terminal"))
         .filter(|n| data_field(n, "remote") != Some(&Value::Bool(true)))
-        .ok_or_else(|| "Local terminal not found in this project".into())
+        .ok_or_else(|| {
+            format!("Local terminal not found in this project: {node_id} (canvas_list shows the terminals)")
+        })
 }
 
 impl Core {

@@ -84,7 +84,16 @@ impl AgentToolRuntime {
         lock(&self.core.gate.rules).summary(project_id, node_id)
     }
 
-    /// A number that changes whenever the rules do.
+    /// The classes the person allowed for the rest of this run (answers
+    /// [`Decision::AllowForSession`]), as (project, agent, class), sorted. Kept in memory
+    /// only: they end with the runtime.
+    pub fn session_grants(&self) -> Vec<(String, String, OperationClass)> {
+        let mut grants: Vec<_> = lock(&self.core.gate.rules).grants.iter().cloned().collect();
+        grants.sort();
+        grants
+    }
+
+    /// A number that changes whenever the rules do (grants included).
     pub fn policy_version(&self) -> u64 {
         self.core.gate.generation()
     }

@@ -38,7 +38,7 @@ use serde_json::{json, Map, Value};
 
 use crate::protocol::{
     guide, is_browser_operation, validate_tool_request, IntegrationState, IntegrationStatus,
-    ToolIdentity, ToolRequest, ToolResult, ToolSession, AGENT_TOOLS,
+    ToolIdentity, ToolRequest, ToolResult, ToolSession, AGENT_TOOLS, GUIDE_TOPICS,
 };
 
 // Kept here for embedders that used them from `server` (their home is `base`).
@@ -895,7 +895,11 @@ impl AgentToolServer {
                 let topic = request.args["topic"].as_str().unwrap_or("");
                 return Some(match guide(topic) {
                     Some(text) => ToolResult::Ok(json!({ "topic": topic, "guide": text })),
-                    None => ToolResult::Err("Invalid topic".into()),
+                    // Not reached while every topic the validator admits has a guide.
+                    None => ToolResult::Err(format!(
+                        "Invalid topic: must be one of {}",
+                        GUIDE_TOPICS.join(", ")
+                    )),
                 });
             }
             "agent_status" => {

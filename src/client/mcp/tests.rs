@@ -23,7 +23,7 @@ impl ToolHost for FakeHost {
         self.calls.push((operation.to_string(), args.clone()));
         if !self.reachable {
             return ToolResult::Err(
-                "Tool connection unavailable: cannot connect to 127.0.0.1:9 (refused). Check that the host is running. Mutations are not automatically retried.".into(),
+                "Tool connection unavailable: cannot connect to 127.0.0.1:9 (refused). Check that the host is running (start it with termsprawl-tools serve). Mutations are not automatically retried.".into(),
             );
         }
         let raw = json!({ "operation": operation, "args": args });

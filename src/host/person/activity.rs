@@ -2,10 +2,13 @@
 //! activity trail for people (see `crate::activity` for what a line holds).
 //!
 //! Without `--project-id` it shows the only project's trail under
-//! `<data>/agent-tools/activity/`, and names the choices when there are several. The
-//! previous (rotated) file comes first, then the current one. `--follow` prints the last
-//! ten lines and then each new one as it is written (checked every [`FOLLOW_EVERY`]),
-//! starting over when the file is rotated. Times are UTC.
+//! `<data>/agent-tools/activity/`, and names the choices when there are several. A
+//! `--project-id` with no trail file is an error naming the projects that have one (a
+//! mistyped id would otherwise show nothing, as an idle project does), with `--follow`
+//! too: a project's file appears with its first call. The previous (rotated) file comes
+//! first, then the current one. `--follow` prints the last ten lines and then each new one
+//! as it is written (checked every [`FOLLOW_EVERY`]), starting over when the file is
+//! rotated. Times are UTC.
 //!
 //! Each line is shown for people with every character a terminal would act on or hide
 //! escaped and every field cut (`ActivityLine::display`); `--json` prints each line
@@ -19,18 +22,16 @@ use std::thread;
 use std::time::Duration;
 
 use crate::activity::{
-    open_private_for_reading, read_from, read_tail_lines, trail_file, TrailLine, COLUMN_CHARS,
+    open_private_for_reading, previous_file, read_from, read_tail_lines, trail_file, TrailLine,
+    COLUMN_CHARS,
 };
+use crate::host::help::unknown_word;
 
 /// How often `--follow` looks for new lines.
 pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
 /// Lines `--follow` shows before waiting for new ones (as `tail -f`).
 const FOLLOW_BACKLOG: usize = 10;
-
-/// The usage line of `activity`.
-pub const ACTIVITY_USAGE: &str =
-    "usage: termsprawl-tools activity [--data DIR] [--project-id ID] [--follow] [--json]";
 
 /// What `activity` was asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,14 +64,15 @@ impl ActivityOptions {
                     .clone()
                     .or_else(|| words.next().cloned())
                     .filter(|v| !v.is_empty())
-                    .ok_or_else(|| format!("{flag} needs a value; {ACTIVITY_USAGE}"))
+                    .ok_or_else(|| format!("{flag} needs a value"))
             };
             match flag {
                 "--data" => data = Some(PathBuf::from(value()?)),
                 "--project-id" => project_id = Some(value()?),
                 "--follow" if inline.is_none() => follow = true,
                 "--json" if inline.is_none() => json = true,
-                _ => return Err(format!("unknown option {word}; {ACTIVITY_USAGE}")),
+                "--follow" | "--json" => return Err(format!("{flag} takes no value")),
+                _ => return Err(unknown_word("activity", word)),
             }
         }
         let data = match data {
@@ -96,6 +98,11 @@ pub fn run(options: &ActivityOptions, out: &mut impl Write) -> Result<(), String
     };
     let file = trail_file(&dir, &project_id)
         .ok_or_else(|| format!("{project_id} is not a project id (letters, digits, - and _)"))?;
+    // A mistyped id would otherwise print nothing, as an idle project does.
+    let held = |file: &Path| std::fs::symlink_metadata(file).is_ok();
+    if !held(&file) && !held(&previous_file(&file)) {
+        return Err(no_trail(&dir, &project_id));
+    }
     // A closed pipe (`activity | head`) is the reader being done, not a failure.
     let write_failed = |e: io::Error| match e.kind() {
         io::ErrorKind::BrokenPipe => String::new(),
@@ -148,14 +155,8 @@ fn follow(file: &Path, json: bool, out: &mut impl Write) -> io::Result<()> {
 
 /// The one project with a trail in `dir`, or an error naming the choices.
 fn only_project(dir: &Path) -> Result<String, String> {
-    let mut ids: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("no activity trail in {}: {e}", dir.display()))?
-        .filter_map(|entry| {
-            let name = entry.ok()?.file_name().into_string().ok()?;
-            name.strip_suffix(".jsonl").map(str::to_string)
-        })
-        .collect();
-    ids.sort();
+    let ids = projects_with_a_trail(dir)
+        .map_err(|e| format!("no activity trail in {}: {e}", dir.display()))?;
     match ids.as_slice() {
         [id] => Ok(id.clone()),
         [] => Err(format!("no activity trail in {} yet", dir.display())),
@@ -164,6 +165,31 @@ fn only_project(dir: &Path) -> Result<String, String> {
             ids.join(", ")
         )),
     }
+}
+
+/// Why `project_id` shows nothing: it has no trail in `dir`, and which projects have one.
+fn no_trail(dir: &Path, project_id: &str) -> String {
+    let ids = projects_with_a_trail(dir).unwrap_or_default();
+    let choices = match ids.as_slice() {
+        [] => "no project has one yet (a trail starts with a project's first call)".to_string(),
+        _ => format!("projects with a trail: {}", ids.join(", ")),
+    };
+    format!(
+        "project {project_id} has no activity trail in {}; {choices}",
+        dir.display()
+    )
+}
+
+/// The project ids with a trail file in `dir`, sorted.
+fn projects_with_a_trail(dir: &Path) -> io::Result<Vec<String>> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".jsonl").map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    Ok(ids)
 }
 
 /// Prints `lines` on `out`: with `json`, each exactly as the file holds it; else one

@@ -10,7 +10,13 @@
 //! answer it in `<request>.answer`: the runtime checks the answer against the call it
 //! holds (`AgentToolRuntime::decide`), so a replayed, expired or re-pointed answer is
 //! refused there. `serve` looks every [`WATCH_EVERY`]: one load of a counter and one
-//! `stat` of the folder.
+//! `stat` of the folder, and rewrites the list before it writes the answers, so a command
+//! that got its answer reads a list showing what it changed.
+//!
+//! `policy show` reads the rules from that list too: the starting policy, the saved rules,
+//! and the classes allowed "for this session" (answers with `--for-session`), which live in
+//! `serve`'s memory only and end with it. `policy set --agent NODE` is refused for an
+//! agent without a session in the data directory ([`require_known_agent`]).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -24,7 +30,9 @@ use serde_json::{json, Map, Value};
 
 use crate::base::files::{private_dir, private_json, read_private_json};
 use crate::base::terminal_text::escape_for_terminal;
-use crate::protocol::OperationClass;
+use crate::host::help::unknown_word;
+use crate::host::options::parse_data;
+use crate::protocol::{is_valid_node_id, nearest_name, OperationClass, OPERATION_CLASSES};
 use crate::runtime::approvals::{Decision, Shown};
 use crate::runtime::policy::Rule;
 use crate::runtime::AgentToolRuntime;
@@ -34,42 +42,77 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// How long `allow`/`deny` wait for `serve` to take the answer.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
-/// The usage line of `policy`.
-pub const POLICY_USAGE: &str = "usage: termsprawl-tools policy show [--json] | set CLASS allow|ask|deny [--agent NODE]  (each with [--data DIR]; CLASS: read, canvas, terminals-own, terminals-others, browser, launch, messaging)";
-
 /// Parses the words after `policy`.
 pub fn parse_policy(
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(ApprovalsCommand, PathBuf), String> {
-    let usage = || POLICY_USAGE.to_string();
     let (mut json, mut node_id, mut data, mut words) = (false, None, Vec::new(), Vec::new());
     let mut given = args.iter();
     while let Some(word) = given.next() {
         match word.as_str() {
             "--json" => json = true,
-            "--agent" => node_id = Some(given.next().ok_or_else(usage)?.clone()),
-            "--data" => data = vec![word.clone(), given.next().ok_or_else(usage)?.clone()],
-            flag if flag.starts_with("--data=") => data = vec![word.clone()],
-            flag if flag.starts_with('-') => return Err(usage()),
+            "--agent" => {
+                let node = given
+                    .next()
+                    .ok_or("--agent needs a value (an agent's node id)")?;
+                node_id = Some(node.clone());
+            }
+            // `parse_data` reads these (and says when the folder is missing).
+            "--data" => {
+                data.push(word.clone());
+                data.extend(given.next().cloned());
+            }
+            flag if flag.starts_with("--data=") => data.push(word.clone()),
+            flag if flag.starts_with('-') => return Err(unknown_word("policy", flag)),
             _ => words.push(word.as_str()),
         }
     }
-    let data = crate::host::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
+    let data = parse_data("policy", &data, env)?;
     let command = match words.as_slice() {
-        ["show"] if node_id.is_none() => ApprovalsCommand::ShowPolicy { json },
-        ["set", class, rule] if !json => ApprovalsCommand::SetRule {
-            class: OperationClass::named(class).ok_or_else(usage)?,
-            rule: Rule::named(rule).ok_or_else(usage)?,
+        ["show"] if node_id.is_some() => {
+            return Err(
+                "--agent goes only with policy set (show prints every agent's rules)".into(),
+            )
+        }
+        ["show"] => ApprovalsCommand::ShowPolicy { json },
+        ["set", ..] if json => return Err("--json goes only with policy show".into()),
+        ["set", class, rule] => ApprovalsCommand::SetRule {
+            class: OperationClass::named(class).ok_or_else(|| unknown_class(class))?,
+            rule: Rule::named(rule)
+                .ok_or_else(|| format!("unknown rule {rule}; expected allow, ask or deny"))?,
             node_id,
         },
-        _ => return Err(usage()),
+        ["set", ..] => return Err("set needs CLASS and RULE, e.g. policy set launch ask".into()),
+        [] => return Err("missing show or set CLASS RULE".into()),
+        ["show", extra, ..] => return Err(format!("unexpected argument {extra}")),
+        [other, ..] => {
+            return Err(format!(
+                "unknown subcommand {other}{}; expected show or set",
+                did_you_mean(other, &["show", "set"])
+            ))
+        }
     };
     Ok((command, data))
 }
 
-/// The usage line of `approvals`.
-pub const APPROVALS_USAGE: &str = "usage: termsprawl-tools approvals list [--json] | allow ID [--for-session|--always] | deny ID [--reason TEXT]  (each with [--data DIR])";
+/// The refusal of a class name, with the classes.
+fn unknown_class(class: &str) -> String {
+    let names: Vec<&str> = OPERATION_CLASSES.iter().map(|c| c.name()).collect();
+    format!(
+        "unknown class {class}{}; expected one of {}",
+        did_you_mean(class, &names),
+        names.join(", ")
+    )
+}
+
+/// ` (did you mean NAME?)` for the name among `names` near `word`, else nothing.
+fn did_you_mean(word: &str, names: &[&str]) -> String {
+    match nearest_name(word, names.iter().copied()) {
+        Some(near) => format!(" (did you mean {near}?)"),
+        None => String::new(),
+    }
+}
 
 /// What the person asked for.
 #[derive(Debug, PartialEq)]
@@ -115,8 +158,16 @@ pub fn parse(
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(ApprovalsCommand, PathBuf), String> {
-    let usage = || APPROVALS_USAGE.to_string();
-    let (verb, rest) = args.split_first().ok_or_else(usage)?;
+    let (verb, rest) = args
+        .split_first()
+        .ok_or("missing list, allow ID or deny ID")?;
+    let verbs = ["list", "allow", "deny"];
+    if !verbs.contains(&verb.as_str()) {
+        return Err(format!(
+            "unknown subcommand {verb}{}; expected list, allow ID or deny ID",
+            did_you_mean(verb, &verbs)
+        ));
+    }
     let (mut json, mut scope, mut reason, mut data, mut id) = (false, None, None, Vec::new(), None);
     let mut words = rest.iter();
     while let Some(word) = words.next() {
@@ -125,18 +176,35 @@ pub fn parse(
             "--for-session" | "--always" if verb == "allow" && scope.is_none() => {
                 scope = Some(word.clone())
             }
-            "--reason" if verb == "deny" => reason = Some(words.next().ok_or_else(usage)?.clone()),
-            "--data" => data = vec![word.clone(), words.next().ok_or_else(usage)?.clone()],
-            flag if flag.starts_with("--data=") => data = vec![word.clone()],
+            "--reason" if verb == "deny" => {
+                let text = words
+                    .next()
+                    .ok_or("--reason needs a value (what the agent is told)")?;
+                reason = Some(text.clone())
+            }
+            // `parse_data` reads these (and says when the folder is missing).
+            "--data" => {
+                data.push(word.clone());
+                data.extend(words.next().cloned());
+            }
+            flag if flag.starts_with("--data=") => data.push(word.clone()),
+            "--json" => return Err("--json goes only with approvals list".into()),
+            "--for-session" | "--always" if verb == "allow" => {
+                return Err("give --for-session or --always, not both".into())
+            }
+            "--for-session" | "--always" => {
+                return Err(format!("{word} goes only with approvals allow"))
+            }
+            "--reason" => return Err("--reason goes only with approvals deny".into()),
             given if verb != "list" && id.is_none() && !given.starts_with('-') => {
                 id = Some(given.to_string())
             }
-            _ => return Err(usage()),
+            _ => return Err(unknown_word("approvals", word)),
         }
     }
-    let data = crate::host::options::parse_stop_terminals(&data, env).map_err(|_| usage())?;
+    let data = parse_data("approvals", &data, env)?;
     let command = match (verb.as_str(), id) {
-        ("list", None) => ApprovalsCommand::List { json },
+        ("list", _) => ApprovalsCommand::List { json },
         ("allow", Some(id)) => ApprovalsCommand::Answer {
             id,
             decision: match scope.as_deref() {
@@ -145,13 +213,59 @@ pub fn parse(
                 None => Decision::AllowOnce,
             },
         },
-        ("deny", Some(id)) => ApprovalsCommand::Answer {
+        // `deny`: the verb is one of the three (checked above).
+        (_, Some(id)) => ApprovalsCommand::Answer {
             id,
             decision: Decision::Deny(reason.filter(|r| !r.trim().is_empty())),
         },
-        _ => return Err(usage()),
+        (verb, None) => {
+            return Err(format!(
+                "{verb} needs the call's ID (approvals list shows the waiting calls)"
+            ))
+        }
     };
     Ok((command, data))
+}
+
+/// Refuses `policy set … --agent NODE` for an agent without a session in `data`
+/// (`agent-tools/sessions/NODE.json`): a mistyped id would save a rule no agent is held
+/// to. The refusal names the agents that have one. Other commands pass.
+pub fn require_known_agent(command: &ApprovalsCommand, data: &Path) -> Result<(), String> {
+    let ApprovalsCommand::SetRule {
+        node_id: Some(node),
+        ..
+    } = command
+    else {
+        return Ok(());
+    };
+    let sessions = data.join("agent-tools").join("sessions");
+    // A valid node id first: it is joined into a path.
+    if is_valid_node_id(node) && sessions.join(format!("{node}.json")).is_file() {
+        return Ok(());
+    }
+    let mut known: Vec<String> = std::fs::read_dir(&sessions)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let node = name.strip_suffix(".json")?;
+            is_valid_node_id(node).then(|| node.to_string())
+        })
+        .collect();
+    known.sort();
+    let names: Vec<&str> = known.iter().map(String::as_str).collect();
+    let choices = match names.as_slice() {
+        [] => {
+            "no agent has one yet (serve --agent ID, or an agent launched on the canvas, makes one)"
+                .to_string()
+        }
+        _ => format!("agents with one: {}", names.join(", ")),
+    };
+    Err(format!(
+        "--agent {node}{}: no such agent has a session in {}; {choices}",
+        did_you_mean(node, &names),
+        sessions.display()
+    ))
 }
 
 /// Runs `command` against the `serve` of `data`; what to print, or why it failed.
@@ -189,7 +303,19 @@ pub fn run(command: &ApprovalsCommand, data: &Path, out: &mut impl Write) -> Res
             )?;
             saved
                 .lines()
-                .try_for_each(|line| print(out, escape_for_terminal(line).into_owned()))
+                .try_for_each(|line| print(out, escape_for_terminal(line).into_owned()))?;
+            let grants = policy["grants"].as_array().map_or(&[][..], Vec::as_slice);
+            if grants.is_empty() {
+                return print(out, "allowed for this session: none".into());
+            }
+            print(out, "allowed for this session (until serve stops):".into())?;
+            grants.iter().try_for_each(|grant| {
+                let field = |key: &str| escape_for_terminal(grant[key].as_str().unwrap_or("?"));
+                print(
+                    out,
+                    format!("  {} for agent {}", field("class"), field("nodeId")),
+                )
+            })
         }
         ApprovalsCommand::SetRule {
             class,
@@ -310,23 +436,39 @@ pub fn watch(
         .spawn(move || {
             let (mut listed, mut seen) = (None, None);
             while !stop.load(Ordering::SeqCst) {
-                let version = (runtime.approvals_version(), runtime.policy_version());
-                if listed != Some(version) {
-                    match private_json(&list_file(&agent_tools), &listing(&runtime, &watched)) {
-                        Ok(()) => listed = Some(version),
-                        Err(e) => eprintln!("termsprawl-tools: cannot write approvals.json: {e}"),
-                    }
-                }
                 let now = stamp(&dir);
+                let mut answers = Vec::new();
                 if now != seen {
                     seen = now;
-                    take_requests(&dir, &runtime, &watched.project_id);
+                    answers = take_requests(&dir, &runtime, &watched.project_id);
+                }
+                // The list before the answers: a command that has its answer reads a list
+                // that shows what it changed (`policy show` just after `approvals allow`).
+                let version = (runtime.approvals_version(), runtime.policy_version());
+                if listed != Some(version) && write_list(&agent_tools, &runtime, &watched) {
+                    listed = Some(version);
+                }
+                for (file, outcome) in answers {
+                    let _ = private_json(&file, &outcome);
                 }
                 thread::sleep(WATCH_EVERY);
             }
         });
     if let Err(e) = spawned {
         eprintln!("termsprawl-tools: approvals cannot be answered from the command line: {e}");
+    }
+}
+
+/// Writes `approvals.json` as the runtime has it now; false (said on stderr) when it
+/// cannot. `serve` writes it once before its ready line, so the commands never read a list
+/// an earlier `serve` left, then [`watch`] keeps it current.
+pub fn write_list(agent_tools: &Path, runtime: &AgentToolRuntime, watched: &Watched) -> bool {
+    match private_json(&list_file(agent_tools), &listing(runtime, watched)) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("termsprawl-tools: cannot write approvals.json: {e}");
+            false
+        }
     }
 }
 
@@ -339,14 +481,28 @@ fn listing(runtime: &AgentToolRuntime, watched: &Watched) -> Value {
         .collect();
     let (_, saved) = runtime.policy();
     let file = runtime.server().directory().join("policy.json");
-    let policy = json!({ "starting": watched.starting, "file": file, "saved": saved.to_json() });
+    // Grants live in serve's memory only: this list is where the commands see them.
+    let grants: Vec<Value> = runtime
+        .session_grants()
+        .into_iter()
+        .map(|(project_id, node_id, class)| {
+            json!({ "projectId": project_id, "nodeId": node_id, "class": class.name() })
+        })
+        .collect();
+    let policy = json!({ "starting": watched.starting, "file": file, "saved": saved.to_json(),
+        "grants": grants });
     json!({ "pending": pending, "policy": policy })
 }
 
-/// Applies each request file in `dir` and writes its outcome beside it.
-fn take_requests(dir: &Path, runtime: &AgentToolRuntime, project_id: &str) {
+/// Applies each request file in `dir`; the answer file of each, and its outcome.
+fn take_requests(
+    dir: &Path,
+    runtime: &AgentToolRuntime,
+    project_id: &str,
+) -> Vec<(PathBuf, Value)> {
+    let mut answers = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return answers;
     };
     for entry in entries.flatten() {
         let path = entry.path();
@@ -360,8 +516,9 @@ fn take_requests(dir: &Path, runtime: &AgentToolRuntime, project_id: &str) {
             Some(Err(error)) => json!({ "error": error }),
             None => json!({ "error": "the request could not be read; nothing was changed" }),
         };
-        let _ = private_json(&path.with_extension("answer"), &outcome);
+        answers.push((path.with_extension("answer"), outcome));
     }
+    answers
 }
 
 /// One request of the commands: an answer to a call, or a rule.
@@ -430,26 +587,65 @@ mod tests {
             node_id: Some("a".into()),
         };
         assert_eq!(command, set);
-        for bad in [
-            "",
-            "show --agent a",
-            "set launch",
-            "set shell deny",
-            "set launch maybe",
-            "set launch deny --json",
+        for (bad, said) in [
+            ("", "missing show or set CLASS RULE"),
+            (
+                "show --agent a",
+                "--agent goes only with policy set (show prints every agent's rules)",
+            ),
+            (
+                "set launch",
+                "set needs CLASS and RULE, e.g. policy set launch ask",
+            ),
+            (
+                "set shell deny",
+                "unknown class shell; expected one of read, canvas, terminals-own, terminals-others, browser, launch, messaging",
+            ),
+            (
+                "set lunch deny",
+                "unknown class lunch (did you mean launch?); expected one of read, canvas, terminals-own, terminals-others, browser, launch, messaging",
+            ),
+            (
+                "set launch maybe",
+                "unknown rule maybe; expected allow, ask or deny",
+            ),
+            ("set launch deny --json", "--json goes only with policy show"),
+            ("shw", "unknown subcommand shw (did you mean show?); expected show or set"),
+            ("show extra", "unexpected argument extra"),
+            ("show --jsn", "unknown option --jsn (did you mean --json?)"),
+            ("show --data", "--data needs a value"),
         ] {
-            assert!(parse_policy(&words(bad), env).is_err(), "{bad}");
+            assert_eq!(parse_policy(&words(bad), env), Err(said.into()), "{bad}");
         }
-        for bad in [
-            "",
-            "allow",
-            "list abc",
-            "allow a b",
-            "deny a --always",
-            "allow a --for-session --always",
-            "list --reason x",
+        for (bad, said) in [
+            ("", "missing list, allow ID or deny ID"),
+            (
+                "allow",
+                "allow needs the call's ID (approvals list shows the waiting calls)",
+            ),
+            ("list abc", "unexpected argument abc"),
+            ("allow a b", "unexpected argument b"),
+            ("deny a --always", "--always goes only with approvals allow"),
+            (
+                "allow a --for-session --always",
+                "give --for-session or --always, not both",
+            ),
+            ("list --reason x", "--reason goes only with approvals deny"),
+            ("allow a --json", "--json goes only with approvals list"),
+            (
+                "deny a --reason",
+                "--reason needs a value (what the agent is told)",
+            ),
+            (
+                "lst",
+                "unknown subcommand lst (did you mean list?); expected list, allow ID or deny ID",
+            ),
+            (
+                "list --dat /d",
+                "unknown option --dat (did you mean --data?)",
+            ),
         ] {
-            assert!(parse(&words(bad), env).is_err(), "{bad}");
+            assert_eq!(parse(&words(bad), env), Err(said.into()), "{bad}");
         }
     }
 

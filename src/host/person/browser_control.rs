@@ -28,10 +28,6 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// How long the command waits for `serve` to apply its request.
 pub const APPLY_WAIT: Duration = Duration::from_secs(3);
 
-/// The usage line of `browser-control`.
-pub const BROWSER_CONTROL_USAGE: &str =
-    "usage: termsprawl-tools browser-control on|off [--data DIR]";
-
 /// The request file, under `<data>/agent-tools/`.
 fn request_file(agent_tools: &Path) -> PathBuf {
     agent_tools.join("browser-control.json")
@@ -47,14 +43,13 @@ pub fn parse(
     args: &[String],
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(bool, PathBuf), String> {
-    let usage = || BROWSER_CONTROL_USAGE.to_string();
-    let (switch, rest) = args.split_first().ok_or_else(usage)?;
+    let (switch, rest) = args.split_first().ok_or("missing on or off")?;
     let enabled = match switch.as_str() {
         "on" => true,
         "off" => false,
-        _ => return Err(usage()),
+        other => return Err(format!("expected on or off, not {other}")),
     };
-    let data = crate::host::options::parse_stop_terminals(rest, env).map_err(|_| usage())?;
+    let data = crate::host::options::parse_data("browser-control", rest, env)?;
     Ok((enabled, data))
 }
 

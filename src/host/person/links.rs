@@ -19,12 +19,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::base::files::{private_dir, private_json, read_private_json};
+use crate::host::help::unknown_word;
 use crate::protocol::is_valid_node_id;
 use crate::runtime::context::{check_state_folders, STATE_DIR};
-
-/// The usage line of `link` and `unlink`.
-pub const LINK_USAGE: &str =
-    "usage: termsprawl-tools link A B [--messages] [--project DIR] | unlink A B [--project DIR]";
 
 /// What `link` or `unlink` was asked to do.
 #[derive(Debug, PartialEq, Eq)]
@@ -41,21 +38,30 @@ pub struct LinkRequest {
 
 /// Parses the words after `link` (`messages_allowed`) or `unlink`.
 pub fn parse(args: &[String], messages_allowed: bool, cwd: PathBuf) -> Result<LinkRequest, String> {
-    let usage = || LINK_USAGE.to_string();
+    let command = if messages_allowed { "link" } else { "unlink" };
     let (mut ids, mut messages, mut project) = (Vec::new(), false, None);
     let mut words = args.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
             "--messages" if messages_allowed && !messages => messages = true,
+            "--messages" if messages_allowed => return Err("--messages is given twice".into()),
+            "--messages" => {
+                return Err("--messages goes only with link (unlink removes the whole link)".into())
+            }
             "--project" if project.is_none() => {
-                let dir = words.next().filter(|d| !d.is_empty()).ok_or_else(usage)?;
+                let dir = words.next().filter(|d| !d.is_empty());
+                let dir = dir.ok_or("--project needs a value (the project folder)")?;
                 project = Some(PathBuf::from(dir));
             }
-            flag if flag.starts_with("--") => return Err(usage()),
+            "--project" => return Err("--project is given twice".into()),
+            flag if flag.starts_with("--") => return Err(unknown_word(command, flag)),
             id => ids.push(id.to_string()),
         }
     }
-    let [a, b] = <[String; 2]>::try_from(ids).map_err(|_| usage())?;
+    let [a, b] = <[String; 2]>::try_from(ids).map_err(|ids| match ids.as_slice() {
+        [] => "missing the two agent ids A B".to_string(),
+        _ => format!("expected two agent ids A B, not {}", ids.join(" ")),
+    })?;
     for id in [&a, &b] {
         if !is_valid_node_id(id) {
             return Err(format!(
@@ -226,16 +232,23 @@ mod tests {
             parse(&words("x y"), false, cwd.clone()).unwrap().project,
             cwd
         );
-        for bad in [
-            "a",
-            "a b c",
-            "a b --messages --messages",
-            "a b --project",
-            "a b --bogus",
+        for (bad, said) in [
+            ("", "missing the two agent ids A B"),
+            ("a", "expected two agent ids A B, not a"),
+            ("a b c", "expected two agent ids A B, not a b c"),
+            ("a b --messages --messages", "--messages is given twice"),
+            (
+                "a b --project",
+                "--project needs a value (the project folder)",
+            ),
+            (
+                "a b --mesages",
+                "unknown option --mesages (did you mean --messages?)",
+            ),
         ] {
             assert_eq!(
                 parse(&words(bad), true, cwd.clone()),
-                Err(LINK_USAGE.into()),
+                Err(said.into()),
                 "{bad}"
             );
         }

@@ -3,8 +3,8 @@
 //! Owns every terminal of the default host, on either backend, and what is known of the
 //! programs in them. Offers the rest of the host [`HostTerminals`] (the runtime's
 //! `Terminals`, and what the canvas owner and the view ask of terminals),
-//! [`TerminalsMode`], [`EndedTerminal`] (kept with the canvas), [`stop_terminals`] and,
-//! for the view, [`ViewScreen`] and `screen::sgr`.
+//! [`TerminalsMode`], [`EndedTerminal`] (kept with the canvas), [`stop_terminals`] (with
+//! [`TerminalsStop`]) and, for the view, [`ViewScreen`] and `screen::sgr`.
 //!
 //! - this file: the front, [`HostTerminals`], choosing and driving a backend;
 //! - [`pty`]: the built-in backend, a PTY per terminal (`procfs.rs`: `/proc` reading);
@@ -376,18 +376,31 @@ pub fn tmux_dir(data: &Path) -> PathBuf {
     data.join("agent-tools").join("tmux")
 }
 
+/// What [`stop_terminals`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TerminalsStop {
+    /// The data directory's tmux server ran, and was ended with every terminal in it.
+    Stopped,
+    /// No tmux server runs for the data directory: nothing was done.
+    NoneRunning,
+    /// tmux is not installed, so none can run.
+    NoTmux,
+}
+
 /// `termsprawl-tools stop-terminals`: ends the private tmux server of `data` and every
-/// terminal in it. Returns false when tmux is not installed (nothing can be running).
-pub fn stop_terminals(data: &Path) -> Result<bool, HostError> {
-    if !TmuxServer::available() {
-        return Ok(false);
+/// terminal in it, and says whether there was one. It creates nothing, so a mistyped
+/// `--data` leaves no folder behind.
+pub fn stop_terminals(data: &Path) -> Result<TerminalsStop, HostError> {
+    let server = match TmuxServer::existing(&tmux_dir(data)) {
+        Ok(server) => server,
+        Err(TmuxError::NotInstalled) => return Ok(TerminalsStop::NoTmux),
+        Err(e) => return Err(HostError::Terminal(e.to_string())),
+    };
+    match server.kill_server() {
+        Ok(true) => Ok(TerminalsStop::Stopped),
+        Ok(false) => Ok(TerminalsStop::NoneRunning),
+        Err(e) => Err(HostError::Terminal(e.to_string())),
     }
-    let server =
-        TmuxServer::new(&tmux_dir(data)).map_err(|e| HostError::Terminal(e.to_string()))?;
-    server
-        .kill_server()
-        .map_err(|e| HostError::Terminal(e.to_string()))?;
-    Ok(true)
 }
 
 impl HostTerminals {

@@ -220,34 +220,41 @@ impl TmuxServer {
     /// directory 0700 and writes our config. The server itself starts with the first
     /// [`open`](Self::open); an already running one (from an earlier host) is reused.
     pub fn new(socket_dir: &Path) -> Result<Self, TmuxError> {
-        let tmux = resolve_executable("tmux", std::env::var_os("PATH").as_deref())
-            .ok_or(TmuxError::NotInstalled)?;
+        let server = TmuxServer::existing(socket_dir)?;
         private_dir(socket_dir).map_err(|source| TmuxError::Io {
             what: format!("creating {}", socket_dir.display()),
             source,
         })?;
-        let socket = socket_dir.join("socket");
-        let socket_len = socket.as_os_str().len();
+        let socket_len = server.socket.as_os_str().len();
         if socket_len > MAX_SOCKET_PATH {
             return Err(TmuxError::InvalidArgument(format!(
                 "the tmux socket path {} is {socket_len} bytes, more than a Unix socket allows ({MAX_SOCKET_PATH}); use a shorter data directory",
-                socket.display()
+                server.socket.display()
             )));
         }
-        let config = socket_dir.join("tmux.conf");
+        let config = &server.config;
         // Unchanged since the last host (the usual restart): skip the rewrite.
-        if !holds_private_file(&config, TMUX_CONFIG.as_bytes(), 0o600) {
-            regenerated_write(&config, TMUX_CONFIG.as_bytes(), 0o600).map_err(|source| {
+        if !holds_private_file(config, TMUX_CONFIG.as_bytes(), 0o600) {
+            regenerated_write(config, TMUX_CONFIG.as_bytes(), 0o600).map_err(|source| {
                 TmuxError::Io {
                     what: format!("writing {}", config.display()),
                     source,
                 }
             })?;
         }
+        Ok(server)
+    }
+
+    /// The server of `socket_dir` as it is, creating and writing nothing: enough to end
+    /// one that runs ([`kill_server`](Self::kill_server), `stop-terminals`), not to open
+    /// sessions (use [`new`](Self::new)).
+    pub fn existing(socket_dir: &Path) -> Result<Self, TmuxError> {
+        let tmux = resolve_executable("tmux", std::env::var_os("PATH").as_deref())
+            .ok_or(TmuxError::NotInstalled)?;
         Ok(TmuxServer {
             tmux,
-            socket,
-            config,
+            socket: socket_dir.join("socket"),
+            config: socket_dir.join("tmux.conf"),
             opened: Mutex::new(HashMap::new()),
             pane_filter: None,
         })
@@ -777,13 +784,17 @@ impl TmuxServer {
         Ok(argv[0].clone())
     }
 
-    /// Ends the tmux server and every session in it (`--kill-terminals`, `stop-terminals`).
-    /// A server that is not running is not an error.
-    pub fn kill_server(&self) -> Result<(), TmuxError> {
+    /// Ends the tmux server and every session in it (`--kill-terminals`, `stop-terminals`):
+    /// true when one ran, false when none did (no socket, or tmux found no server on it),
+    /// which is not an error.
+    pub fn kill_server(&self) -> Result<bool, TmuxError> {
         self.lock_opened().clear();
+        if self.socket_missing() {
+            return Ok(false);
+        }
         match self.run("kill-server", &["kill-server"]) {
-            Ok(_) => Ok(()),
-            Err(TmuxError::Failed { message, .. }) if no_server(&message) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { message, .. }) if no_server(&message) => Ok(false),
             Err(e) => Err(e),
         }
     }
