@@ -98,7 +98,8 @@ Options (--option VALUE or --option=VALUE):
   -h, --help                 print this help
 
 The data directory defaults to $XDG_DATA_HOME/termsprawl-tools, else
-~/.local/share/termsprawl-tools; the other commands' --data default to the same.
+~/.local/share/termsprawl-tools; the other commands' --data default to the same. Every
+--data also takes the agent-tools folder inside it (the ready line's directory).
 
 The manual: docs/guide.md, \"termsprawl-tools serve\".";
 

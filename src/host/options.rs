@@ -102,7 +102,7 @@ impl ServeOptions {
             }
         }
         let data = match data {
-            Some(data) => data,
+            Some(data) => data_folder(data),
             None => default_data_dir(&env)?,
         };
         // Absolute: tmux starts each pane's program in the project folder, and the pane
@@ -151,8 +151,19 @@ pub fn parse_data(
         }
     }
     match data {
-        Some(data) => Ok(data),
+        Some(data) => Ok(data_folder(data)),
         None => default_data_dir(&env),
+    }
+}
+
+/// The data folder `--data DIR` names: `DIR` itself, or, when `DIR` is the `agent-tools`
+/// folder inside one (what the ready line's `directory` shows), the folder holding it.
+pub fn data_folder(given: PathBuf) -> PathBuf {
+    let inside =
+        given.file_name() == Some("agent-tools".as_ref()) && !given.join("agent-tools").exists();
+    match (inside, given.parent()) {
+        (true, Some(parent)) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => given,
     }
 }
 
@@ -294,5 +305,21 @@ mod tests {
         );
         assert_eq!(data(&["--data"]).unwrap_err(), "--data needs a value");
         assert_eq!(data(&["/d"]).unwrap_err(), "unexpected argument /d");
+    }
+
+    #[test]
+    fn data_takes_the_folder_or_its_agent_tools() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |_: &str| None;
+        for given in ["/d", "/d/", "/d/agent-tools", "/d/agent-tools/"] {
+            let data = parse_data("stop-terminals", &words(&["--data", given]), env).unwrap();
+            assert_eq!(data, PathBuf::from("/d"), "{given}");
+        }
+        // A data folder that is itself named agent-tools (it holds its own) stays.
+        let root = std::env::temp_dir().join(format!("data-named-{}", std::process::id()));
+        let named = root.join("agent-tools");
+        std::fs::create_dir_all(named.join("agent-tools")).unwrap();
+        assert_eq!(data_folder(named.clone()), named);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

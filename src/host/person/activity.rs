@@ -67,7 +67,7 @@ impl ActivityOptions {
                     .ok_or_else(|| format!("{flag} needs a value"))
             };
             match flag {
-                "--data" => data = Some(PathBuf::from(value()?)),
+                "--data" => data = Some(crate::host::options::data_folder(value()?.into())),
                 "--project-id" => project_id = Some(value()?),
                 "--follow" if inline.is_none() => follow = true,
                 "--json" if inline.is_none() => json = true,
