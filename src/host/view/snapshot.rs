@@ -22,7 +22,7 @@ use super::{styled, Visible};
 use crate::activity::read_tail;
 use crate::host::browser::guests::ChromiumBrowsers;
 use crate::host::canvas::owner::{with_states, HeadlessCanvas};
-use crate::host::canvas::NodeKind;
+use crate::host::canvas::{NodeKind, TERMINAL_ROWS};
 use crate::host::terminals::{HostTerminals, SessionState, ViewScreen};
 use crate::host::HostError;
 use crate::protocol::{OperationClass, OPERATION_CLASSES};
@@ -30,8 +30,9 @@ use crate::runtime::approvals::Asked;
 use crate::runtime::context::read_links;
 use crate::runtime::AgentToolRuntime;
 
-/// Most lines of a terminal's screen shown (the last of its visible rows).
-pub const SCREEN_LINES: usize = 60;
+/// Most lines of a terminal's screen shown (the last of its visible rows): as many as a
+/// terminal can have rows, so a tall node shows all of its screen.
+pub const SCREEN_LINES: usize = TERMINAL_ROWS.1 as usize;
 /// A poll reads the terminals (their sessions and the screens in view: one `tmux`
 /// process) and the activity trail again at most this often: output still shows well
 /// within a second.

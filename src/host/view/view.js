@@ -159,17 +159,21 @@
     const entry = { type: node.type, root, parts, node };
     installDrag(entry, head, grip);
     if (node.type === "terminal") {
+      // Beside the meta line, never over the screen: the agent's latest message, and the
+      // shell's last command and how it ended. The frame is fixed (view.css), so the
+      // screen keeps the size its terminal was given for the node.
       parts.task = make("div", "task");
-      parts.screen = make("pre", "screen");
-      const screenBox = make("div", "screen-box");
-      // The shell's last command and how it ended, in the screen's corner.
       parts.command = make("div", "command");
       parts.command.hidden = true;
-      screenBox.append(parts.screen, parts.command);
+      const metaLine = make("div", "meta-line");
+      meta.replaceWith(metaLine);
+      metaLine.append(meta, parts.task, parts.command);
+      parts.screen = make("pre", "screen");
+      installFollow(parts);
       parts.keys = make("textarea", "keys");
       parts.keys.setAttribute("aria-label", "type into this terminal");
       parts.keys.spellcheck = false;
-      body.append(parts.task, screenBox, parts.keys);
+      body.append(parts.screen, parts.keys);
       installKeys(entry);
       const close = make("button", "close control", "close");
       close.type = "button";
@@ -199,10 +203,13 @@
     entry.node = node;
     const { root, parts } = entry;
     const at = node.absolute || node.position;
-    root.style.left = at.x + "px";
-    root.style.top = at.y + "px";
-    root.style.width = node.size.width + "px";
-    root.style.height = node.size.height + "px";
+    // A node being dragged stays where the pointer has it until the drag is sent.
+    if (!entry.dragging) {
+      root.style.left = at.x + "px";
+      root.style.top = at.y + "px";
+      root.style.width = node.size.width + "px";
+      root.style.height = node.size.height + "px";
+    }
     root.classList.toggle("selected", selected);
     const data = node.data || {};
     parts.title.textContent = data.title || node.id;
@@ -212,6 +219,7 @@
       parts.meta.textContent = terminalMeta(node, data, status);
       root.classList.toggle("ended", !!(node.session && node.session.ended));
       drawScreen(parts, node);
+      follow(parts);
       drawCommand(parts.command, node.session && node.session.shell);
       const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
       parts.task.textContent = task ? taskLine(task, node.id) : "";
@@ -438,6 +446,25 @@
     }
     return spans;
   };
+  // A screen taller than its node (while the node is being resized, or drawn in a
+  // font wider or taller than the one the terminal was sized for) shows its bottom, as a
+  // terminal does, and keeps following new output. Once the person scrolls it up (wheel
+  // or scrollbar) it stays where they put it, and follows again once they scroll back to
+  // the bottom.
+  const FOLLOW_SLACK = 4; // px: layout is fractional at most zoom levels
+  function installFollow(parts) {
+    parts.following = true;
+    parts.screen.addEventListener("scroll", () => {
+      const s = parts.screen;
+      parts.following = s.scrollTop + s.clientHeight >= s.scrollHeight - FOLLOW_SLACK;
+    });
+  }
+  function follow(parts) {
+    const s = parts.screen;
+    // A screen that fits its node again has nothing to stay scrolled up in.
+    if (s.scrollHeight <= s.clientHeight) parts.following = true;
+    if (parts.following) s.scrollTop = s.scrollHeight;
+  }
   const drawScreen = (parts, node) => {
     if (!Array.isArray(node.screenLines)) return;
     const cursor = node.cursor && node.cursor.visible === true ? node.cursor : null;
@@ -489,6 +516,9 @@
     });
     viewport.addEventListener("pointerup", () => { drag = null; });
     viewport.addEventListener("wheel", (e) => {
+      // Over a screen taller than its node, the wheel scrolls the screen.
+      const screen = e.target.closest(".screen");
+      if (screen && screen.scrollHeight > screen.clientHeight && !e.ctrlKey) return;
       e.preventDefault();
       const box = viewport.getBoundingClientRect();
       const px = e.clientX - box.left;
@@ -581,6 +611,7 @@
         target.setPointerCapture(e.pointerId);
       } catch (error) { /* not an active pointer: moves still reach the target */ }
       let moved = null;
+      entry.dragging = true;
       const move = (m) => {
         const dx = (m.clientX - origin.x) / view.scale;
         const dy = (m.clientY - origin.y) / view.scale;
@@ -589,6 +620,7 @@
           moved = { width: Math.max(120, Math.round(from.width + dx)), height: Math.max(80, Math.round(from.height + dy)) };
           entry.root.style.width = moved.width + "px";
           entry.root.style.height = moved.height + "px";
+          if (entry.parts.screen) follow(entry.parts);
         } else {
           moved = { x: Math.round(from.x + dx), y: Math.round(from.y + dy) };
           entry.root.style.left = (at.x + dx) + "px";
@@ -599,6 +631,7 @@
         target.removeEventListener("pointermove", move);
         target.removeEventListener("pointerup", end);
         target.removeEventListener("pointercancel", end);
+        entry.dragging = false;
         if (!moved) return;
         if (resizing) await act("canvas_resize", { nodeId: node.id, ...moved });
         else await act("canvas_move", { nodeId: node.id, ...moved });
