@@ -1,9 +1,10 @@
 // The canvas view (see src/host/view/mod.rs): it GETs the canvas from its own server and
 // POSTs the person's actions to /api/act (key in a header, JSON body). Everything that
-// comes from the canvas (titles, terminal screens, URLs, notes, paths) is untrusted and
-// is put on the page with textContent, never as HTML. No control answers a key: keys
-// go to the focused terminal only, and closing a node needs a real click on a second
-// button.
+// comes from the canvas (titles, terminal screens, URLs, notes, paths, the calls waiting
+// for an answer) is untrusted and is put on the page as text, never as HTML, through
+// putText: characters a person cannot see or that reorder what they read are shown as
+// escapes. No control answers a key: keys go to the focused terminal only, and closing a
+// node needs a real click on a second button.
 "use strict";
 
 (() => {
@@ -26,10 +27,51 @@
   let soon = false; // the next poll asks at once (keys were just sent)
   let canAct = false;
 
+  // ---- Text: every text the page shows from the canvas or an agent passes through here ----
+  // Escaped, as escape_for_terminal (src/base/terminal_text.rs) escapes them for the CLI,
+  // in the same forms: C0 controls (except those an element shows on purpose: `keep`),
+  // DEL and C1; the bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069);
+  // every other default-ignorable character (zero-width U+200B–U+200D, U+2060–U+2064,
+  // U+FEFF, the soft hyphen U+00AD, fillers, variation selectors, tags, the reserved
+  // ranges); the line separators U+2028, U+2029 and U+FFF9–U+FFFB. So a call waiting for
+  // the person shows the very characters that will run, however it tries to reorder or
+  // hide them.
+  const HIDDEN = /[\u{0}-\u{1f}\u{7f}-\u{9f}\u{ad}\u{34f}\u{61c}\u{115f}-\u{1160}\u{17b4}-\u{17b5}\u{180b}-\u{180f}\u{200b}-\u{200f}\u{2028}-\u{202e}\u{2060}-\u{206f}\u{3164}\u{fe00}-\u{fe0f}\u{feff}\u{ffa0}\u{fff0}-\u{fffb}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/gu;
+  const NAMED = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+  const hex = (c, digits) => c.codePointAt(0).toString(16).padStart(digits, "0");
+  const escapeOf = (c) => NAMED[c] || (c <= "\x9f" ? "\\x" + hex(c, 2)
+    : c.codePointAt(0) <= 0xffff ? "\\u" + hex(c, 4) : "\\u{" + hex(c, 1) + "}");
+  // `text` cut into [plain, escape, plain, …]: the escapes at odd places.
+  function escapedPieces(text, keep) {
+    const pieces = [];
+    let from = 0;
+    for (const found of text.matchAll(HIDDEN)) {
+      if (keep.includes(found[0])) continue;
+      pieces.push(text.slice(from, found.index), escapeOf(found[0]));
+      from = found.index + found[0].length;
+    }
+    pieces.push(text.slice(from));
+    return pieces;
+  }
+  // Puts `text` into `element` as text nodes, each escape in a span of the fixed class
+  // "esc" (so it cannot pass for characters that were typed).
+  function putText(element, text, keep = "") {
+    const pieces = escapedPieces(String(text), keep);
+    element.replaceChildren(...pieces.map((piece, i) => {
+      if (i % 2 === 0) return document.createTextNode(piece);
+      const escape = document.createElement("span");
+      escape.className = "esc";
+      escape.textContent = piece;
+      return escape;
+    }));
+  }
+  // The same as one string, where only a string fits (a tooltip, a list's choice).
+  const escapedText = (text) => escapedPieces(String(text), "").join("");
+
   const make = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
+    if (text !== undefined) putText(e, text);
     return e;
   };
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -37,13 +79,13 @@
 
   function setStatus(text, bad) {
     const status = $("status");
-    status.textContent = text;
+    putText(status, text);
     status.classList.toggle("bad", !!bad);
   }
 
   function showMessage(text) {
     const message = $("message");
-    message.textContent = text;
+    putText(message, text);
     message.hidden = !text;
   }
 
@@ -114,7 +156,7 @@
 
   function render(next) {
     canvas = next;
-    $("project").textContent = "project " + canvas.projectId;
+    putText($("project"), "project " + canvas.projectId);
     const statuses = new Map(canvas.agents.map((a) => [a.nodeId, a.status]));
     const selected = new Set(canvas.selection);
     const seen = new Set();
@@ -212,30 +254,29 @@
     }
     root.classList.toggle("selected", selected);
     const data = node.data || {};
-    parts.title.textContent = data.title || node.id;
-    parts.badge.textContent = node.type;
-    parts.meta.textContent = "";
+    putText(parts.title, data.title || node.id);
+    putText(parts.badge, node.type);
+    putText(parts.meta, "");
     if (node.type === "terminal") {
-      parts.meta.textContent = terminalMeta(node, data, status);
+      putText(parts.meta, terminalMeta(node, data, status));
       root.classList.toggle("ended", !!(node.session && node.session.ended));
       drawScreen(parts, node);
       follow(parts);
       drawCommand(parts.command, node.session && node.session.shell);
       const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
-      parts.task.textContent = task ? taskLine(task, node.id) : "";
+      putText(parts.task, task ? taskLine(task, node.id) : "");
       parts.task.className = "task" + (task ? " state-" + task.state : "");
     } else if (node.type === "browser") {
       const tab = activeTab(data);
       const page = tab && node.pages ? node.pages[tab.id] : null;
-      parts.page.textContent = (page && page.title) || (tab && tab.title) || "";
-      parts.url.textContent = (page && page.url) || (tab && tab.url) || "";
+      putText(parts.page, (page && page.title) || (tab && tab.title) || "");
+      putText(parts.url, (page && page.url) || (tab && tab.url) || "");
     } else if (node.type === "sticky") {
-      parts.text.textContent = data.text || "";
+      // A note shows its lines and tabs as they are.
+      putText(parts.text, data.text || "", "\n\t");
     } else if (node.type === "editor" || node.type === "diff") {
-      parts.path.textContent = data.path || "";
-      parts.meta.textContent = node.type === "diff" ? "diff view" : "editor";
-    } else if (node.type === "group") {
-      parts.meta.textContent = "";
+      putText(parts.path, data.path || "");
+      putText(parts.meta, node.type === "diff" ? "diff view" : "editor");
     }
   }
 
@@ -278,9 +319,9 @@
       state = (command.exitCode === 0 ? "\u2713 " : "\u2717 ") + "exit " + command.exitCode;
       kind = command.exitCode === 0 ? "ok" : "failed";
     }
-    element.textContent = state + " \u00b7 " + command.command.split("\n")[0].slice(0, 60) + " \u00b7 " + seconds;
+    putText(element, state + " \u00b7 " + command.command.split("\n")[0].slice(0, 60) + " \u00b7 " + seconds);
     element.className = "command state-" + kind;
-    element.title = command.cwd ? "in " + command.cwd : "";
+    element.title = command.cwd ? "in " + escapedText(command.cwd) : "";
   }
 
   // The latest message this agent sent or got, as seen from its node.
@@ -405,7 +446,7 @@
   }
 
   // ---- Terminal screens: lines of styled runs and the cursor -----------------------------
-  // Each run is a <span> whose text is set with textContent and whose colours with
+  // Each run is a <span> whose text is set with putText and whose colours with
   // element.style, from colours the server made ("#rrggbb", checked again here): nothing
   // the terminal printed becomes markup, a class name or a style. The cursor is a cell in
   // a span of the fixed class "cursor". A screen is drawn again only when its runs or cursor changed.
@@ -413,7 +454,10 @@
   const SCREEN_BG = "#1f232b";
   const colour = (c) => (typeof c === "string" && /^#[0-9a-f]{6}$/.test(c) ? c : null);
   const runSpan = (run, text, cursor) => {
-    const span = make("span", cursor ? "cursor" : "", text);
+    const span = make("span", cursor ? "cursor" : "");
+    // A tab stays a tab (the screen's runs keep them); a hidden character a program
+    // printed (say U+202E) shows as its escape, as everywhere on the page.
+    putText(span, text, "\t");
     let fg = colour(run.fg) || SCREEN_FG;
     let bg = colour(run.bg) || SCREEN_BG;
     // The cursor's cell is drawn inverse (so an inverse cell under it shows plain).
@@ -573,9 +617,12 @@
     return answer.value;
   }
 
+  // The last notice's text (a refused answer repeats it in the approvals panel).
+  let noticeText = "";
   function notice(text, bad) {
+    noticeText = text;
     const element = $("notice");
-    element.textContent = text;
+    putText(element, text);
     element.classList.toggle("bad", !!bad);
   }
 
@@ -757,7 +804,7 @@
     const select = $("agent-kind");
     for (const kind of kinds) {
       if (typeof kind !== "string") continue;
-      const option = make("option", "", kind);
+      const option = make("option", "", escapedText(kind));
       option.value = kind;
       select.append(option);
     }
@@ -774,7 +821,7 @@
       const current = Array.from(select.options).map((o) => o.value);
       if (current.join(",") === ids.join(",")) continue;
       select.replaceChildren(...ids.map((id) => {
-        const option = make("option", "", id);
+        const option = make("option", "", escapedText(id));
         option.value = id;
         return option;
       }));
@@ -826,8 +873,11 @@
     const asked = new Date(Number(call.askedAt));
     what.append(make("span", "who", String(call.nodeId)), make("span", "operation", String(call.operation)),
       make("span", "class", String(call.class)), make("span", "when", "asked " + asked.toLocaleTimeString()));
-    // The arguments exactly as the agent sent them, as text: never HTML.
-    const args = make("pre", "args", JSON.stringify(call.args, null, 2));
+    // The arguments exactly as the agent sent them, as text: never HTML. JSON writes the
+    // C0 controls as \u escapes; every other hidden character is escaped by putText (the
+    // same \u202e form JSON reads back), and JSON's own lines are kept.
+    const args = make("pre", "args");
+    putText(args, JSON.stringify(call.args, null, 2), "\n");
     const answers = make("div", "answers control");
     const reason = make("input", "reason");
     reason.type = "text";
@@ -857,7 +907,7 @@
     if (reason) args.reason = reason;
     const done = await act("approve", args);
     const message = $("approvals-message");
-    message.textContent = done === null ? $("notice").textContent : "";
+    putText(message, done === null ? noticeText : "");
     message.hidden = done !== null;
     return done !== null;
   }
