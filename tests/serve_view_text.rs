@@ -3,8 +3,9 @@
 //! zero-width and other invisible characters, C0 and C1 controls, DEL) shows as its
 //! escape, in the forms the CLI uses, in a call waiting for approval (whose arguments
 //! still read back as exactly what will run), a note, a title, a screen and the activity
-//! trail, on both backends. Skips with a notice where Chromium (or, for its half, tmux)
-//! is not installed.
+//! trail, on both backends; and the top bar stays one line at 1024–1280 px and names the
+//! project's folder, times are 24-hour, and the second agent to link never offers the
+//! first. Skips with a notice where Chromium (or, for its half, tmux) is not installed.
 #![cfg(feature = "host")] // drives `serve`
 #![deny(unsafe_code)]
 
@@ -191,4 +192,117 @@ fn escapes_on(engine: &BrowserEngine, backend: &str) {
         "{backend}: {trail}"
     );
     assert!(serve.stop().success());
+}
+
+/// Where the top bar's parts are drawn, with the page `width` px wide (its root element
+/// narrowed: the page has no media queries, so it lays out as in a window that wide).
+const BAR: &str = r##"(a) => {
+  document.documentElement.style.width = a.width + "px";
+  const bar = document.getElementById("bar").getBoundingClientRect();
+  const parts = [...document.getElementById("bar").children]
+    .map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0);
+  const middles = parts.map((r) => (r.top + r.bottom) / 2);
+  const controls = ["new-terminal", "agent-kind", "launch-agent", "browser-on", "browser-off"]
+    .map((id) => document.getElementById(id).getBoundingClientRect());
+  return {
+    height: bar.height,
+    spread: Math.max(...middles) - Math.min(...middles),
+    controlsInside: controls.every((r) => r.right <= bar.right && r.width > 0),
+    project: document.getElementById("project").textContent,
+    projectTitle: document.getElementById("project").title,
+  };
+}"##;
+
+#[test]
+fn the_top_bar_times_and_link_choices() {
+    let Some((engine, root)) = chromium("bar", &[]) else {
+        return;
+    };
+    let dirs = Dirs::new("view-bar");
+    let agents = ["--agent", "opener", "--agent", "a", "--agent", "c"];
+    let args = [
+        &["--terminals", "pty", "--policy", "careful"][..],
+        &agents[..],
+    ]
+    .concat();
+    let serve = Serve::start(&dirs, &args);
+    let page = open_live(&engine, &view_url(&serve), WAIT);
+    let shell = serve.ok(&dirs, "opener", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // With a notice shown (an action's answer), at 1024 to 1280 px: one line, every
+    // control in it; the project's folder named, its id in the tooltip.
+    click(&engine, &page, "#browser-off");
+    let notice = r#"() => document.getElementById("notice").textContent"#;
+    poll("the notice", WAIT, || {
+        (eval(&engine, &page, notice, json!({}))? == "browser_control: done").then_some(())
+    });
+    for width in [1024, 1152, 1280] {
+        let bar = eval(&engine, &page, BAR, json!({"width": width})).unwrap();
+        assert!(bar["height"].as_f64().unwrap() < 48.0, "{width} px: {bar}");
+        assert!(bar["spread"].as_f64().unwrap() < 4.0, "{width} px: {bar}");
+        assert_eq!(bar["controlsInside"], true, "{width} px: {bar}");
+        assert_eq!(bar["project"], "project", "{width} px: {bar}");
+        let id = format!("project {}", serve.project_id());
+        assert_eq!(bar["projectTitle"], json!(id), "{width} px: {bar}");
+    }
+
+    // Times are the local 24-hour clock, in the approvals panel and in the trail.
+    let held = submit(&serve, &dirs, "a", &shell, "echo held");
+    let id = shown_call(&engine, &page, "a");
+    let times = r##"() => ({
+      asked: [...document.querySelectorAll("#approvals .call .when")].map((e) => e.textContent),
+      trail: [...document.querySelectorAll("#activity .line .when")].map((e) => e.textContent),
+    })"##;
+    let times = poll("times in both panels", WAIT, || {
+        let times = eval(&engine, &page, times, json!({}))?;
+        (times["trail"].as_array()?.len() >= 2).then_some(times)
+    });
+    let clock = |text: &str| {
+        let parts: Vec<&str> = text.split(':').collect();
+        parts.len() == 3
+            && parts
+                .iter()
+                .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_digit()))
+            && parts[0] < "24"
+    };
+    let asked = times["asked"][0].as_str().unwrap();
+    assert!(clock(asked.strip_prefix("asked ").unwrap()), "{times}");
+    for when in times["trail"].as_array().unwrap() {
+        assert!(clock(when.as_str().unwrap()), "{times}");
+    }
+    click(
+        &engine,
+        &page,
+        &format!("#approvals li.call[data-call-id=\"{id}\"] button[data-decision=\"deny\"]"),
+    );
+    assert_eq!(held.join().unwrap().0, 400);
+
+    // Linking: whichever agent is first, the second list offers the others only.
+    let choose = r##"(a) => {
+      const first = document.getElementById("link-a");
+      first.value = a.agent;
+      first.dispatchEvent(new Event("change", { bubbles: true }));
+      return {
+        first: first.value,
+        second: [...document.getElementById("link-b").options].map((o) => o.value),
+        link: !document.getElementById("link").disabled,
+      };
+    }"##;
+    for agent in ["opener", "a", "c"] {
+        let chosen = eval(&engine, &page, choose, json!({"agent": agent})).unwrap();
+        assert_eq!(chosen["first"], agent, "{chosen}");
+        let mut others: Vec<&str> = vec!["opener", "a", "c"];
+        others.retain(|other| *other != agent);
+        let mut second: Vec<String> = serde_json::from_value(chosen["second"].clone()).unwrap();
+        second.sort();
+        others.sort();
+        assert_eq!(second, others, "{chosen}");
+        assert_eq!(chosen["link"], true, "{chosen}");
+    }
+    assert!(serve.stop().success());
+    engine.shutdown();
+    let _ = std::fs::remove_dir_all(root);
 }

@@ -156,7 +156,9 @@
 
   function render(next) {
     canvas = next;
-    putText($("project"), "project " + canvas.projectId);
+    // The project folder's name; its id (what agents and the CLI name) in the tooltip.
+    putText($("project"), canvas.projectName || canvas.projectId);
+    $("project").title = "project " + escapedText(canvas.projectId);
     const statuses = new Map(canvas.agents.map((a) => [a.nodeId, a.status]));
     const selected = new Set(canvas.selection);
     const seen = new Set();
@@ -350,11 +352,18 @@
     if (!statuses.size) list.append(make("li", "empty", "no agents"));
   }
 
+  // A time (Unix ms) as the person's local 24-hour clock, HH:MM:SS ("" if not a time).
+  function clock(ms) {
+    const at = new Date(ms);
+    if (!Number.isFinite(ms) || Number.isNaN(at.getTime())) return "";
+    return [at.getHours(), at.getMinutes(), at.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+  }
+
   function renderActivity(lines) {
     const list = $("activity");
     list.replaceChildren();
     for (const line of lines.slice(-30).reverse()) {
-      const when = typeof line.time === "string" ? line.time.slice(11, 19) : "";
+      const when = typeof line.time === "string" ? clock(Date.parse(line.time)) : "";
       const outcome = line.outcome === "ok" ? "ok" : "error";
       const item = make("li", "line " + outcome);
       const what = line.operation || (line.status ? "refused " + line.status : "");
@@ -814,19 +823,24 @@
     return canvas ? canvas.nodes.filter((n) => n.type === "terminal" && n.data && n.data.agentId).map((n) => n.id) : [];
   }
 
+  // The agents to link: the second list never offers the agent chosen in the first.
   function fillLinkChoices() {
     const ids = agentIds();
-    for (const select of [$("link-a"), $("link-b")]) {
-      const chosen = select.value;
-      const current = Array.from(select.options).map((o) => o.value);
-      if (current.join(",") === ids.join(",")) continue;
-      select.replaceChildren(...ids.map((id) => {
-        const option = make("option", "", escapedText(id));
-        option.value = id;
-        return option;
-      }));
-      if (ids.includes(chosen)) select.value = chosen;
-    }
+    fillChoices($("link-a"), ids);
+    fillChoices($("link-b"), ids.filter((id) => id !== $("link-a").value));
+    for (const id of ["link", "unlink"]) $(id).disabled = ids.length < 2;
+  }
+
+  function fillChoices(select, ids) {
+    const chosen = select.value;
+    const current = Array.from(select.options).map((o) => o.value);
+    if (current.join(",") === ids.join(",")) return;
+    select.replaceChildren(...ids.map((id) => {
+      const option = make("option", "", escapedText(id));
+      option.value = id;
+      return option;
+    }));
+    if (ids.includes(chosen)) select.value = chosen;
   }
 
   function installControls() {
@@ -837,6 +851,7 @@
     onClick("launch-agent", () => act("agent_launch", { agent: $("agent-kind").value }));
     onClick("browser-on", () => act("browser_control", { enabled: true }));
     onClick("browser-off", () => act("browser_control", { enabled: false }));
+    $("link-a").addEventListener("change", fillLinkChoices);
     const linkArgs = () => ({ a: $("link-a").value, b: $("link-b").value });
     onClick("link", () => act("link", { ...linkArgs(), messages: $("link-messages").checked }));
     onClick("unlink", () => act("unlink", linkArgs()));
@@ -870,9 +885,8 @@
     const item = make("li", "call");
     item.dataset.callId = String(call.id);
     const what = make("div", "what");
-    const asked = new Date(Number(call.askedAt));
     what.append(make("span", "who", String(call.nodeId)), make("span", "operation", String(call.operation)),
-      make("span", "class", String(call.class)), make("span", "when", "asked " + asked.toLocaleTimeString()));
+      make("span", "class", String(call.class)), make("span", "when", "asked " + clock(Number(call.askedAt))));
     // The arguments exactly as the agent sent them, as text: never HTML. JSON writes the
     // C0 controls as \u escapes; every other hidden character is escaped by putText (the
     // same \u202e form JSON reads back), and JSON's own lines are kept.
