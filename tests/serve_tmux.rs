@@ -1,8 +1,9 @@
 //! `serve` on the tmux backend (real tmux; skipped with a notice where it is not installed):
 //! terminals that survive a restart with their output and programs, warm sessions, agent
-//! credentials across restarts, sessions of removed nodes killed at start, external attach
-//! through preferences.json, --kill-terminals and stop-terminals. Every test's `Dirs` kills
-//! its private tmux server on drop, and the tests check none is left where they end it.
+//! credentials across restarts, sessions of removed nodes killed at start, a kept session
+//! sized to its node at start, external attach through preferences.json, --kill-terminals
+//! and stop-terminals. Every test's `Dirs` kills its private tmux server on drop, and the
+//! tests check none is left where they end it.
 #![cfg(feature = "host")] // drives `serve` or the default host
 #![deny(unsafe_code)]
 
@@ -463,5 +464,55 @@ fn terminal_queries_are_not_answered_into_the_shell() {
     ] {
         assert!(!screen.contains(reply), "{reply:?} in {screen:?}");
     }
+    assert!(serve.stop().success());
+}
+
+#[test]
+fn a_kept_session_takes_its_nodes_size_at_start() {
+    if skip("a_kept_session_takes_its_nodes_size_at_start") {
+        return;
+    }
+    let dirs = Dirs::new("tmuxsz");
+    let serve = Serve::start(&dirs, TMUX);
+    let term = open_terminal(&serve, &dirs);
+    assert!(serve.stop().success());
+    // Sized otherwise while no host ran (as an earlier host sized every terminal).
+    let target = format!("={term}:");
+    let resized = dirs.tmux(&["resize-window", "-t", &target, "-x", "120", "-y", "32"]);
+    assert!(resized.status.success(), "{resized:?}");
+
+    let serve = Serve::start(&dirs, TMUX);
+    let list = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    let size = &node(&list, &term).unwrap()["size"];
+    let grid = termsprawl_tools::host::canvas::Size {
+        width: size["width"].as_f64().unwrap(),
+        height: size["height"].as_f64().unwrap(),
+    }
+    .terminal_grid();
+    let shown = dirs.tmux(&[
+        "display-message",
+        "-p",
+        "-t",
+        &target,
+        "#{window_width}x#{window_height}",
+    ]);
+    let expected = format!("{}x{}", grid.cols, grid.rows);
+    assert_eq!(String::from_utf8_lossy(&shown.stdout).trim(), expected);
+    // The shell sees it (tmux may pass it on up to 250 ms after the first resize).
+    poll(
+        "the node's size in the shell",
+        Duration::from_secs(20),
+        || {
+            let done = submit_and_wait(
+                &serve,
+                &dirs,
+                &term,
+                "echo size=$(tput cols)x$(tput lines)",
+                json!({}),
+            );
+            let output = done["output"].as_str()?.to_string();
+            output.contains(&format!("size={expected}")).then_some(())
+        },
+    );
     assert!(serve.stop().success());
 }

@@ -1274,6 +1274,9 @@ fn draw_and_paste(engine: &BrowserEngine, backend: &str) {
         json!({}),
     );
     let term = open_focused_terminal(engine, &page, &serve, &dirs);
+    // A terminal is as wide as its node: wide enough that the lines typed below fit.
+    let wide = json!({"nodeId": term, "width": 1400, "height": 500});
+    serve.ok(&dirs, "me", "canvas_resize", wide);
     let screen = format!(r#".node[data-node-id="{term}"] .screen"#);
     press(engine, &page, keys_of("exec bash --norc --noprofile\n"));
     std::thread::sleep(Duration::from_millis(500));

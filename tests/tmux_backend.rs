@@ -596,3 +596,50 @@ fn bad_ids_missing_sessions_and_a_stopped_server_are_clear_errors() {
     assert!(wait_for(|| !tmux_ls(fx.tmux.socket()).status.success()));
     fx.finish();
 }
+
+#[test]
+fn a_resized_window_keeps_its_size_for_attached_clients() {
+    let Some(fx) = Fixture::new("resize") else {
+        return;
+    };
+    fx.tmux
+        .open("rs-1", &fx.dir, &[], Some("exec /bin/sh"), 80, 24)
+        .unwrap();
+    let option = |node: &str| {
+        let out = Command::new("tmux")
+            .env_remove("TMUX")
+            .arg("-S")
+            .arg(fx.tmux.socket())
+            .args([
+                "show-options",
+                "-wv",
+                "-t",
+                &format!("={node}:"),
+                "window-size",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // Manual from the start: an attached client never resizes it to its own size.
+    assert_eq!(option("rs-1"), "manual");
+    fx.tmux
+        .submit("rs-1", "echo size-$(stty size | tr ' ' x)")
+        .unwrap();
+    let screen = capture_until(&fx.tmux, "rs-1", "size-24x80");
+    assert!(screen.contains("size-24x80"), "{screen}");
+    fx.tmux.resize("rs-1", 50, 10).unwrap();
+    fx.tmux
+        .submit("rs-1", "echo size-$(stty size | tr ' ' x)")
+        .unwrap();
+    let screen = capture_until(&fx.tmux, "rs-1", "size-10x50");
+    assert!(screen.contains("size-10x50"), "{screen}");
+    assert_eq!(option("rs-1"), "manual");
+    // A session that is gone is no error; a name that is no node id is.
+    fx.tmux.resize("gone-1", 50, 10).unwrap();
+    assert!(matches!(
+        fx.tmux.resize("bad name", 50, 10),
+        Err(TmuxError::InvalidNodeId(_))
+    ));
+    fx.finish();
+}

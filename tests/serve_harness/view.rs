@@ -132,3 +132,15 @@ pub fn trail(serve: &Serve, dirs: &super::Dirs) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// The view at `url` open in `engine`, once its status says it is live (within `within`).
+pub fn open_live(engine: &BrowserEngine, url: &str, within: Duration) -> PageId {
+    let page = engine
+        .open_page(url, Instant::now() + Duration::from_secs(30))
+        .unwrap();
+    let status = r#"() => document.getElementById("status").textContent"#;
+    super::poll("the live page", within, || {
+        (eval(engine, &page, status, json!({}))? == "live").then_some(())
+    });
+    page
+}

@@ -66,6 +66,7 @@ pub use crate::host::error::CanvasError;
 use crate::host::terminals::EndedTerminal;
 pub use crate::protocol::is_valid_node_id;
 pub use node::{Node, NodeData, NodeKind, Position, Size, Tab};
+pub use node::{TERMINAL_CELL, TERMINAL_COLS, TERMINAL_FRAME, TERMINAL_ROWS};
 
 /// The folder inside a project that holds its canvas and links.
 pub const PROJECT_DIR: &str = crate::runtime::context::STATE_DIR;

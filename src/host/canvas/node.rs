@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::is_valid_node_id;
+use crate::host::terminals::pty::WindowSize;
 
 /// What a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +94,54 @@ pub struct Size {
     pub width: f64,
     /// Height.
     pub height: f64,
+}
+
+/// One cell of a terminal's screen in the canvas view, in canvas px: view.css draws
+/// screens in a 15 px monospace font with an 18.75 px line; DejaVu Sans Mono advances
+/// 9.03 px there (measured in Chromium), Menlo and SF Mono 9.0–9.03 px, so 9.05 px keeps
+/// a full row inside its node.
+pub const TERMINAL_CELL: Size = Size {
+    width: 9.05,
+    height: 18.75,
+};
+
+/// What a terminal node's frame takes around its screen, in canvas px (view.css
+/// `.kind-terminal`): 2 px borders and 10 px padding each side; above and below, a 48 px
+/// head, a 32 px meta line, 8 px padding twice and the borders.
+pub const TERMINAL_FRAME: Size = Size {
+    width: 24.0,
+    height: 100.0,
+};
+
+/// The fewest and most columns a terminal gets, whatever its node's size.
+pub const TERMINAL_COLS: (u16, u16) = (20, 500);
+/// The fewest and most rows a terminal gets, whatever its node's size.
+pub const TERMINAL_ROWS: (u16, u16) = (5, 200);
+
+impl Size {
+    /// The columns and rows of a terminal in a node this size: as many
+    /// [`TERMINAL_CELL`]s as fit inside its [`TERMINAL_FRAME`], within
+    /// [`TERMINAL_COLS`] and [`TERMINAL_ROWS`].
+    pub fn terminal_grid(self) -> WindowSize {
+        let cells = |space: f64, frame: f64, cell: f64, (fewest, most): (u16, u16)| {
+            // `as` saturates (a negative or NaN count is 0), then the clamp bounds it.
+            (((space - frame) / cell).floor() as u16).clamp(fewest, most)
+        };
+        WindowSize {
+            cols: cells(
+                self.width,
+                TERMINAL_FRAME.width,
+                TERMINAL_CELL.width,
+                TERMINAL_COLS,
+            ),
+            rows: cells(
+                self.height,
+                TERMINAL_FRAME.height,
+                TERMINAL_CELL.height,
+                TERMINAL_ROWS,
+            ),
+        }
+    }
 }
 
 /// One tab of a browser node.
@@ -203,6 +252,26 @@ pub(super) fn read_node(entry: &Value) -> Result<Node, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_terminal_gets_the_cells_its_node_shows() {
+        let grid = |width, height| {
+            let size = Size { width, height }.terminal_grid();
+            (size.cols, size.rows)
+        };
+        // A new terminal node: 616 px for columns, 300 px for rows.
+        let default = NodeKind::Terminal.default_size();
+        assert_eq!(grid(default.width, default.height), (68, 16));
+        // A cell more in each direction is one more column and row; a pixel less, not.
+        assert_eq!(grid(640.0 + 9.05, 400.0 + 18.75), (69, 17));
+        assert_eq!(grid(640.0 - 1.0, 400.0 - 1.0), (67, 15));
+        // Bounded at both ends, whatever the numbers.
+        let min = NodeKind::Terminal.min_size();
+        assert_eq!(grid(min.width, min.height), (32, 5));
+        assert_eq!(grid(0.0, -50.0), (20, 5));
+        assert_eq!(grid(1e9, f64::INFINITY), (500, 200));
+        assert_eq!(grid(f64::NAN, f64::NAN), (20, 5));
+    }
 
     #[test]
     fn node_ids_follow_the_spec_pattern() {

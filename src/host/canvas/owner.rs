@@ -375,6 +375,10 @@ impl OwnerState {
                 continue;
             }
             let alive = self.terminals.has_session(&node.id);
+            if alive {
+                // A session kept from before may have another size (an earlier host's).
+                fit_terminal(&self.terminals, &node);
+            }
             match (alive, command, node.data.agent_id.is_some()) {
                 (true, Some(command), _) => {
                     let request = PtyRequest {
@@ -525,6 +529,14 @@ impl OwnerState {
                 }
                 closed
             }
+            "canvas_resize" => {
+                let resized = canvas.apply(operation, args);
+                let node_id = args.get("nodeId").and_then(Value::as_str).unwrap_or("");
+                if let (Ok(_), Some(node)) = (&resized, canvas.node(node_id)) {
+                    fit_terminal(&terminals, node);
+                }
+                resized
+            }
             _ => canvas.apply(operation, args),
         };
         self.publish(project_id);
@@ -568,7 +580,26 @@ fn start_session(
         env: BTreeMap::new(),
     };
     let prepared = runtime.prepare(request).map_err(|e| e.to_string())?;
-    terminals.start(&node.id, folder, &prepared.env, prepared.command.as_deref())
+    let command = prepared.command.as_deref();
+    let size = node.size.terminal_grid();
+    terminals.start(&node.id, folder, &prepared.env, command, size)
+}
+
+/// Sizes `node`'s terminal, if it is one, to the node ([`Size::terminal_grid`]). A
+/// failure is logged: the node keeps its size either way.
+///
+/// [`Size::terminal_grid`]: crate::host::canvas::Size::terminal_grid
+fn fit_terminal(terminals: &HostTerminals, node: &Node) {
+    if node.kind != NodeKind::Terminal {
+        return;
+    }
+    if let Err(error) = terminals.resize(&node.id, node.size.terminal_grid()) {
+        let error = escape_for_terminal(&error).into_owned();
+        eprintln!(
+            "termsprawl-tools: terminal {}: cannot resize it: {error}",
+            node.id
+        );
+    }
 }
 
 /// Brings every browser tab of `canvas` up to date with its open page's URL and title

@@ -640,16 +640,16 @@ impl HostTerminals {
         }
     }
 
-    /// Starts node `node_id`'s session in `cwd` with `env` added: `command` through the
-    /// user's shell (`$SHELL -c`), or the shell itself when `None`.
+    /// Starts node `node_id`'s session in `cwd` with `env` added, `size` large: `command`
+    /// through the user's shell (`$SHELL -c`), or the shell itself when `None`.
     pub fn start(
         &self,
         node_id: &str,
         cwd: &Path,
         env: &BTreeMap<String, String>,
         command: Option<&str>,
+        size: WindowSize,
     ) -> Result<(), String> {
-        let size = WindowSize::default();
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         match &self.backend {
             Backend::Tmux(tmux) => {
@@ -764,6 +764,26 @@ impl HostTerminals {
                 Ok(())
             }
         }
+    }
+
+    /// Sets node `node_id`'s terminal to `size` (its program gets SIGWINCH). A terminal
+    /// whose program ended keeps the size of its last screen; no session is no error.
+    pub fn resize(&self, node_id: &str, size: WindowSize) -> Result<(), String> {
+        if lock(&self.ended).contains_key(node_id) {
+            return Ok(());
+        }
+        let resized = match &self.backend {
+            Backend::Tmux(tmux) => tmux
+                .resize(node_id, size.cols, size.rows)
+                .map_err(|e| e.to_string()),
+            Backend::Pty(pty) => match pty.get(node_id) {
+                Some(terminal) => terminal.resize(size).map_err(|e| e.to_string()),
+                None => Ok(()),
+            },
+        };
+        // The screen changed with no output through a pane filter: the view looks again.
+        self.forget_listing();
+        resized
     }
 
     /// Whether node `node_id` has a session (running or not yet reaped).
@@ -1564,7 +1584,13 @@ mod tests {
         );
         let cwd = std::env::temp_dir();
         terminals
-            .start("n1", &cwd, &BTreeMap::new(), Some("sleep 5"))
+            .start(
+                "n1",
+                &cwd,
+                &BTreeMap::new(),
+                Some("sleep 5"),
+                WindowSize::default(),
+            )
             .unwrap();
         assert!(terminals.is_warm("n1") && terminals.has_live_session("n1"));
         assert_eq!(
@@ -1641,10 +1667,22 @@ mod tests {
         let cwd = std::env::temp_dir();
         let env = BTreeMap::new();
         terminals
-            .start("ends", &cwd, &env, Some("echo bye; exit 7"))
+            .start(
+                "ends",
+                &cwd,
+                &env,
+                Some("echo bye; exit 7"),
+                WindowSize::default(),
+            )
             .unwrap();
         terminals
-            .start("closed", &cwd, &env, Some("sleep 30"))
+            .start(
+                "closed",
+                &cwd,
+                &env,
+                Some("sleep 30"),
+                WindowSize::default(),
+            )
             .unwrap();
         let (id, report) = reports.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!((id.as_str(), report.end), ("ends", ProgramEnd::Status(7)));
@@ -1685,9 +1723,17 @@ mod tests {
         let terminals = HostTerminals::new(TerminalsMode::Pty, &data).unwrap();
         let env = BTreeMap::from([("HOME".to_string(), home.display().to_string())]);
         terminals
-            .start("agent", &home, &env, Some("sleep 30"))
+            .start(
+                "agent",
+                &home,
+                &env,
+                Some("sleep 30"),
+                WindowSize::default(),
+            )
             .unwrap();
-        terminals.start("shell", &home, &env, None).unwrap();
+        terminals
+            .start("shell", &home, &env, None, WindowSize::default())
+            .unwrap();
         assert_eq!(terminals.integration("agent"), ShellIntegration::None);
         assert_eq!(terminals.foreground("agent"), Some(Foreground::Shell));
         let until = |what: &str, done: &dyn Fn() -> bool| {
@@ -1754,7 +1800,13 @@ mod tests {
         assert!(terminals.states().is_empty());
         let cwd = std::env::temp_dir();
         terminals
-            .start("n1", &cwd, &BTreeMap::new(), Some("sleep 30"))
+            .start(
+                "n1",
+                &cwd,
+                &BTreeMap::new(),
+                Some("sleep 30"),
+                WindowSize::default(),
+            )
             .unwrap();
         // Seen at once although the empty listing above is younger than LISTING_TTL.
         let state = terminals.states().get("n1").cloned().unwrap();

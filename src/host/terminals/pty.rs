@@ -765,13 +765,13 @@ impl Terminal {
         (text, mark)
     }
 
-    /// Changes the window size (the program gets SIGWINCH).
+    /// Changes the window size (the program gets SIGWINCH). The screen model is resized
+    /// first, under the output lock held until the kernel has the new size, so what the
+    /// program draws for it is read at that size.
     pub fn resize(&self, size: WindowSize) -> Result<(), TerminalError> {
-        pty::set_window_size(self.master.as_fd(), size).map_err(TerminalError::Io)?;
-        lock(&self.shared.output)
-            .screen
-            .resize(size.cols, size.rows);
-        Ok(())
+        let mut output = lock(&self.shared.output);
+        output.screen.resize(size.cols, size.rows);
+        pty::set_window_size(self.master.as_fd(), size).map_err(TerminalError::Io)
     }
 
     /// Ends every process of the terminal's session (SIGHUP, then SIGKILL after

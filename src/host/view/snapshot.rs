@@ -1,9 +1,10 @@
-//! What the canvas view shows, as one JSON value made on demand: the nodes with absolute
-//! positions and their `canvas_list` data (terminal `session`s included), each browser's
-//! live page (URL and title), the screens of the terminals in view, the selection, the
-//! links of `context_read` (and whether each allows messages), the agents with their
-//! integration status, the latest agent messages, the latest lines of the activity
-//! trail, and the calls waiting for the person's approval with each agent's rules.
+//! What the canvas view shows, as one JSON value made on demand: the project's id and
+//! folder name, the nodes with absolute positions and their `canvas_list` data (terminal
+//! `session`s included), each browser's live page (URL and title), the screens of the
+//! terminals in view, the selection, the links of `context_read` (and whether each
+//! allows messages), the agents with their integration status, the latest agent
+//! messages, the latest lines of the activity trail, and the calls waiting for the
+//! person's approval with each agent's rules.
 //!
 //! The canvas lock is held only to copy the nodes; terminal screens and statuses are read
 //! after it is released, so a viewer never holds up an agent's canvas call for longer
@@ -22,7 +23,7 @@ use super::{styled, Visible};
 use crate::activity::read_tail;
 use crate::host::browser::guests::ChromiumBrowsers;
 use crate::host::canvas::owner::{with_states, HeadlessCanvas};
-use crate::host::canvas::NodeKind;
+use crate::host::canvas::{NodeKind, TERMINAL_ROWS};
 use crate::host::terminals::{HostTerminals, SessionState, ViewScreen};
 use crate::host::HostError;
 use crate::protocol::{OperationClass, OPERATION_CLASSES};
@@ -30,8 +31,9 @@ use crate::runtime::approvals::Asked;
 use crate::runtime::context::read_links;
 use crate::runtime::AgentToolRuntime;
 
-/// Most lines of a terminal's screen shown (the last of its visible rows).
-pub const SCREEN_LINES: usize = 60;
+/// Most lines of a terminal's screen shown (the last of its visible rows): as many as a
+/// terminal can have rows, so a tall node shows all of its screen.
+pub const SCREEN_LINES: usize = TERMINAL_ROWS.1 as usize;
 /// A poll reads the terminals (their sessions and the screens in view: one `tmux`
 /// process) and the activity trail again at most this often: output still shows well
 /// within a second.
@@ -145,8 +147,13 @@ impl ViewSource {
             .filter_map(|agent| agent["nodeId"].as_str())
             .collect();
         let approvals = self.approvals(&agent_ids);
+        // The folder's name, which the page shows for the project.
+        let project_name = (folder.as_deref())
+            .and_then(|f| f.file_name())
+            .map(|name| name.to_string_lossy().into_owned());
         Ok(json!({
             "projectId": self.project_id,
+            "projectName": project_name,
             "approvals": approvals,
             "activity": screens.activity,
             "tasks": tasks,

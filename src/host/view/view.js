@@ -1,9 +1,10 @@
 // The canvas view (see src/host/view/mod.rs): it GETs the canvas from its own server and
 // POSTs the person's actions to /api/act (key in a header, JSON body). Everything that
-// comes from the canvas (titles, terminal screens, URLs, notes, paths) is untrusted and
-// is put on the page with textContent, never as HTML. No control answers a key: keys
-// go to the focused terminal only, and closing a node needs a real click on a second
-// button.
+// comes from the canvas (titles, terminal screens, URLs, notes, paths, the calls waiting
+// for an answer) is untrusted and is put on the page as text, never as HTML, through
+// putText: characters a person cannot see or that reorder what they read are shown as
+// escapes. No control answers a key: keys go to the focused terminal only, and closing a
+// node needs a real click on a second button.
 "use strict";
 
 (() => {
@@ -26,10 +27,51 @@
   let soon = false; // the next poll asks at once (keys were just sent)
   let canAct = false;
 
+  // ---- Text: every text the page shows from the canvas or an agent passes through here ----
+  // Escaped, as escape_for_terminal (src/base/terminal_text.rs) escapes them for the CLI,
+  // in the same forms: C0 controls (except those an element shows on purpose: `keep`),
+  // DEL and C1; the bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069);
+  // every other default-ignorable character (zero-width U+200B–U+200D, U+2060–U+2064,
+  // U+FEFF, the soft hyphen U+00AD, fillers, variation selectors, tags, the reserved
+  // ranges); the line separators U+2028, U+2029 and U+FFF9–U+FFFB. So a call waiting for
+  // the person shows the very characters that will run, however it tries to reorder or
+  // hide them.
+  const HIDDEN = /[\u{0}-\u{1f}\u{7f}-\u{9f}\u{ad}\u{34f}\u{61c}\u{115f}-\u{1160}\u{17b4}-\u{17b5}\u{180b}-\u{180f}\u{200b}-\u{200f}\u{2028}-\u{202e}\u{2060}-\u{206f}\u{3164}\u{fe00}-\u{fe0f}\u{feff}\u{ffa0}\u{fff0}-\u{fffb}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/gu;
+  const NAMED = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+  const hex = (c, digits) => c.codePointAt(0).toString(16).padStart(digits, "0");
+  const escapeOf = (c) => NAMED[c] || (c <= "\x9f" ? "\\x" + hex(c, 2)
+    : c.codePointAt(0) <= 0xffff ? "\\u" + hex(c, 4) : "\\u{" + hex(c, 1) + "}");
+  // `text` cut into [plain, escape, plain, …]: the escapes at odd places.
+  function escapedPieces(text, keep) {
+    const pieces = [];
+    let from = 0;
+    for (const found of text.matchAll(HIDDEN)) {
+      if (keep.includes(found[0])) continue;
+      pieces.push(text.slice(from, found.index), escapeOf(found[0]));
+      from = found.index + found[0].length;
+    }
+    pieces.push(text.slice(from));
+    return pieces;
+  }
+  // Puts `text` into `element` as text nodes, each escape in a span of the fixed class
+  // "esc" (so it cannot pass for characters that were typed).
+  function putText(element, text, keep = "") {
+    const pieces = escapedPieces(String(text), keep);
+    element.replaceChildren(...pieces.map((piece, i) => {
+      if (i % 2 === 0) return document.createTextNode(piece);
+      const escape = document.createElement("span");
+      escape.className = "esc";
+      escape.textContent = piece;
+      return escape;
+    }));
+  }
+  // The same as one string, where only a string fits (a tooltip, a list's choice).
+  const escapedText = (text) => escapedPieces(String(text), "").join("");
+
   const make = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
+    if (text !== undefined) putText(e, text);
     return e;
   };
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -37,13 +79,13 @@
 
   function setStatus(text, bad) {
     const status = $("status");
-    status.textContent = text;
+    putText(status, text);
     status.classList.toggle("bad", !!bad);
   }
 
   function showMessage(text) {
     const message = $("message");
-    message.textContent = text;
+    putText(message, text);
     message.hidden = !text;
   }
 
@@ -114,7 +156,9 @@
 
   function render(next) {
     canvas = next;
-    $("project").textContent = "project " + canvas.projectId;
+    // The project folder's name; its id (what agents and the CLI name) in the tooltip.
+    putText($("project"), canvas.projectName || canvas.projectId);
+    $("project").title = "project " + escapedText(canvas.projectId);
     const statuses = new Map(canvas.agents.map((a) => [a.nodeId, a.status]));
     const selected = new Set(canvas.selection);
     const seen = new Set();
@@ -159,17 +203,21 @@
     const entry = { type: node.type, root, parts, node };
     installDrag(entry, head, grip);
     if (node.type === "terminal") {
+      // Beside the meta line, never over the screen: the agent's latest message, and the
+      // shell's last command and how it ended. The frame is fixed (view.css), so the
+      // screen keeps the size its terminal was given for the node.
       parts.task = make("div", "task");
-      parts.screen = make("pre", "screen");
-      const screenBox = make("div", "screen-box");
-      // The shell's last command and how it ended, in the screen's corner.
       parts.command = make("div", "command");
       parts.command.hidden = true;
-      screenBox.append(parts.screen, parts.command);
+      const metaLine = make("div", "meta-line");
+      meta.replaceWith(metaLine);
+      metaLine.append(meta, parts.task, parts.command);
+      parts.screen = make("pre", "screen");
+      installFollow(parts);
       parts.keys = make("textarea", "keys");
       parts.keys.setAttribute("aria-label", "type into this terminal");
       parts.keys.spellcheck = false;
-      body.append(parts.task, screenBox, parts.keys);
+      body.append(parts.screen, parts.keys);
       installKeys(entry);
       const close = make("button", "close control", "close");
       close.type = "button";
@@ -199,35 +247,38 @@
     entry.node = node;
     const { root, parts } = entry;
     const at = node.absolute || node.position;
-    root.style.left = at.x + "px";
-    root.style.top = at.y + "px";
-    root.style.width = node.size.width + "px";
-    root.style.height = node.size.height + "px";
+    // A node being dragged stays where the pointer has it until the drag is sent.
+    if (!entry.dragging) {
+      root.style.left = at.x + "px";
+      root.style.top = at.y + "px";
+      root.style.width = node.size.width + "px";
+      root.style.height = node.size.height + "px";
+    }
     root.classList.toggle("selected", selected);
     const data = node.data || {};
-    parts.title.textContent = data.title || node.id;
-    parts.badge.textContent = node.type;
-    parts.meta.textContent = "";
+    putText(parts.title, data.title || node.id);
+    putText(parts.badge, node.type);
+    putText(parts.meta, "");
     if (node.type === "terminal") {
-      parts.meta.textContent = terminalMeta(node, data, status);
+      putText(parts.meta, terminalMeta(node, data, status));
       root.classList.toggle("ended", !!(node.session && node.session.ended));
       drawScreen(parts, node);
+      follow(parts);
       drawCommand(parts.command, node.session && node.session.shell);
       const task = (canvas.tasks || []).find((t) => t.from === node.id || t.to === node.id);
-      parts.task.textContent = task ? taskLine(task, node.id) : "";
+      putText(parts.task, task ? taskLine(task, node.id) : "");
       parts.task.className = "task" + (task ? " state-" + task.state : "");
     } else if (node.type === "browser") {
       const tab = activeTab(data);
       const page = tab && node.pages ? node.pages[tab.id] : null;
-      parts.page.textContent = (page && page.title) || (tab && tab.title) || "";
-      parts.url.textContent = (page && page.url) || (tab && tab.url) || "";
+      putText(parts.page, (page && page.title) || (tab && tab.title) || "");
+      putText(parts.url, (page && page.url) || (tab && tab.url) || "");
     } else if (node.type === "sticky") {
-      parts.text.textContent = data.text || "";
+      // A note shows its lines and tabs as they are.
+      putText(parts.text, data.text || "", "\n\t");
     } else if (node.type === "editor" || node.type === "diff") {
-      parts.path.textContent = data.path || "";
-      parts.meta.textContent = node.type === "diff" ? "diff view" : "editor";
-    } else if (node.type === "group") {
-      parts.meta.textContent = "";
+      putText(parts.path, data.path || "");
+      putText(parts.meta, node.type === "diff" ? "diff view" : "editor");
     }
   }
 
@@ -270,9 +321,9 @@
       state = (command.exitCode === 0 ? "\u2713 " : "\u2717 ") + "exit " + command.exitCode;
       kind = command.exitCode === 0 ? "ok" : "failed";
     }
-    element.textContent = state + " \u00b7 " + command.command.split("\n")[0].slice(0, 60) + " \u00b7 " + seconds;
+    putText(element, state + " \u00b7 " + command.command.split("\n")[0].slice(0, 60) + " \u00b7 " + seconds);
     element.className = "command state-" + kind;
-    element.title = command.cwd ? "in " + command.cwd : "";
+    element.title = command.cwd ? "in " + escapedText(command.cwd) : "";
   }
 
   // The latest message this agent sent or got, as seen from its node.
@@ -301,11 +352,18 @@
     if (!statuses.size) list.append(make("li", "empty", "no agents"));
   }
 
+  // A time (Unix ms) as the person's local 24-hour clock, HH:MM:SS ("" if not a time).
+  function clock(ms) {
+    const at = new Date(ms);
+    if (!Number.isFinite(ms) || Number.isNaN(at.getTime())) return "";
+    return [at.getHours(), at.getMinutes(), at.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+  }
+
   function renderActivity(lines) {
     const list = $("activity");
     list.replaceChildren();
     for (const line of lines.slice(-30).reverse()) {
-      const when = typeof line.time === "string" ? line.time.slice(11, 19) : "";
+      const when = typeof line.time === "string" ? clock(Date.parse(line.time)) : "";
       const outcome = line.outcome === "ok" ? "ok" : "error";
       const item = make("li", "line " + outcome);
       const what = line.operation || (line.status ? "refused " + line.status : "");
@@ -397,7 +455,7 @@
   }
 
   // ---- Terminal screens: lines of styled runs and the cursor -----------------------------
-  // Each run is a <span> whose text is set with textContent and whose colours with
+  // Each run is a <span> whose text is set with putText and whose colours with
   // element.style, from colours the server made ("#rrggbb", checked again here): nothing
   // the terminal printed becomes markup, a class name or a style. The cursor is a cell in
   // a span of the fixed class "cursor". A screen is drawn again only when its runs or cursor changed.
@@ -405,7 +463,10 @@
   const SCREEN_BG = "#1f232b";
   const colour = (c) => (typeof c === "string" && /^#[0-9a-f]{6}$/.test(c) ? c : null);
   const runSpan = (run, text, cursor) => {
-    const span = make("span", cursor ? "cursor" : "", text);
+    const span = make("span", cursor ? "cursor" : "");
+    // A tab stays a tab (the screen's runs keep them); a hidden character a program
+    // printed (say U+202E) shows as its escape, as everywhere on the page.
+    putText(span, text, "\t");
     let fg = colour(run.fg) || SCREEN_FG;
     let bg = colour(run.bg) || SCREEN_BG;
     // The cursor's cell is drawn inverse (so an inverse cell under it shows plain).
@@ -438,6 +499,25 @@
     }
     return spans;
   };
+  // A screen taller than its node (while the node is being resized, or drawn in a
+  // font wider or taller than the one the terminal was sized for) shows its bottom, as a
+  // terminal does, and keeps following new output. Once the person scrolls it up (wheel
+  // or scrollbar) it stays where they put it, and follows again once they scroll back to
+  // the bottom.
+  const FOLLOW_SLACK = 4; // px: layout is fractional at most zoom levels
+  function installFollow(parts) {
+    parts.following = true;
+    parts.screen.addEventListener("scroll", () => {
+      const s = parts.screen;
+      parts.following = s.scrollTop + s.clientHeight >= s.scrollHeight - FOLLOW_SLACK;
+    });
+  }
+  function follow(parts) {
+    const s = parts.screen;
+    // A screen that fits its node again has nothing to stay scrolled up in.
+    if (s.scrollHeight <= s.clientHeight) parts.following = true;
+    if (parts.following) s.scrollTop = s.scrollHeight;
+  }
   const drawScreen = (parts, node) => {
     if (!Array.isArray(node.screenLines)) return;
     const cursor = node.cursor && node.cursor.visible === true ? node.cursor : null;
@@ -489,6 +569,9 @@
     });
     viewport.addEventListener("pointerup", () => { drag = null; });
     viewport.addEventListener("wheel", (e) => {
+      // Over a screen taller than its node, the wheel scrolls the screen.
+      const screen = e.target.closest(".screen");
+      if (screen && screen.scrollHeight > screen.clientHeight && !e.ctrlKey) return;
       e.preventDefault();
       const box = viewport.getBoundingClientRect();
       const px = e.clientX - box.left;
@@ -543,9 +626,12 @@
     return answer.value;
   }
 
+  // The last notice's text (a refused answer repeats it in the approvals panel).
+  let noticeText = "";
   function notice(text, bad) {
+    noticeText = text;
     const element = $("notice");
-    element.textContent = text;
+    putText(element, text);
     element.classList.toggle("bad", !!bad);
   }
 
@@ -581,6 +667,7 @@
         target.setPointerCapture(e.pointerId);
       } catch (error) { /* not an active pointer: moves still reach the target */ }
       let moved = null;
+      entry.dragging = true;
       const move = (m) => {
         const dx = (m.clientX - origin.x) / view.scale;
         const dy = (m.clientY - origin.y) / view.scale;
@@ -589,6 +676,7 @@
           moved = { width: Math.max(120, Math.round(from.width + dx)), height: Math.max(80, Math.round(from.height + dy)) };
           entry.root.style.width = moved.width + "px";
           entry.root.style.height = moved.height + "px";
+          if (entry.parts.screen) follow(entry.parts);
         } else {
           moved = { x: Math.round(from.x + dx), y: Math.round(from.y + dy) };
           entry.root.style.left = (at.x + dx) + "px";
@@ -599,6 +687,7 @@
         target.removeEventListener("pointermove", move);
         target.removeEventListener("pointerup", end);
         target.removeEventListener("pointercancel", end);
+        entry.dragging = false;
         if (!moved) return;
         if (resizing) await act("canvas_resize", { nodeId: node.id, ...moved });
         else await act("canvas_move", { nodeId: node.id, ...moved });
@@ -724,7 +813,7 @@
     const select = $("agent-kind");
     for (const kind of kinds) {
       if (typeof kind !== "string") continue;
-      const option = make("option", "", kind);
+      const option = make("option", "", escapedText(kind));
       option.value = kind;
       select.append(option);
     }
@@ -734,19 +823,24 @@
     return canvas ? canvas.nodes.filter((n) => n.type === "terminal" && n.data && n.data.agentId).map((n) => n.id) : [];
   }
 
+  // The agents to link: the second list never offers the agent chosen in the first.
   function fillLinkChoices() {
     const ids = agentIds();
-    for (const select of [$("link-a"), $("link-b")]) {
-      const chosen = select.value;
-      const current = Array.from(select.options).map((o) => o.value);
-      if (current.join(",") === ids.join(",")) continue;
-      select.replaceChildren(...ids.map((id) => {
-        const option = make("option", "", id);
-        option.value = id;
-        return option;
-      }));
-      if (ids.includes(chosen)) select.value = chosen;
-    }
+    fillChoices($("link-a"), ids);
+    fillChoices($("link-b"), ids.filter((id) => id !== $("link-a").value));
+    for (const id of ["link", "unlink"]) $(id).disabled = ids.length < 2;
+  }
+
+  function fillChoices(select, ids) {
+    const chosen = select.value;
+    const current = Array.from(select.options).map((o) => o.value);
+    if (current.join(",") === ids.join(",")) return;
+    select.replaceChildren(...ids.map((id) => {
+      const option = make("option", "", escapedText(id));
+      option.value = id;
+      return option;
+    }));
+    if (ids.includes(chosen)) select.value = chosen;
   }
 
   function installControls() {
@@ -757,6 +851,7 @@
     onClick("launch-agent", () => act("agent_launch", { agent: $("agent-kind").value }));
     onClick("browser-on", () => act("browser_control", { enabled: true }));
     onClick("browser-off", () => act("browser_control", { enabled: false }));
+    $("link-a").addEventListener("change", fillLinkChoices);
     const linkArgs = () => ({ a: $("link-a").value, b: $("link-b").value });
     onClick("link", () => act("link", { ...linkArgs(), messages: $("link-messages").checked }));
     onClick("unlink", () => act("unlink", linkArgs()));
@@ -790,11 +885,13 @@
     const item = make("li", "call");
     item.dataset.callId = String(call.id);
     const what = make("div", "what");
-    const asked = new Date(Number(call.askedAt));
     what.append(make("span", "who", String(call.nodeId)), make("span", "operation", String(call.operation)),
-      make("span", "class", String(call.class)), make("span", "when", "asked " + asked.toLocaleTimeString()));
-    // The arguments exactly as the agent sent them, as text: never HTML.
-    const args = make("pre", "args", JSON.stringify(call.args, null, 2));
+      make("span", "class", String(call.class)), make("span", "when", "asked " + clock(Number(call.askedAt))));
+    // The arguments exactly as the agent sent them, as text: never HTML. JSON writes the
+    // C0 controls as \u escapes; every other hidden character is escaped by putText (the
+    // same \u202e form JSON reads back), and JSON's own lines are kept.
+    const args = make("pre", "args");
+    putText(args, JSON.stringify(call.args, null, 2), "\n");
     const answers = make("div", "answers control");
     const reason = make("input", "reason");
     reason.type = "text";
@@ -824,7 +921,7 @@
     if (reason) args.reason = reason;
     const done = await act("approve", args);
     const message = $("approvals-message");
-    message.textContent = done === null ? $("notice").textContent : "";
+    putText(message, done === null ? noticeText : "");
     message.hidden = done !== null;
     return done !== null;
   }

@@ -355,9 +355,35 @@ impl TmuxServer {
             command,
             integrate.as_deref(),
         ));
-        self.run("new-session", &args)?;
+        // Then the same size again with `resize-window`, which makes the window's size
+        // manual: an external window attached later shows the node's size instead of
+        // resizing the terminal to its own ([`TmuxServer::resize`]).
+        let mut sequence: Vec<OsString> = args.iter().map(|a| escape_separator(a)).collect();
+        sequence.push(";".into()); // a separator: not escaped
+        sequence.extend(
+            resize_args(node, cols, rows)
+                .into_iter()
+                .map(OsString::from),
+        );
+        self.run_command("new-session", self.command_unescaped(&sequence))?;
         self.lock_opened().insert(node.to_string(), Instant::now());
         Ok(())
+    }
+
+    /// Sets `node`'s window to `cols`×`rows` (its program gets SIGWINCH) and keeps it so:
+    /// `resize-window` makes the window's size manual, so a client attached to it
+    /// (`terminal_external`) does not change it. A session that is gone is not an error.
+    pub fn resize(&self, node: &str, cols: u16, rows: u16) -> Result<(), TmuxError> {
+        check_node(node)?;
+        match self.run("resize-window", &resize_args(node, cols, rows)) {
+            Ok(_) => Ok(()),
+            Err(TmuxError::Failed { message, .. })
+                if no_server(&message) || message.contains("can't find session") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// No socket file, so no server could answer on it (tmux would only say "error
@@ -961,6 +987,15 @@ fn no_nul(what: &str, value: &str) -> Result<(), TmuxError> {
 /// `=node`: the session named exactly `node` (no prefix or pattern match).
 fn session_target(node: &str) -> String {
     format!("={node}")
+}
+
+/// `resize-window` of `node`'s window to `cols`×`rows` (at least 1 each).
+fn resize_args(node: &str, cols: u16, rows: u16) -> Vec<String> {
+    let target = pane_target(node);
+    let (cols, rows) = (cols.max(1).to_string(), rows.max(1).to_string());
+    ["resize-window", "-t", &target, "-x", &cols, "-y", &rows]
+        .map(String::from)
+        .to_vec()
 }
 
 /// `=node:`: the active pane of the current window of the session named exactly `node`
