@@ -56,7 +56,7 @@ impl NodeKind {
     /// The size a new node of this kind gets (a group is sized to what it frames).
     pub fn default_size(self) -> Size {
         let (width, height) = match self {
-            NodeKind::Terminal => (640.0, 400.0),
+            NodeKind::Terminal => (760.0, 560.0),
             NodeKind::Browser => (960.0, 640.0),
             NodeKind::Sticky => (240.0, 200.0),
             NodeKind::Editor => (640.0, 480.0),
@@ -259,9 +259,9 @@ mod tests {
             let size = Size { width, height }.terminal_grid();
             (size.cols, size.rows)
         };
-        // A new terminal node: 616 px for columns, 300 px for rows.
+        // A new terminal node: 736 px for columns, 460 px for rows, the classic 80x24.
         let default = NodeKind::Terminal.default_size();
-        assert_eq!(grid(default.width, default.height), (68, 16));
+        assert_eq!(grid(default.width, default.height), (81, 24));
         // A cell more in each direction is one more column and row; a pixel less, not.
         assert_eq!(grid(640.0 + 9.05, 400.0 + 18.75), (69, 17));
         assert_eq!(grid(640.0 - 1.0, 400.0 - 1.0), (67, 15));

@@ -398,7 +398,7 @@ mod tests {
                 "id": term,
                 "type": "terminal",
                 "position": {"x": 0.0, "y": 0.0},
-                "size": {"width": 640.0, "height": 400.0},
+                "size": {"width": 760.0, "height": 560.0},
                 "data": {"title": "Terminal"},
             }])
         );

@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(
             canvas.node(&second).unwrap().position,
             Position {
-                x: 640.0 + PLACEMENT_GAP,
+                x: 760.0 + PLACEMENT_GAP,
                 y: 0.0
             }
         );
@@ -105,7 +105,7 @@ mod tests {
         canvas
             .apply(
                 "canvas_move",
-                &args(json!({"nodeId": moved, "x": 300, "y": 450})),
+                &args(json!({"nodeId": moved, "x": 300, "y": 650})),
             )
             .unwrap();
         for n in 0..12 {
