@@ -53,6 +53,7 @@ fn ready_line_has_every_field_and_stdout_nothing_else() {
         "directory",
         "projectId",
         "sessions",
+        "launcher",
         "viewUrl",
     ];
     expected.sort();
@@ -72,6 +73,10 @@ fn ready_line_has_every_field_and_stdout_nothing_else() {
         "{view}"
     );
     assert_eq!(ready["directory"], json!(dirs.agent_tools()));
+    assert_eq!(
+        ready["launcher"],
+        json!(dirs.agent_tools().join("termsprawlctl"))
+    );
     assert_eq!(ready["projectId"], "proj1");
     assert_eq!(
         ready["sessions"],
