@@ -96,6 +96,7 @@ pub fn take(
                     frame: frames[*frame].id.clone(),
                     loader: frames[*frame].loader.clone(),
                     backend,
+                    shown: element.shown(),
                 };
                 table.ref_for(key, seq)
             });
@@ -288,8 +289,8 @@ pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, En
     }
 }
 
-/// Finds `element_ref`'s element: the ref must be issued, its document current and its
-/// element still in the page.
+/// Finds `element_ref`'s element: the ref must be issued, its document current, and its
+/// element still in the page and showing the role and name its snapshot showed.
 fn resolve(
     connection: &Arc<Connection>,
     page: &Page,
@@ -349,7 +350,36 @@ fn resolve(
     if connected != Value::Bool(true) {
         return Err(gone());
     }
+    if let Some(now) = changed(connection, &resolved, deadline)? {
+        let was = resolved.key.shown.clone();
+        return Err(EngineError::Ref(RefError::Changed(
+            element_ref.to_string(),
+            was,
+            now,
+        )));
+    }
     Ok(resolved)
+}
+
+/// What the element shows now (`button "Pay"`), if that is not the role and name its
+/// snapshot showed; `None` when they are the same.
+fn changed(
+    connection: &Arc<Connection>,
+    element: &Resolved,
+    deadline: Instant,
+) -> Result<Option<String>, EngineError> {
+    let tree = connection.call(
+        "Accessibility.getPartialAXTree",
+        json!({ "backendNodeId": element.key.backend, "fetchRelatives": false }),
+        Some(&element.session),
+        deadline,
+    )?;
+    let node = tree.pointer("/nodes/0").unwrap_or(&Value::Null);
+    Ok(match snapshot::shown_of(node) {
+        Some(now) if now == element.key.shown => None,
+        Some(now) => Some(now.to_string()),
+        None => Some("hidden from the accessibility tree".to_string()),
+    })
 }
 
 /// A page's session and the sessions of its frames in other processes (by frame id).

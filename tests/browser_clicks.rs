@@ -1,0 +1,337 @@
+//! A click or typing by ref acts on that element or is refused, against hostile pages: a
+//! page that reacts to the pointer's move by putting another element under it (in its own
+//! document, over a same-site frame, inside a shadow root, in a frame of another site), or
+//! that renames the element after the snapshot. Real headless Chromium, pages served by
+//! this test on 127.0.0.1 (and `localhost`, another site), through the engine's protocol
+//! entry point as the runtime calls it. Each page's first script records every trusted
+//! press and click the page sees in its `#log`, so a test sees whether a decoy, or any
+//! listener of the page, got the press. Skipped, with a notice, where no Chromium is
+//! installed.
+#![cfg(feature = "host")] // drives the default host's browser engine
+#![deny(unsafe_code)]
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use termsprawl_tools::host::browser::{BrowserEngine, EngineConfig, PageId};
+
+/// The head of every test page: registered before anything else of the page, it notes
+/// each trusted press and click the page gets, and `note` (a global, so that a frame can
+/// call it) writes to `#log`.
+const SPY: &str = r#"<script>
+  function note(what) { document.getElementById('log').textContent += ' ' + what + ';'; }
+  for (const type of ['pointerdown', 'mousedown', 'mouseup', 'click'])
+    addEventListener(type, (e) => { if (e.isTrusted) note('seen ' + type); }, true);
+</script>"#;
+
+/// The pointer's first move puts a "Delete account" button over the whole page.
+const MOVE_OVERLAY: &str = r#"<button onclick="note('Cancel clicked')">Cancel</button>
+<script>
+  addEventListener('mousemove', () => {
+    const decoy = document.createElement('button');
+    decoy.id = 'decoy';
+    decoy.textContent = 'Delete account';
+    decoy.style = 'position:fixed;inset:0;width:100vw;height:100vh';
+    decoy.onclick = () => note('Delete account clicked');
+    document.body.append(decoy);
+  }, { once: true });
+</script>"#;
+
+/// A same-site frame whose first pointer move makes its parent cover it ("Buy now").
+const FRAME_OVERLAY: &str = r#"<iframe title="Dialog" src="/close-frame" style="width:400px;height:200px"></iframe>
+<script>
+  function cover() {
+    const decoy = document.createElement('button');
+    decoy.textContent = 'Buy now';
+    decoy.style = 'position:fixed;inset:0;width:100vw;height:100vh';
+    decoy.onclick = () => note('Buy now clicked');
+    document.body.append(decoy);
+  }
+</script>"#;
+
+/// The frame of [`FRAME_OVERLAY`].
+const CLOSE_FRAME: &str = r#"<!doctype html><title>Dialog</title>
+<button onclick="parent.note('Close dialog clicked')">Close dialog</button>
+<script>addEventListener('mousemove', () => parent.cover(), { once: true });</script>"#;
+
+/// A shadow root (its mode is the query string) whose first pointer move adds a
+/// "Cancel subscription" button over everything, inside the same root.
+const SHADOW_OVERLAY: &str = r#"<div id="host"></div>
+<script>
+  const root = document.getElementById('host').attachShadow({ mode: location.search.slice(1) });
+  const keep = document.createElement('button');
+  keep.textContent = 'Keep subscription';
+  keep.onclick = () => note('Keep subscription clicked');
+  root.append(keep);
+  root.addEventListener('mousemove', () => {
+    const decoy = document.createElement('button');
+    decoy.textContent = 'Cancel subscription';
+    decoy.style = 'position:fixed;inset:0;width:100vw;height:100vh';
+    decoy.onclick = () => note('Cancel subscription clicked');
+    root.append(decoy);
+  }, { once: true });
+</script>"#;
+
+/// A frame of another site (`{other_site}`) showing [`MOVE_OVERLAY`].
+const SITE_FRAME: &str = r#"<iframe title="Other site" src="{other_site}/move-overlay" style="width:600px;height:300px"></iframe>"#;
+
+/// The pointer's first move puts an empty frame of the page's own over the whole page,
+/// with a "Delete account" button written into it.
+const FRAME_DECOY: &str = r#"<button onclick="note('Cancel clicked')">Cancel</button>
+<script>
+  addEventListener('mousemove', () => {
+    const frame = document.createElement('iframe');
+    frame.style = 'position:fixed;inset:0;width:100vw;height:100vh;border:0';
+    document.body.append(frame);
+    const decoy = frame.contentDocument.createElement('button');
+    decoy.textContent = 'Delete account';
+    decoy.style = 'width:100%;height:100%';
+    decoy.onclick = () => note('Delete account clicked');
+    frame.contentDocument.body.append(decoy);
+  }, { once: true });
+</script>"#;
+
+/// Elements a test renames, or gives another role, after the snapshot.
+const RENAMED: &str = r#"<button id="order" onclick="note('clicked ' + this.textContent)">Cancel order</button>
+<span id="undo" role="button" tabindex="0" onclick="note('clicked undo')">Undo</span>
+<input id="amount" aria-label="Amount" oninput="note('typed ' + this.value)">
+<button id="help" onclick="note('clicked help')">Help</button>"#;
+
+/// A button renamed by its own first pointer move.
+const MOVE_RENAME: &str = r#"<button id="order" onclick="note('clicked ' + this.textContent)">Cancel order</button>
+<script>
+  document.getElementById('order').addEventListener('mousemove', (e) => {
+    e.currentTarget.textContent = 'Confirm payment';
+  }, { once: true });
+</script>"#;
+
+/// A still button whose clicks note the page's clock, for the measurement.
+const STILL: &str = r#"<button onclick="note('at ' + Date.now())">Count</button>"#;
+
+/// A test page: its title, the spy, `body` and a `#log` after it (so that what is noted
+/// during a click moves nothing under the pointer).
+fn page(title: &str, body: &str) -> String {
+    format!("<!doctype html><html><head><title>{title}</title>{SPY}</head><body>{body}<p id=\"log\">log:</p></body></html>")
+}
+
+/// Serves the test pages; `{other_site}` in the pages becomes `other_site`. Returns the
+/// base URL (`http://127.0.0.1:PORT`).
+fn serve_pages(other_site: &str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let other_site = other_site.to_string();
+    thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let other_site = other_site.clone();
+            thread::spawn(move || answer(stream, &other_site));
+        }
+    });
+    base
+}
+
+fn answer(mut stream: TcpStream, other_site: &str) {
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let target = head.split_whitespace().nth(1).unwrap_or("/");
+    let path = target.split('?').next().unwrap_or_default();
+    let body = match path {
+        "/move-overlay" => page("Account", MOVE_OVERLAY),
+        "/frame-overlay" => page("Shop", FRAME_OVERLAY),
+        "/close-frame" => CLOSE_FRAME.to_string(),
+        "/shadow-overlay" => page("Subscription", SHADOW_OVERLAY),
+        "/site-frame" => page("Outer", &SITE_FRAME.replace("{other_site}", other_site)),
+        "/frame-decoy" => page("Account", FRAME_DECOY),
+        "/renamed" => page("Order", RENAMED),
+        "/move-rename" => page("Order", MOVE_RENAME),
+        "/still" => page("Still", STILL),
+        _ => {
+            let missing =
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            stream.write_all(missing.as_bytes()).ok();
+            return;
+        }
+    };
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).ok();
+}
+
+/// The engine's profile directory, removed when the test ends (passing or not).
+struct ProfileDir(PathBuf);
+
+impl Drop for ProfileDir {
+    fn drop(&mut self) {
+        drop(fs::remove_dir_all(&self.0));
+    }
+}
+
+/// An engine, or `None` (with a notice) where no Chromium is installed.
+fn engine(name: &str) -> Option<(ProfileDir, BrowserEngine)> {
+    let dir = std::env::temp_dir().join(format!("tst-clicks-{name}-{}", std::process::id()));
+    let engine = BrowserEngine::new(EngineConfig {
+        executable: None,
+        profile_dir: dir.clone(),
+    });
+    match engine.find_executable() {
+        Ok(_) => Some((ProfileDir(dir), engine)),
+        Err(error) => {
+            eprintln!("NOTICE: skipping the browser click tests: {error}");
+            None
+        }
+    }
+}
+
+fn secs(n: u64) -> Instant {
+    Instant::now() + Duration::from_secs(n)
+}
+
+fn run(
+    engine: &BrowserEngine,
+    page: &PageId,
+    operation: &str,
+    args: Value,
+) -> Result<Value, String> {
+    let args: Map<String, Value> = args.as_object().unwrap().clone();
+    engine
+        .run_operation(page, operation, &args, secs(15))
+        .map_err(|e| e.to_string())
+}
+
+/// A new snapshot's text (`find` narrows it when given).
+fn snapshot(engine: &BrowserEngine, page: &PageId, find: Option<&str>) -> String {
+    let mut args = json!({ "nodeId": "b1", "mode": "snapshot" });
+    if let Some(find) = find {
+        args["find"] = json!(find);
+    }
+    let answer = run(engine, page, "browser_inspect", args).unwrap();
+    answer["text"].as_str().unwrap().to_string()
+}
+
+/// `browser_click` by `reference`.
+fn click(engine: &BrowserEngine, page: &PageId, reference: &str) -> Result<Value, String> {
+    run(
+        engine,
+        page,
+        "browser_click",
+        json!({ "nodeId": "b1", "ref": reference }),
+    )
+}
+
+/// The ref on the snapshot line that contains `needle`.
+fn ref_of(text: &str, needle: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in\n{text}"));
+    let start = line.rfind("[ref=").unwrap() + 5;
+    line[start..line.len() - 1].to_string()
+}
+
+/// The main frame's `#log`: what its spy saw and what its buttons noted.
+fn main_log(engine: &BrowserEngine, page: &PageId) -> String {
+    let read = "() => document.getElementById('log').textContent";
+    let log = engine.evaluate(page, read, &json!({}), secs(15)).unwrap();
+    log.as_str().unwrap().to_string()
+}
+
+/// Opens `path` of `base` and returns the page and its first snapshot.
+fn open(engine: &BrowserEngine, base: &str, path: &str) -> (PageId, String) {
+    let page = engine
+        .open_page(&format!("{base}{path}"), secs(30))
+        .unwrap();
+    let text = snapshot(engine, &page, None);
+    (page, text)
+}
+
+#[test]
+fn an_element_renamed_or_given_another_role_since_the_snapshot_is_refused() {
+    let Some((_dir, engine)) = engine("renamed") else {
+        return;
+    };
+    let base = serve_pages("");
+    let (page, text) = open(&engine, &base, "/renamed");
+    let order = ref_of(&text, "button \"Cancel order\"");
+    let undo = ref_of(&text, "button \"Undo\"");
+    let amount = ref_of(&text, "textbox \"Amount\"");
+    let help = ref_of(&text, "button \"Help\"");
+    let change = "() => {
+        document.getElementById('order').textContent = 'Confirm payment';
+        document.getElementById('undo').setAttribute('role', 'link');
+        document.getElementById('amount').setAttribute('aria-label', 'Tip');
+        document.getElementById('help').setAttribute('aria-hidden', 'true');
+        return {};
+    }";
+    engine
+        .evaluate(&page, change, &json!({}), secs(15))
+        .unwrap();
+    let answer = click(&engine, &page, &order);
+    println!(
+        "click on a renamed button: {answer:?}; log: {}",
+        main_log(&engine, &page)
+    );
+    let expected = format!(
+        "The element under ref \"{order}\" changed since the snapshot (was button \"Cancel order\", \
+         now button \"Confirm payment\"): take a new snapshot with browser_inspect mode snapshot \
+         and use the ref it gives"
+    );
+    assert!(
+        answer.as_ref().is_err_and(|e| e.starts_with(&expected)),
+        "{answer:?}"
+    );
+    let answer = click(&engine, &page, &undo);
+    assert!(
+        answer
+            .as_ref()
+            .is_err_and(|e| e.contains("(was button \"Undo\", now link \"Undo\")")),
+        "{answer:?}"
+    );
+    let answer = click(&engine, &page, &help);
+    assert!(
+        answer.as_ref().is_err_and(
+            |e| e.contains("(was button \"Help\", now hidden from the accessibility tree)")
+        ),
+        "{answer:?}"
+    );
+    let typed = run(
+        &engine,
+        &page,
+        "browser_type",
+        json!({ "nodeId": "b1", "ref": amount, "text": "100" }),
+    );
+    println!("typing into a renamed textbox: {typed:?}");
+    assert!(
+        typed
+            .as_ref()
+            .is_err_and(|e| e.contains("(was textbox \"Amount\", now textbox \"Tip\")")),
+        "{typed:?}"
+    );
+    assert_eq!(main_log(&engine, &page), "log:");
+
+    // A new snapshot shows the new name with a new ref, which clicks; the old ref still
+    // names the button as it was, and stays refused.
+    let again = snapshot(&engine, &page, None);
+    let confirm = ref_of(&again, "button \"Confirm payment\"");
+    assert_ne!(confirm, order);
+    click(&engine, &page, &confirm).unwrap();
+    let log = main_log(&engine, &page);
+    assert!(
+        log.ends_with("seen click; clicked Confirm payment;"),
+        "{log}"
+    );
+    assert!(click(&engine, &page, &order).is_err_and(|e| e.contains("changed since")));
+}
