@@ -96,6 +96,31 @@ const FRAME_DECOY: &str = r#"<button onclick="note('Cancel clicked')">Cancel</bu
   }, { once: true });
 </script>"#;
 
+/// The pointer's first move replaces the whole document (`document.open`, which drops
+/// every listener of the window) with a "Delete account" button over the page.
+const REOPENED: &str = r#"<button onclick="note('Cancel clicked')">Cancel</button>
+<script>
+  addEventListener('mousemove', () => {
+    document.open();
+    document.write('<p id="log">log:</p><button id="decoy" onclick="note(\'Delete account clicked\')" ' +
+      'style="position:fixed;inset:0;width:100vw;height:100vh">Delete account</button>');
+    document.close();
+  }, { once: true });
+</script>"#;
+
+/// The pointer's first move puts a "Delete account" button over the page for 30 ms.
+const PASSING_OVERLAY: &str = r#"<button onclick="note('Cancel clicked')">Cancel</button>
+<script>
+  addEventListener('mousemove', () => {
+    const decoy = document.createElement('button');
+    decoy.textContent = 'Delete account';
+    decoy.style = 'position:fixed;inset:0;width:100vw;height:100vh';
+    decoy.onclick = () => note('Delete account clicked');
+    document.body.append(decoy);
+    setTimeout(() => decoy.remove(), 30);
+  }, { once: true });
+</script>"#;
+
 /// Elements a test renames, or gives another role, after the snapshot.
 const RENAMED: &str = r#"<button id="order" onclick="note('clicked ' + this.textContent)">Cancel order</button>
 <span id="undo" role="button" tabindex="0" onclick="note('clicked undo')">Undo</span>
@@ -154,6 +179,8 @@ fn answer(mut stream: TcpStream, other_site: &str) {
         "/shadow-overlay" => page("Subscription", SHADOW_OVERLAY),
         "/site-frame" => page("Outer", &SITE_FRAME.replace("{other_site}", other_site)),
         "/frame-decoy" => page("Account", FRAME_DECOY),
+        "/reopened" => page("Account", REOPENED),
+        "/passing-overlay" => page("Account", PASSING_OVERLAY),
         "/renamed" => page("Order", RENAMED),
         "/move-rename" => page("Order", MOVE_RENAME),
         "/still" => page("Still", STILL),
@@ -365,6 +392,42 @@ fn a_frame_added_over_the_element_on_the_move_is_not_clicked() {
     println!("click on an element a new frame covered on the move: {answer:?}; log: {log}");
     assert_covered_when_clicked(&answer, &cancel);
     assert_eq!(log, "log:");
+}
+
+#[test]
+fn a_document_replaced_on_the_move_gets_no_click() {
+    let Some((_dir, engine)) = engine("reopened") else {
+        return;
+    };
+    let base = serve_pages("");
+    let (page, text) = open(&engine, &base, "/reopened");
+    let cancel = ref_of(&text, "button \"Cancel\"");
+    let answer = click(&engine, &page, &cancel);
+    let log = main_log(&engine, &page);
+    println!("click on an element whose document was replaced on the move: {answer:?}; log: {log}");
+    // Held by the guard, which listened again; then its element is found gone.
+    let gone = format!("Ref \"{cancel}\" names an element that is no longer in the page");
+    assert!(
+        answer.as_ref().is_err_and(|e| e.starts_with(&gone)),
+        "{answer:?}"
+    );
+    assert_eq!(log, "log:");
+}
+
+#[test]
+fn a_passing_overlay_is_waited_out() {
+    let Some((_dir, engine)) = engine("passing") else {
+        return;
+    };
+    let base = serve_pages("");
+    let (page, text) = open(&engine, &base, "/passing-overlay");
+    let cancel = ref_of(&text, "button \"Cancel\"");
+    // The first press goes to the overlay and is held; a try after it went clicks (its
+    // 30 ms are well within the 600 ms the tries wait in all).
+    click(&engine, &page, &cancel).unwrap();
+    let log = main_log(&engine, &page);
+    assert!(log.ends_with("seen click; Cancel clicked;"), "{log}");
+    assert!(!log.contains("Delete account"), "{log}");
 }
 
 #[test]

@@ -76,7 +76,14 @@
     event.preventDefault();
     event.stopImmediatePropagation();
   };
-  for (const type of TYPES) addEventListener(type, check, { capture: true });
+  // Adding a listener again is a no-op while it is there.
+  const listen = () => {
+    for (const type of TYPES) addEventListener(type, check, { capture: true });
+  };
+  listen();
+  // document.open() drops every listener of the window, ours too, and replaces the
+  // document's children: listen again then (a microtask, before the next event).
+  new MutationObserver(listen).observe(document, { childList: true });
   globalThis.termsprawlGuard = {
     // Arms a click on node (a text node stands for its element, and a document takes any
     // click of its own) until take(); watchLabel refuses it if the label changes.
