@@ -1,7 +1,9 @@
 //! A click or typing by ref acts on that element or is refused, against hostile pages: a
 //! page that reacts to the pointer's move by putting another element under it (in its own
-//! document, over a same-site frame, inside a shadow root, in a frame of another site), or
-//! that renames the element after the snapshot. Real headless Chromium, pages served by
+//! document, over a same-site frame, inside an open or closed shadow root, in a frame of
+//! another site, in a new frame, or in a document it writes anew), or that renames the
+//! element after the snapshot or as it is pressed. An overlay that passes is waited out;
+//! a click by selector moved into a frame is held. Real headless Chromium, pages served by
 //! this test on 127.0.0.1 (and `localhost`, another site), through the engine's protocol
 //! entry point as the runtime calls it. Each page's first script records every trusted
 //! press and click the page sees in its `#log`, so a test sees whether a decoy, or any
