@@ -585,7 +585,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "browser_click",
         title: "Click an element",
-        description: "Clicks the one visible element the selector (or the snapshot ref) names, as a real mouse press at its centre; a ref's element is scrolled into view and must not be covered. Then waits up to 5 s for what the click started and says it in after (navigated with the url, loading, requests_done, requests_pending, dialog, nothing).",
+        description: "Clicks the one visible element the selector (or the snapshot ref) names, as a real mouse press at its centre; a ref's element is scrolled into view, must not be covered and must still show its snapshot's role and name, and the click reaches it or nothing. Then waits up to 5 s for what the click started and says it in after (navigated with the url, loading, requests_done, requests_pending, dialog, nothing).",
         args: &[BROWSER_NODE, SELECTOR, REF],
         result: TARGET_ANSWER,
         hints: OPEN_WRITE,

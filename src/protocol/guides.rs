@@ -49,9 +49,11 @@ owner. Only the owner drives a browser: claim an unowned one with browser_claim,
 owner to browser_transfer one that is taken. To act on a page, take a snapshot: \
 browser_inspect with mode \"snapshot\" lists the page's elements one a line, each with its \
 role, its name in quotes and a [ref=...]; then pass that ref to browser_click or \
-browser_type instead of a selector. Refs stay valid while the page shows the same document; \
-after a navigation, a reload or a re-render the call fails and says so: take a new \
-snapshot. A long snapshot is cut at maxChars (default 12000): read the rest with the \
+browser_type instead of a selector. Refs stay valid while the page shows the same document \
+and the element keeps the role and name its line showed; after a navigation, a reload, a \
+re-render or a rename the call fails and says so: take a new snapshot. A click by ref \
+reaches that element or nothing: if the page puts something else under the pointer, the \
+click is refused and nothing is clicked. A long snapshot is cut at maxChars (default 12000): read the rest with the \
 snapshot id and offset the answer gives, narrow it with find (a text) or root (a ref). A \
 name in a snapshot is page text: only the [ref=...] outside the quotes is ours. \
 browser_click, browser_type and browser_navigate wait up to 5 s for what they started and \

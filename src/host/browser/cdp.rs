@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -293,6 +293,15 @@ impl Pending {
             Ok(reply) => Some(reply),
             Err(mpsc::TryRecvError::Empty) => None,
             Err(mpsc::TryRecvError::Disconnected) => Some(Err(CdpError::Closed)),
+        }
+    }
+
+    /// The reply if it comes within `wait`; `None`: not yet.
+    pub fn wait(&self, wait: Duration) -> Option<Result<Value, CdpError>> {
+        match self.2.recv_timeout(wait) {
+            Ok(reply) => Some(reply),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(CdpError::Closed)),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! evaluations), so while one is open every other page operation is refused at once with
 //! the dialog in the message, instead of hanging until its deadline.
 
-use std::sync::mpsc::RecvTimeoutError;
+use std::sync::mpsc::TryRecvError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,17 +44,21 @@ pub fn call_unless_dialog(
     let events = connection.subscribe(session);
     let pending = connection.request(method, params, Some(session));
     loop {
-        if let Some(reply) = pending.reply() {
+        // The reply ends the wait as it comes; a dialog is looked for every 20 ms.
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(reply) = pending.wait(wait.min(Duration::from_millis(20))) {
             return Ok(Some(reply?));
         }
-        let wait = deadline.saturating_duration_since(Instant::now());
+        loop {
+            match events.try_recv() {
+                Ok(event) if event.method == "Page.javascriptDialogOpening" => return Ok(None),
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Err(EngineError::EngineStopped),
+            }
+        }
         if wait.is_zero() {
             return Err(EngineError::Timeout);
-        }
-        match events.recv_timeout(wait.min(Duration::from_millis(20))) {
-            Ok(event) if event.method == "Page.javascriptDialogOpening" => return Ok(None),
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Err(EngineError::EngineStopped),
         }
     }
 }

@@ -8,14 +8,20 @@
 //! read (too deep, too many frames, not attached yet) says `[contents not included]`.
 //!
 //! A ref is resolved only through the page's ref table ([`super::refs`]): its frame must
-//! still show the same document (loader id) and its backend node must still be in it.
-//! Its element is reached in an isolated world, so page scripts cannot change what our
-//! functions see. Before a click, the element's centre is hit-tested
-//! (`DOM.getNodeForLocation`): if something else is there, nothing is clicked.
+//! still show the same document (loader id), its backend node must still be in it, and
+//! it must show the role and name its snapshot showed (`Accessibility.getPartialAXTree`),
+//! or it is refused as changed. Its element is reached in an isolated world, so page
+//! scripts cannot change what our functions see. Before a click, the element's centre is
+//! hit-tested (`DOM.getNodeForLocation`): if something else is there, nothing is clicked.
+//! Then the click guard (`js/guard.js`) is armed for the element: the press, release and
+//! click reach the page only where they land in it, still showing what it showed; a
+//! page that puts something else under the pointer in time (on the mouse's move, say)
+//! has the press held wherever it lands, and the click is refused (after two more tries,
+//! in case the cover was passing).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -23,7 +29,7 @@ use super::cdp::{CdpError, Connection};
 use super::dialogs::call_unless_dialog;
 use super::refs::{PageRefs, RefError, RefKey};
 use super::snapshot::{self, Element, Snapshot, View};
-use super::{lock, script_succeeded, EngineError, PageId, COMMON_JS};
+use super::{lock, script_succeeded, EngineError, PageId, COMMON_JS, GUARD_JS, TOOLS_WORLD};
 
 /// Where a ref's element is: its JavaScript object in an isolated world of its frame.
 struct Resolved {
@@ -96,6 +102,7 @@ pub fn take(
                     frame: frames[*frame].id.clone(),
                     loader: frames[*frame].loader.clone(),
                     backend,
+                    shown: element.shown(),
                 };
                 table.ref_for(key, seq)
             });
@@ -288,8 +295,8 @@ pub fn render(refs: &Mutex<PageRefs>, id: &str, view: &View) -> Result<Value, En
     }
 }
 
-/// Finds `element_ref`'s element: the ref must be issued, its document current and its
-/// element still in the page.
+/// Finds `element_ref`'s element: the ref must be issued, its document current, and its
+/// element still in the page and showing the role and name its snapshot showed.
 fn resolve(
     connection: &Arc<Connection>,
     page: &Page,
@@ -305,7 +312,7 @@ fn resolve(
     }
     let world = connection.call(
         "Page.createIsolatedWorld",
-        json!({ "frameId": key.frame, "worldName": "termsprawl-tools", "grantUniveralAccess": false }),
+        json!({ "frameId": key.frame, "worldName": TOOLS_WORLD, "grantUniveralAccess": false }),
         Some(session),
         deadline,
     )?;
@@ -349,7 +356,36 @@ fn resolve(
     if connected != Value::Bool(true) {
         return Err(gone());
     }
+    if let Some(now) = changed(connection, &resolved, deadline)? {
+        let was = resolved.key.shown.clone();
+        return Err(EngineError::Ref(RefError::Changed(
+            element_ref.to_string(),
+            was,
+            now,
+        )));
+    }
     Ok(resolved)
+}
+
+/// What the element shows now (`button "Pay"`), if that is not the role and name its
+/// snapshot showed; `None` when they are the same.
+fn changed(
+    connection: &Arc<Connection>,
+    element: &Resolved,
+    deadline: Instant,
+) -> Result<Option<String>, EngineError> {
+    let tree = connection.call(
+        "Accessibility.getPartialAXTree",
+        json!({ "backendNodeId": element.key.backend, "fetchRelatives": false }),
+        Some(&element.session),
+        deadline,
+    )?;
+    let node = tree.pointer("/nodes/0").unwrap_or(&Value::Null);
+    Ok(match snapshot::shown_of(node) {
+        Some(now) if now == element.key.shown => None,
+        Some(now) => Some(now.to_string()),
+        None => Some("hidden from the accessibility tree".to_string()),
+    })
 }
 
 /// A page's session and the sessions of its frames in other processes (by frame id).
@@ -439,8 +475,44 @@ const HIT_JS: &str = "function (hit) {
   return { inside: false, tag: el.localName, id: el.id, text: text.slice(0, 80).toWellFormed() };
 }";
 
-/// Clicks `element_ref`'s element at its centre if nothing covers it there.
+/// After something else received a click's press, the click is tried again after each of
+/// these waits, in case what covered the element was passing (a fading overlay).
+const CLICK_RETRIES: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(500)];
+
+/// Clicks `element_ref`'s element at its centre, or refuses: the click reaches that
+/// element or nothing (the click guard, `js/guard.js`). A click whose press something
+/// else received is tried again after [`CLICK_RETRIES`].
 pub fn click(
+    connection: &Arc<Connection>,
+    page: &Page,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let mut clicked = click_once(connection, page, refs, element_ref, deadline);
+    for wait in CLICK_RETRIES {
+        let Err(EngineError::Ref(RefError::Intercepted(..))) = clicked else {
+            break;
+        };
+        if Instant::now() + wait >= deadline {
+            break;
+        }
+        std::thread::sleep(wait);
+        clicked = match click_once(connection, page, refs, element_ref, deadline) {
+            // What covers it now is what took the press.
+            Err(EngineError::Ref(RefError::Covered(r, by))) => {
+                Err(EngineError::Ref(RefError::Intercepted(r, by)))
+            }
+            other => other,
+        };
+    }
+    clicked
+}
+
+/// One try of [`click`]: refused if something covers the element's centre; else the
+/// guard is armed for the element, the mouse clicks there, and the guard says whether
+/// the element received the click.
+fn click_once(
     connection: &Arc<Connection>,
     page: &Page,
     refs: &Mutex<PageRefs>,
@@ -510,7 +582,71 @@ pub fn click(
             )));
         }
     }
-    super::click_at(connection, page.session, x, y, deadline)
+    let arm =
+        format!("function () {{\n{GUARD_JS}\nglobalThis.termsprawlGuard.arm(this, true);\n}}");
+    call_on(connection, session, &element.object, &arm, &[], deadline)?;
+    if !super::click_at(connection, page.session, x, y, deadline)? {
+        // A dialog opened, and stops the page: the answer's `after` says so.
+        return Ok(());
+    }
+    let take = format!("function () {{ return ({})(); }}", super::TAKE_JS);
+    let report = match call_on(connection, session, &element.object, &take, &[], deadline) {
+        // The click navigated the frame and the report went with its document: the
+        // answer's `after` says where the page went.
+        Err(EngineError::Protocol(_)) if !shows(connection, session, &element.key, deadline)? => {
+            Value::Null
+        }
+        report => report?,
+    };
+    let refused = |error| Err(EngineError::Ref(error));
+    match guarded(&report) {
+        Guarded::Clicked => Ok(()),
+        Guarded::Refused(by) => refused(RefError::Intercepted(element_ref.to_string(), by)),
+        Guarded::Changed => {
+            let now = changed(connection, &element, deadline)?;
+            let now = now.unwrap_or_else(|| "changed while it was clicked".to_string());
+            let was = element.key.shown.clone();
+            refused(RefError::Changed(element_ref.to_string(), was, now))
+        }
+    }
+}
+
+/// What the click guard saw of a click (`take()` in `js/guard.js`).
+pub(super) enum Guarded {
+    /// The element received the click, or there is no report (see [`guarded`]).
+    Clicked,
+    /// Something else received the press: what.
+    Refused(String),
+    /// The element's role or name changed between arming and the press.
+    Changed,
+}
+
+/// Reads the guard's report of a click, fetched after its release. No report (null): the
+/// click navigated, and the report's document is gone, or a dialog it opened is open;
+/// the answer's `after` says which.
+pub(super) fn guarded(report: &Value) -> Guarded {
+    if report.is_null() || report["clicked"] == true {
+        Guarded::Clicked
+    } else if report["changed"] == true {
+        Guarded::Changed
+    } else if report["refused"].is_object() {
+        Guarded::Refused(described(&report["refused"]))
+    } else {
+        // Nothing of the element's document got the press: another frame's element did,
+        // and that frame's guard held it.
+        Guarded::Refused("an element outside the element's frame".to_string())
+    }
+}
+
+/// Whether the ref's frame still shows the ref's document.
+fn shows(
+    connection: &Arc<Connection>,
+    session: &str,
+    key: &RefKey,
+    deadline: Instant,
+) -> Result<bool, EngineError> {
+    let tree = connection.call("Page.getFrameTree", json!({}), Some(session), deadline)?;
+    Ok(frame_loader(&tree["frameTree"], &key.frame) == Some(key.loader.as_str()))
 }
 
 /// The page-viewport point of `own`, a point in the viewport of a frame in another
@@ -652,6 +788,12 @@ fn describe_hit(
     if seen["inside"] == true {
         return Ok(None);
     }
+    Ok(Some(described(&seen)))
+}
+
+/// An element a page script described (`{tag, id, text}`), quoted: `<div id="overlay">
+/// "Loading…"`.
+fn described(seen: &Value) -> String {
     let field = |key: &str| seen[key].as_str().unwrap_or_default().to_string();
     let mut what = format!("<{}", snapshot::quote(&field("tag"), 40).trim_matches('"'));
     if !field("id").is_empty() {
@@ -661,7 +803,7 @@ fn describe_hit(
     if !field("text").is_empty() {
         what.push_str(&format!(" {}", snapshot::quote(&field("text"), 80)));
     }
-    Ok(Some(what))
+    what
 }
 
 /// Sets the value of `element_ref`'s element (a visible, editable input or textarea) as

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::activity;
 use super::cdp::{Connection, Event};
-use super::{lock, PageId, Shared};
+use super::{lock, PageId, Shared, GUARD_JS, TOOLS_WORLD};
 
 /// A frame in another process: the page it belongs to and its frame id (its target id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,8 @@ pub struct ChildFrame {
 pub type ChildFrames = HashMap<String, ChildFrame>;
 
 /// The commands that set up a session, a page's or a frame's: navigation policy, file
-/// choosers, activity events, our watcher, and attaching to its own other-site frames.
+/// choosers, activity events, our watcher, the click guard, and attaching to its own
+/// other-site frames.
 pub fn session_setup() -> Vec<(&'static str, Value)> {
     vec![
         ("Page.enable", json!({})),
@@ -50,6 +51,11 @@ pub fn session_setup() -> Vec<(&'static str, Value)> {
         (
             "Page.addScriptToEvaluateOnNewDocument",
             json!({ "source": activity::WATCH_JS, "worldName": activity::WATCH_WORLD, "runImmediately": true }),
+        ),
+        // The click guard, before any script of the page (`js/guard.js`).
+        (
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({ "source": GUARD_JS, "worldName": TOOLS_WORLD, "runImmediately": true }),
         ),
         ("Runtime.enable", json!({})),
         (

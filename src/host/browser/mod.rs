@@ -37,7 +37,10 @@
 //! Snapshots and refs: `browser_inspect` with `mode: "snapshot"` lists a page's
 //! accessibility tree one element a line (`snapshot.rs`), each element with a ref kept in
 //! the page's ref table (`refs.rs`); `browser_click` and `browser_type` act on a ref's
-//! element after checking it is still that document's element (`elements.rs`).
+//! element after checking it is still that document's element, showing the same role and
+//! name (`elements.rs`). A click reaches its element or nothing: the click guard
+//! (`js/guard.js`, in every document before the page's scripts) holds every trusted
+//! press, release and click that does not land in the element a click of ours aims at.
 //!
 //! Our page scripts run in an isolated world with `returnByValue`, so page scripts cannot
 //! replace the DOM functions they use, and only JSON data comes back to this process.
@@ -93,10 +96,20 @@ pub const CONTROL_TEXT_CHARS: usize = 120;
 /// The `browser_inspect` arguments that shape a snapshot (and mean nothing without one).
 const SNAPSHOT_ONLY: &[&str] = &["maxChars", "snapshot", "offset", "root", "find"];
 
+/// The isolated world our page scripts and the click guard run in, in every frame.
+const TOOLS_WORLD: &str = "termsprawl-tools";
+
 const COMMON_JS: &str = include_str!("js/common.js");
+/// The click guard (see the file): in [`TOOLS_WORLD`] of every document from its start;
+/// `evaluate` and the ref click's arming run it again first, which puts it in a document
+/// that lacks it and does nothing otherwise.
+const GUARD_JS: &str = include_str!("js/guard.js");
 const INSPECT_JS: &str = include_str!("js/inspect.js");
 const LOCATE_JS: &str = include_str!("js/locate.js");
 const TYPE_JS: &str = include_str!("js/type.js");
+/// What the click guard saw of the click it armed; disarms it.
+const TAKE_JS: &str =
+    "() => { const guard = globalThis.termsprawlGuard; return guard ? guard.take() : null; }";
 
 /// Where Chromium comes from and where its profiles live.
 #[derive(Debug, Clone)]
@@ -595,7 +608,9 @@ impl BrowserEngine {
     }
 
     /// Clicks the one visible element matching `selector`: scrolls it into view and
-    /// dispatches a real left-button press and release at its centre.
+    /// dispatches a real left-button press and release at its centre. Whatever of the
+    /// page's document is there takes the click; a press the page moved into a frame is
+    /// held there by the click guard (`js/guard.js`), and the click refused.
     pub fn click(
         &self,
         page: &PageId,
@@ -604,11 +619,31 @@ impl BrowserEngine {
     ) -> Result<(), EngineError> {
         self.on_page(page, deadline, |connection, session| {
             let args = json!({ "selector": selector });
+            // Also arms the guard for the page's document.
             let point = evaluate(connection, page, session, LOCATE_JS, &args, deadline)?;
             let (Some(x), Some(y)) = (point["x"].as_f64(), point["y"].as_f64()) else {
                 return Err(EngineError::Protocol("no click position".to_string()));
             };
-            click_at(connection, session, x, y, deadline)
+            if !click_at(connection, session, x, y, deadline)? {
+                // A dialog opened, and stops the page: the answer's `after` says so.
+                return Ok(());
+            }
+            let report = match evaluate(connection, page, session, TAKE_JS, &json!({}), deadline) {
+                // The click navigated, mid-way: taken as made, as before the guard (its
+                // `after` says where the page went).
+                Err(EngineError::Protocol(_)) => Value::Null,
+                report => report?,
+            };
+            match elements::guarded(&report) {
+                elements::Guarded::Clicked => Ok(()),
+                // Anything of the document could take it: an element of a frame did.
+                _ => Err(EngineError::Page(
+                    "The click landed in a frame over the element, where it was held; nothing \
+                     was clicked: to click in a frame, take a snapshot (browser_inspect mode \
+                     snapshot) and click by ref"
+                        .to_string(),
+                )),
+            }
         })
     }
 
@@ -1165,7 +1200,7 @@ fn evaluate(
 ) -> Result<Value, EngineError> {
     let world = connection.call(
         "Page.createIsolatedWorld",
-        json!({ "frameId": page.0, "worldName": "termsprawl-tools", "grantUniveralAccess": false }),
+        json!({ "frameId": page.0, "worldName": TOOLS_WORLD, "grantUniveralAccess": false }),
         Some(session),
         deadline,
     )?;
@@ -1173,8 +1208,10 @@ fn evaluate(
         .get("executionContextId")
         .and_then(Value::as_i64)
         .ok_or_else(|| EngineError::Protocol("no isolated world".to_string()))?;
-    // `args` is serde_json output, which is a valid JavaScript expression.
-    let expression = format!("(() => {{\n{COMMON_JS}\nreturn ({script})({args});\n}})()");
+    // `args` is serde_json output, which is a valid JavaScript expression. The guard
+    // comes along for `LOCATE_JS`, which arms it.
+    let expression =
+        format!("(() => {{\n{COMMON_JS}\n{GUARD_JS}\nreturn ({script})({args});\n}})()");
     let reply = dialogs::call_unless_dialog(
         connection,
         "Runtime.evaluate",
@@ -1197,14 +1234,15 @@ fn evaluate(
     Ok(value)
 }
 
-/// A real left click: move, press and release at (x, y) in viewport coordinates.
+/// A real left click: move, press and release at (x, y) in viewport coordinates. False
+/// when a dialog opened on the way (and the rest was not sent).
 pub(crate) fn click_at(
     connection: &Arc<Connection>,
     session: &str,
     x: f64,
     y: f64,
     deadline: Instant,
-) -> Result<(), EngineError> {
+) -> Result<bool, EngineError> {
     let mouse = [
         json!({ "type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0 }),
         json!({ "type": "mousePressed", "x": x, "y": y, "button": "left", "buttons": 1, "clickCount": 1 }),
@@ -1220,10 +1258,10 @@ pub(crate) fn click_at(
         )?;
         if sent.is_none() {
             // The press opened a dialog; the release would wait for it.
-            break;
+            return Ok(false);
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 fn string_field(value: &Value, key: &str) -> Result<String, EngineError> {

@@ -1,10 +1,12 @@
 //! Element references: the `[ref=…]` of a snapshot line, and what each one names.
 //!
-//! A ref names one element of one document: the frame, the frame's loader (a new
-//! document, after a navigation or a reload, has a new loader) and Chromium's backend
-//! node id. That identity stays here, on the server; a ref given back by an agent is only
-//! looked up in this table, never parsed. The same element keeps its ref across the
-//! snapshots of one document, so an agent's earlier refs stay good while the page does.
+//! A ref names one element of one document as a snapshot showed it: the frame, the
+//! frame's loader (a new document, after a navigation or a reload, has a new loader),
+//! Chromium's backend node id, and the role and name on its line. That identity stays
+//! here, on the server; a ref given back by an agent is only looked up in this table,
+//! never parsed. The same element keeps its ref across the snapshots of one document while
+//! it shows the same role and name, so an agent's earlier refs stay good while the page
+//! does; renamed, it gets a new ref, and the old one is refused as changed.
 //!
 //! Each page keeps at most [`MAX_REFS`] refs and [`MAX_SNAPSHOTS`] snapshots; when more
 //! are made, the refs last listed by the oldest snapshots go first.
@@ -19,7 +21,7 @@ pub const MAX_REFS: usize = 20_000;
 /// The most snapshots a page keeps for paging (`snapshot` + `offset`).
 pub const MAX_SNAPSHOTS: usize = 4;
 
-/// What a ref names: one element of one document.
+/// What a ref names: one element of one document, as a snapshot showed it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RefKey {
     /// The frame the element is in.
@@ -28,6 +30,27 @@ pub struct RefKey {
     pub loader: String,
     /// Chromium's backend node id of the element.
     pub backend: i64,
+    /// Its role and name on the snapshot's line.
+    pub shown: Shown,
+}
+
+/// An element's role and accessible name as a snapshot line shows them: `button "Send"`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shown {
+    /// Chromium's role, e.g. `button`.
+    pub role: String,
+    /// The name as the line quotes it (a JSON string, cut), or empty when it has none.
+    pub name: String,
+}
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.name.is_empty() {
+            f.write_str(&self.role)
+        } else {
+            write!(f, "{} {}", self.role, self.name)
+        }
+    }
 }
 
 struct RefEntry {
@@ -59,6 +82,12 @@ pub enum RefError {
     Hidden(String),
     /// Something else is at the element's centre: the ref and what covers it.
     Covered(String, String),
+    /// Something else received the press while it was being clicked: the ref and what.
+    /// Nothing was clicked.
+    Intercepted(String, String),
+    /// Its element shows another role or name than its snapshot did: the ref, then what
+    /// the snapshot showed and what the element shows now.
+    Changed(String, Shown, String),
     /// No stored snapshot has this id.
     UnknownSnapshot(String),
 }
@@ -94,6 +123,18 @@ impl fmt::Display for RefError {
                 f,
                 "Ref {} is covered by {by} at its centre, so a click would hit that instead; \
                  close or wait for what covers it, then {RETAKE}",
+                quoted(r)
+            ),
+            RefError::Intercepted(r, by) => write!(
+                f,
+                "The element under ref {} was covered when clicked (the press went to {by}); \
+                 nothing was clicked: close or wait for what covers it, then {RETAKE}",
+                quoted(r)
+            ),
+            RefError::Changed(r, was, now) => write!(
+                f,
+                "The element under ref {} changed since the snapshot (was {was}, now {now}): \
+                 {RETAKE} and use the ref it gives",
                 quoted(r)
             ),
             RefError::UnknownSnapshot(id) => write!(
@@ -189,6 +230,14 @@ mod tests {
             frame: "F".into(),
             loader: loader.into(),
             backend,
+            shown: button("\"Send\""),
+        }
+    }
+
+    fn button(name: &str) -> Shown {
+        Shown {
+            role: "button".into(),
+            name: name.into(),
         }
     }
 
@@ -203,6 +252,15 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(refs.lookup(&a), Ok(key("L1", 7)));
         assert_eq!(refs.lookup("e999"), Err(RefError::Unknown("e999".into())));
+        // Shown with another name, the same element gets another ref; the first stays.
+        let renamed = RefKey {
+            shown: button("\"Pay\""),
+            ..key("L1", 7)
+        };
+        let c = refs.ref_for(renamed.clone(), second);
+        assert_ne!(c, a);
+        assert_eq!(refs.lookup(&c), Ok(renamed));
+        assert_eq!(refs.lookup(&a), Ok(key("L1", 7)));
     }
 
     #[test]
@@ -237,8 +295,17 @@ mod tests {
             RefError::Stale("e1".into()),
             RefError::Gone("e1".into()),
             RefError::Covered("e1".into(), "<div id=\"o\">".into()),
+            RefError::Intercepted("e1".into(), "<div id=\"o\">".into()),
+            RefError::Changed("e1".into(), button("\"Send\""), "link".into()),
         ] {
             assert!(error.to_string().contains("take a new snapshot"), "{error}");
         }
+        let changed = RefError::Changed("e5".into(), button("\"Cancel\""), "link".into());
+        assert_eq!(
+            changed.to_string(),
+            "The element under ref \"e5\" changed since the snapshot (was button \"Cancel\", \
+             now link): take a new snapshot with browser_inspect mode snapshot and use the ref \
+             it gives"
+        );
     }
 }

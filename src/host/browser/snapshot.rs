@@ -17,6 +17,8 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use super::refs::Shown;
+
 /// Names, values and titles are cut to this many characters (an ellipsis marks a cut).
 pub const NAME_CHARS: usize = 100;
 /// The URL in the header is cut to this many characters.
@@ -205,13 +207,7 @@ fn interesting(node: &Value, above_name: &str) -> Option<Element> {
         return None;
     }
     let role = node.pointer("/role/value").and_then(Value::as_str)?;
-    let name = node
-        .pointer("/name/value")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let name = name_of(node);
     let property = |key: &str| -> Option<&Value> {
         node["properties"]
             .as_array()?
@@ -273,6 +269,42 @@ fn interesting(node: &Value, above_name: &str) -> Option<Element> {
     })
 }
 
+/// A node's accessible name, its runs of white space made one space.
+fn name_of(node: &Value) -> String {
+    let name = node.pointer("/name/value").and_then(Value::as_str);
+    let words: Vec<&str> = name.unwrap_or("").split_whitespace().collect();
+    words.join(" ")
+}
+
+/// The role and name of an accessibility node (`Accessibility.getPartialAXTree`) as a
+/// snapshot line would show them; `None` when it has none (an ignored node has no line).
+pub fn shown_of(node: &Value) -> Option<Shown> {
+    if node["ignored"].as_bool() == Some(true) {
+        return None;
+    }
+    let role = node.pointer("/role/value").and_then(Value::as_str)?;
+    Some(shown(role, &name_of(node)))
+}
+
+/// `role` and `name` as a line shows them.
+fn shown(role: &str, name: &str) -> Shown {
+    Shown {
+        role: role.to_string(),
+        name: if name.is_empty() {
+            String::new()
+        } else {
+            quote(name, NAME_CHARS)
+        },
+    }
+}
+
+impl Element {
+    /// Its role and name as its line shows them.
+    pub fn shown(&self) -> Shown {
+        shown(&self.role, &self.name)
+    }
+}
+
 /// `text` cut to `max` characters (an ellipsis marks a cut) as a JSON string, with the
 /// characters that could mislead a reader escaped too: C1 controls, line and paragraph
 /// separators and bidi controls (JSON escapes only C0 controls, quotes and backslashes).
@@ -298,11 +330,7 @@ pub fn quote(text: &str, max: usize) -> String {
 
 /// A snapshot line's text (without indentation) for `element` with `element_ref`.
 pub fn line(element: &Element, element_ref: Option<&str>) -> Line {
-    let mut text = format!("- {}", element.role);
-    if !element.name.is_empty() {
-        text.push(' ');
-        text.push_str(&quote(&element.name, NAME_CHARS));
-    }
+    let mut text = format!("- {}", element.shown());
     for state in &element.states {
         text.push(' ');
         text.push_str(state);
