@@ -613,3 +613,43 @@ pub fn submit_and_wait(
     }
     serve.ok(dirs, "me", "terminal_submit", args)
 }
+
+/// A waited multi-line command (and one ending in a backslash, a here-document) on the
+/// `name` shell of terminal `term` is answered at the end of everything it typed, with
+/// its last command's status, and leaves nothing running that refuses the next submit.
+pub fn multi_line_commands_run_as_one(serve: &Serve, dirs: &Dirs, term: &str, name: &str) {
+    poll(
+        &format!("{name}'s first prompt"),
+        Duration::from_secs(10),
+        || {
+            let ok = submit_and_wait(serve, dirs, term, "true", json!({}));
+            (ok["integration"] == name).then_some(())
+        },
+    );
+    let started = Instant::now();
+    let all = submit_and_wait(serve, dirs, term, "cd /\nsleep 2; false", json!({}));
+    assert_eq!(
+        (all["state"].as_str(), all["exitCode"].as_i64()),
+        (Some("exited"), Some(1)),
+        "{name}: {all}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2), "{name}: {all}");
+    assert_eq!(all["cwd"], "/", "{name}: {all}");
+    let joined = submit_and_wait(serve, dirs, term, "echo joined \\", json!({}));
+    assert_eq!(joined["exitCode"], 0, "{name}: {joined}");
+    assert!(
+        joined["output"].as_str().unwrap().contains("joined"),
+        "{name}: {joined}"
+    );
+    let here = "cat <<'END'\nfrom a here-document\nEND";
+    let here = submit_and_wait(serve, dirs, term, here, json!({}));
+    assert_eq!(here["exitCode"], 0, "{name}: {here}");
+    let output = here["output"].as_str().unwrap();
+    assert!(output.contains("from a here-document"), "{name}: {here}");
+    let next = submit_and_wait(serve, dirs, term, "pwd; (exit 4)", json!({}));
+    assert_eq!(
+        (next["exitCode"].as_i64(), next["output"].as_str()),
+        (Some(4), Some("/\n")),
+        "{name}: {next}"
+    );
+}
