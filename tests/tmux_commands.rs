@@ -505,3 +505,14 @@ fn a_multi_line_tmux_command_is_answered_at_its_last_line_or_refused() {
     assert!(refused.contains("multi-line"), "{refused}");
     serve.stop();
 }
+
+#[test]
+fn a_tmux_terminal_whose_integration_is_lost_is_not_stuck() {
+    if tmux_missing() {
+        return;
+    }
+    let dirs = Dirs::new("tc-lost");
+    let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &[]);
+    lost_integration_never_leaves_the_terminal_stuck(&serve, &dirs, &term);
+    serve.stop();
+}

@@ -107,7 +107,12 @@ impl Watched {
     /// Why a waited submit must not type now: a command still runs there.
     pub(super) fn busy(terminals: &dyn Terminals, node_id: &str) -> Result<(), String> {
         let last = terminals.command(node_id, None);
-        let last = last.filter(|c| !matches!(c.state, CommandState::Exited | CommandState::Ended));
+        let ended = [
+            CommandState::Exited,
+            CommandState::Ended,
+            CommandState::Unknown,
+        ];
+        let last = last.filter(|c| !ended.contains(&c.state));
         let foreground = terminals.foreground(node_id);
         let which = match (last, foreground) {
             (Some(c), _) => format!("Command {} ({}) is still running", c.id, c.command),

@@ -208,10 +208,14 @@ pub enum CommandState {
     Fullscreen,
     /// The shell itself exited before reporting the command's end.
     Ended,
+    /// The shell's integration was lost while it ran (its secret showed): its end will
+    /// never be reported.
+    Unknown,
 }
 
 impl CommandState {
-    /// The wire name: `running`, `exited`, `awaiting_input`, `fullscreen`, `ended`.
+    /// The wire name: `running`, `exited`, `awaiting_input`, `fullscreen`, `ended`,
+    /// `unknown`.
     pub fn name(self) -> &'static str {
         match self {
             CommandState::Running => "running",
@@ -219,6 +223,7 @@ impl CommandState {
             CommandState::AwaitingInput => "awaiting_input",
             CommandState::Fullscreen => "fullscreen",
             CommandState::Ended => "ended",
+            CommandState::Unknown => "unknown",
         }
     }
 }

@@ -653,3 +653,44 @@ pub fn multi_line_commands_run_as_one(serve: &Serve, dirs: &Dirs, term: &str, na
         "{name}: {next}"
     );
 }
+
+/// On bash terminal `term`: output that starts a mark and never ends it does not end
+/// integration; a leaked secret does, and the command running then becomes `unknown`
+/// (not `running` for ever), so a later waited submit is not refused.
+pub fn lost_integration_never_leaves_the_terminal_stuck(serve: &Serve, dirs: &Dirs, term: &str) {
+    poll("bash's first prompt", Duration::from_secs(10), || {
+        let ok = submit_and_wait(serve, dirs, term, "true", json!({}));
+        (ok["integration"] == "bash").then_some(())
+    });
+    let unfinished = r"printf '\033]5379;'; head -c 16384 /dev/zero | tr '\0' x";
+    let unfinished = submit_and_wait(serve, dirs, term, unfinished, json!({}));
+    assert_eq!(unfinished["exitCode"], 0, "{unfinished}");
+    let next = submit_and_wait(serve, dirs, term, "(exit 5)", json!({}));
+    assert_eq!(
+        (next["exitCode"].as_i64(), next["integration"].as_str()),
+        (Some(5), Some("bash")),
+        "{next}"
+    );
+    let leak = "sleep 1; echo \"$__termsprawl_nonce\"; sleep 600";
+    let leak = submit_and_wait(serve, dirs, term, leak, json!({"timeoutMs": 3000}));
+    assert_eq!(leak["state"], "timed_out", "{leak}");
+    let last = serve.call(
+        dirs,
+        "me",
+        "terminal_read",
+        json!({"nodeId": term, "command": "last"}),
+    );
+    println!("LAST {last}");
+    serve.ok(dirs, "me", "terminal_interrupt", json!({"nodeId": term}));
+    let after = poll(
+        "the shell's prompt after Ctrl+C",
+        Duration::from_secs(10),
+        || {
+            let args = json!({"nodeId": term, "command": "true", "wait": "exit"});
+            let answer = serve.call(dirs, "me", "terminal_submit", args);
+            (answer["ok"] == true).then_some(answer)
+        },
+    );
+    assert_eq!(after["value"]["state"], "exited", "{after}");
+    assert_eq!(after["value"]["integration"], "none", "{after}");
+}

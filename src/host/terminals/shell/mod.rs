@@ -109,8 +109,9 @@ impl ShellSession {
         shell_has_terminal: &mut dyn FnMut() -> bool,
     ) -> Vec<u8> {
         let parsed = self.parser.feed(chunk);
-        if parsed.nonce_seen {
+        if parsed.nonce_seen && !self.integrity_lost {
             self.integrity_lost = true;
+            self.commands.lose();
         }
         if self.integrity_lost {
             return parsed.plain;

@@ -47,6 +47,8 @@ struct Command {
     exit_code: Option<i32>,
     /// Its end is final: the prompt after it came, or another command started.
     finished: bool,
+    /// It ran when the shell's integration was lost: its end will never be known.
+    lost: bool,
     cwd: Option<String>,
     output: TextCleaner,
     output_started: bool,
@@ -150,6 +152,7 @@ impl Commands {
             ended_at: None,
             exit_code: None,
             finished: false,
+            lost: false,
             cwd: self.cwd.clone(),
             output: TextCleaner::default(),
             output_started: typed,
@@ -194,6 +197,15 @@ impl Commands {
         self.phase == Phase::Unconfirmed
     }
 
+    /// Integration was lost: no mark counts any more, so a command not yet finished
+    /// never will be; it is `Unknown` rather than `Running` for ever.
+    pub fn lose(&mut self) {
+        if let Some(command) = self.kept.back_mut().filter(|c| !c.finished) {
+            command.lost = true;
+        }
+        self.phase = Phase::Starting;
+    }
+
     /// The caller saw the shell waiting at its prompt: the last end is final.
     pub fn confirm(&mut self) {
         if self.phase == Phase::Unconfirmed {
@@ -223,9 +235,10 @@ impl Commands {
 
 impl Command {
     fn record(&self, with_output: bool) -> CommandRecord {
-        let state = match self.finished {
-            true => CommandState::Exited,
-            false => CommandState::Running,
+        let state = match (self.finished, self.lost) {
+            (true, _) => CommandState::Exited,
+            (false, true) => CommandState::Unknown,
+            (false, false) => CommandState::Running,
         };
         CommandRecord {
             id: self.id,
@@ -235,7 +248,7 @@ impl Command {
             exit_code: self.exit_code.filter(|_| self.finished),
             started_at: self.started_at,
             ended_at: self.ended_at.filter(|_| self.finished),
-            cwd: self.cwd.clone(),
+            cwd: self.cwd.clone().filter(|cwd| !cwd.is_empty()),
             output: match with_output {
                 true => self.output.output(),
                 false => Default::default(),
