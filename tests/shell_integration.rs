@@ -513,3 +513,36 @@ fn a_command_running_when_integration_is_lost_is_unknown() {
     assert_eq!(record.exit_code, None);
     assert_eq!(shell.terminal.integration(), ShellIntegration::None);
 }
+
+/// A command the host typed is labelled with what was typed; one the person typed that
+/// bash's history left out (a leading space under `ignoreboth`, history off) has no
+/// label, never the line before's.
+#[test]
+fn labels_are_what_was_typed_never_an_older_line() {
+    each_shell("labels", |program| {
+        let bashrc = (".bashrc", "HISTCONTROL=ignoreboth\n");
+        let shell = Shell::start(program, "labels", &[(".zshrc", ""), bashrc]);
+        shell.run("echo first");
+        let hidden = shell.run(" echo hidden; (exit 3)");
+        assert_eq!(hidden.command, " echo hidden; (exit 3)", "{program}");
+        assert_eq!(hidden.exit_code, Some(3), "{program}");
+        if program != "/bin/bash" {
+            return; // zsh reports the line it read; dash's starts are the host's own
+        }
+        // Typed by the person: the shell's own label, or none.
+        let typed = |line: &str| {
+            let before = shell.last_id();
+            shell
+                .terminal
+                .write(format!("{line}\r").as_bytes())
+                .unwrap();
+            shell.wait_until("the typed command's start", || shell.last_id() > before);
+            shell.exited(shell.last_id())
+        };
+        assert_eq!(typed("echo kept").command, "echo kept");
+        assert_eq!(typed(" echo unkept").command, "");
+        assert_eq!(typed("set +o history").command, "set +o history");
+        assert_eq!(typed("echo after").command, "");
+        assert_eq!(shell.run("echo submitted").command, "echo submitted");
+    });
+}

@@ -494,7 +494,8 @@ impl Core {
                         return Err(SUBMIT_TO_SHELLS.into())
                     }
                     "terminal_submit" => {
-                        terminals.submit(node_id, arg(request, "command"))?;
+                        let command = arg(request, "command");
+                        terminals.submit(node_id, command, command)?;
                         return Ok(json!({ "nodeId": node_id }));
                     }
                     "terminal_input" => arg(request, "text").to_string(),
@@ -567,7 +568,7 @@ impl Core {
             .ok_or("Tool service is shutting down; try again")?;
         let slot = server.reserve_wait(identity)?;
         if let Some(line) = line {
-            terminals.submit(node_id, &typed.unwrap_or_else(|| line.to_string()))?;
+            terminals.submit(node_id, line, typed.as_deref().unwrap_or(line))?;
         }
         let deadline = Instant::now() + timeout;
         Ok(Wait {

@@ -635,6 +635,7 @@ pub fn multi_line_commands_run_as_one(serve: &Serve, dirs: &Dirs, term: &str, na
     );
     assert!(started.elapsed() >= Duration::from_secs(2), "{name}: {all}");
     assert_eq!(all["cwd"], "/", "{name}: {all}");
+    assert_eq!(all["command"], "cd /\nsleep 2; false", "{name}: {all}");
     let joined = submit_and_wait(serve, dirs, term, "echo joined \\", json!({}));
     assert_eq!(joined["exitCode"], 0, "{name}: {joined}");
     assert!(
@@ -671,7 +672,9 @@ pub fn lost_integration_never_leaves_the_terminal_stuck(serve: &Serve, dirs: &Di
         (Some(5), Some("bash")),
         "{next}"
     );
-    let leak = "sleep 1; echo \"$__termsprawl_nonce\"; sleep 600";
+    // One job, so the shell never has the terminal back in between (which, without
+    // integration, reads as the command's end).
+    let leak = r#"sh -c 'sleep 1; echo "$0"; exec sleep 600' "$__termsprawl_nonce""#;
     let leak = submit_and_wait(serve, dirs, term, leak, json!({"timeoutMs": 3000}));
     assert_eq!(leak["state"], "timed_out", "{leak}");
     let last = serve.call(

@@ -12,7 +12,8 @@
 //! | zsh | `ZDOTDIR=<dir>`, whose `.zshenv` and `.zshrc` restore `ZDOTDIR` (and a `HISTFILE` set from it) | `$ZDOTDIR` (else `~`)`/.zshenv`, `.zprofile` (login), `.zshrc`, `.zlogin` (login), with `/etc/zsh/*` as zsh reads them |
 //! | sh, dash | `ENV=<dir>/env.sh`, which unsets `ENV` | the user's `$ENV` file, if set; `/etc/profile` and `~/.profile` as a login shell reads them |
 //!
-//! bash marks a command's start in `PS0` (its line from `history 1`) and its end in a
+//! bash marks a command's start in `PS0` (its line from `history 1` if history took it,
+//! else none; the host labels what it typed itself) and its end in a
 //! function put first in `PROMPT_COMMAND` that returns the status it found, so the
 //! user's `PROMPT_COMMAND` still sees `$?`; a `DEBUG` trap of the user's is not touched.
 //! zsh uses `preexec` and `precmd` hooks (ours first). POSIX `sh` has neither: its `PS1`
@@ -182,6 +183,8 @@ fn mark_functions() -> String {
 __termsprawl_mark() {{ builtin printf '\033]{OSC_NUMBER};%s;%s\007' "$__termsprawl_nonce" "$1"; }}
 __termsprawl_ended() {{
   builtin local __termsprawl_status=$?
+  # bash: the history number at the prompt, to tell whether history took the next line.
+  __termsprawl_histcmd=${{HISTCMD-}}
   __termsprawl_mark "D;$__termsprawl_status"
   __termsprawl_escape "$PWD"
   # A cut folder would be a wrong one: too long, none is reported.
@@ -221,12 +224,16 @@ fn bash_rc(read_nonce: &str, start: Start) -> String {
 if [ -n "${{__termsprawl_nonce-}}" ]; then
 {functions}
 __termsprawl_started() {{
-  builtin local __termsprawl_line
-  __termsprawl_line=$(HISTTIMEFORMAT= builtin history 1)
-  # "  123  line" or "  123* line": drop the number and the two characters after it.
-  __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:space:]]*}}"}}
-  __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:digit:]]*}}"}}
-  __termsprawl_line=${{__termsprawl_line:2}}
+  builtin local __termsprawl_line=
+  # History's last entry is this line only if history took it (not with ignorespace,
+  # ignoredups or history off): else no label rather than the line before's.
+  if [[ ${{HISTCMD-}} != "${{__termsprawl_histcmd-}}" ]]; then
+    __termsprawl_line=$(HISTTIMEFORMAT= builtin history 1)
+    # "  123  line" or "  123* line": drop the number and the two characters after it.
+    __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:space:]]*}}"}}
+    __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:digit:]]*}}"}}
+    __termsprawl_line=${{__termsprawl_line:2}}
+  fi
   __termsprawl_escape "$__termsprawl_line"
   __termsprawl_mark "B;$__termsprawl_escaped"
   __termsprawl_mark C

@@ -65,6 +65,8 @@ pub struct Commands {
     next_id: u64,
     phase: Phase,
     cwd: Option<String>,
+    /// What the host typed at the prompt: the label of the command that starts next.
+    typed_label: Option<String>,
 }
 
 impl Default for Commands {
@@ -74,6 +76,7 @@ impl Default for Commands {
             next_id: 1,
             phase: Phase::Starting,
             cwd: None,
+            typed_label: None,
         }
     }
 }
@@ -88,12 +91,17 @@ impl Commands {
             Mark::PromptStart if self.phase == Phase::Running => {}
             Mark::Cwd(_) if self.phase == Phase::Running => {}
             Mark::PromptStart => {
+                // The typed line started nothing (an empty line): the label is no one's.
+                self.typed_label = None;
                 self.phase = match self.phase {
                     Phase::Ended | Phase::Unconfirmed => Phase::Unconfirmed,
                     _ => Phase::Prompt,
                 };
             }
-            Mark::CommandStart(line) => self.start(line, now, false),
+            Mark::CommandStart(line) => {
+                let line = self.typed_label.take().unwrap_or(line);
+                self.start(line, now, false)
+            }
             Mark::OutputStart => {
                 if let (Phase::Running, Some(command)) = (self.phase, self.kept.back_mut()) {
                     command.output_started = true;
@@ -130,6 +138,15 @@ impl Commands {
         }
         self.start(line.to_string(), now, true);
         true
+    }
+
+    /// The host typed `line` and Enter at a prompt of a shell that reports its starts:
+    /// the next command is labelled `line`. Nothing when no prompt is showing (the line
+    /// is then input to a program).
+    pub fn label_next(&mut self, line: &str) {
+        if self.phase == Phase::Prompt {
+            self.typed_label = Some(line.to_string());
+        }
     }
 
     fn start(&mut self, line: String, now: u64, typed: bool) {
@@ -366,6 +383,26 @@ mod tests {
         let record = commands.record(None).unwrap();
         assert_eq!(record.output.head, "hi\n");
         assert_eq!(record.exit_code, Some(0));
+    }
+
+    #[test]
+    fn a_typed_label_names_the_next_start_only() {
+        let mut commands = Commands::default();
+        let mut yes = || true;
+        commands.label_next("too early");
+        commands.apply(Mark::PromptStart, 1, &mut yes);
+        commands.apply(Mark::CommandStart("history's".into()), 2, &mut yes);
+        assert_eq!(commands.record(None).unwrap().command, "history's");
+        run(&mut commands, "x", b"", 0, "/");
+        commands.label_next(" typed");
+        commands.apply(Mark::CommandStart("older".into()), 3, &mut yes);
+        assert_eq!(commands.record(None).unwrap().command, " typed");
+        run(&mut commands, "x", b"", 0, "/");
+        // An empty line starts nothing: its label goes with the next prompt.
+        commands.label_next("");
+        commands.apply(Mark::PromptStart, 4, &mut yes);
+        commands.apply(Mark::CommandStart("next".into()), 5, &mut yes);
+        assert_eq!(commands.record(None).unwrap().command, "next");
     }
 
     #[test]
