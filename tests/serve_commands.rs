@@ -170,3 +170,38 @@ fn a_waited_command_is_answered_right_after_its_end() {
     print_answer_delays(&serve, &dirs, &term, "pty");
     serve.stop();
 }
+
+#[test]
+fn a_multi_line_command_is_answered_at_its_last_line_in_every_shell() {
+    for (name, shell) in shells() {
+        let dirs = Dirs::new(&format!("multi-{name}"));
+        let home = dirs.data.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(".zshrc"), "").unwrap();
+        let home_text = home.to_string_lossy().into_owned();
+        let env = [("SHELL", shell), ("HOME", home_text.as_str())];
+        let serve = Serve::start_with_env(&dirs, &["--terminals", "pty", "--agent", "me"], &env);
+        let term = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        multi_line_commands_run_as_one(&serve, &dirs, &term, name);
+        serve.stop();
+    }
+}
+
+#[test]
+fn a_terminal_whose_integration_is_lost_is_not_stuck() {
+    let dirs = Dirs::new("lost");
+    let home = dirs.data.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home_text = home.to_string_lossy().into_owned();
+    let env = [("SHELL", "/bin/bash"), ("HOME", home_text.as_str())];
+    let serve = Serve::start_with_env(&dirs, &["--terminals", "pty", "--agent", "me"], &env);
+    let term = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    lost_integration_never_leaves_the_terminal_stuck(&serve, &dirs, &term);
+    serve.stop();
+}

@@ -458,3 +458,91 @@ fn cost_per_command_and_when_idle() {
     drop(without);
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Output shaped like the start of a mark, a folder whose escaped name is longer than a
+/// mark may be, a folder name holding ESC and a line of four-byte characters: none of
+/// them pushes the shell's next marks out, so integration and the records go on.
+#[test]
+fn output_and_long_names_never_push_the_shells_marks_out() {
+    each_shell("push-out", |program| {
+        let shell = Shell::start(program, "push-out", &[(".zshrc", "")]);
+        let unfinished = shell.run(r"printf '\033]5379;'; head -c 16384 /dev/zero | tr '\0' x");
+        assert_eq!(unfinished.exit_code, Some(0), "{program}");
+        assert_eq!(shell.run("false").exit_code, Some(1), "{program}");
+        // 30 folders of 200 `%` each: 6,000 characters, 18,000 once escaped.
+        let percents = "%".repeat(200);
+        let deep = shell.run(&format!(
+            "for i in $(seq 30); do mkdir {percents} && cd {percents} || break; done"
+        ));
+        assert_eq!(deep.exit_code, Some(0), "{program}");
+        let next = shell.run("(exit 5)");
+        assert_eq!(next.exit_code, Some(5), "{program}");
+        if program == "/usr/bin/dash" {
+            // dash reports its folder as it is (its `cd` stops short of 4,096 bytes), or
+            // not at all when the name holds ESC.
+            assert!(next.cwd.is_some(), "{program}");
+            let escape = shell.run(r#"cd; mkdir "$(printf 'a\033b')" && cd "$(printf 'a\033b')""#);
+            assert_eq!(escape.exit_code, Some(0), "{program}");
+            assert_eq!(escape.cwd, None, "{program}");
+            assert_eq!(shell.run("(exit 6)").exit_code, Some(6), "{program}");
+        } else {
+            // Too long to report: no folder, rather than a mark too long to count.
+            assert_eq!(next.cwd, None, "{program}");
+            shell.run("cd");
+            // Characters, not bytes, in a UTF-8 locale: 4,090 of them are 16,360 bytes.
+            shell.run("export LC_ALL=C.UTF-8");
+            let wide = format!(": {}", "\u{1d11e}".repeat(4090));
+            let wide = shell.run(&wide);
+            assert_eq!(wide.exit_code, Some(0), "{program}");
+            assert!(wide.command.starts_with(": \u{1d11e}"), "{program}");
+        }
+        assert_eq!(shell.terminal.integration(), shell.kind, "{program}");
+        assert!(!shell.terminal.integrity_lost(), "{program}");
+    });
+}
+
+/// A command running when the nonce shows has an unknown end: it is no longer
+/// `running`, so it holds nothing up.
+#[test]
+fn a_command_running_when_integration_is_lost_is_unknown() {
+    let shell = Shell::start("/bin/bash", "lost", &[]);
+    let id = shell.submit("sleep 1; echo \"$__termsprawl_nonce\"; sleep 600");
+    shell.wait_until("the leak is seen", || shell.terminal.integrity_lost());
+    let record = shell.terminal.command(Some(id)).unwrap();
+    assert_eq!(record.state, CommandState::Unknown);
+    assert_eq!(record.exit_code, None);
+    assert_eq!(shell.terminal.integration(), ShellIntegration::None);
+}
+
+/// A command the host typed is labelled with what was typed; one the person typed that
+/// bash's history left out (a leading space under `ignoreboth`, history off) has no
+/// label, never the line before's.
+#[test]
+fn labels_are_what_was_typed_never_an_older_line() {
+    each_shell("labels", |program| {
+        let bashrc = (".bashrc", "HISTCONTROL=ignoreboth\n");
+        let shell = Shell::start(program, "labels", &[(".zshrc", ""), bashrc]);
+        shell.run("echo first");
+        let hidden = shell.run(" echo hidden; (exit 3)");
+        assert_eq!(hidden.command, " echo hidden; (exit 3)", "{program}");
+        assert_eq!(hidden.exit_code, Some(3), "{program}");
+        if program != "/bin/bash" {
+            return; // zsh reports the line it read; dash's starts are the host's own
+        }
+        // Typed by the person: the shell's own label, or none.
+        let typed = |line: &str| {
+            let before = shell.last_id();
+            shell
+                .terminal
+                .write(format!("{line}\r").as_bytes())
+                .unwrap();
+            shell.wait_until("the typed command's start", || shell.last_id() > before);
+            shell.exited(shell.last_id())
+        };
+        assert_eq!(typed("echo kept").command, "echo kept");
+        assert_eq!(typed(" echo unkept").command, "");
+        assert_eq!(typed("set +o history").command, "set +o history");
+        assert_eq!(typed("echo after").command, "");
+        assert_eq!(shell.run("echo submitted").command, "echo submitted");
+    });
+}

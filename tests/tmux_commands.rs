@@ -485,3 +485,34 @@ fn nested_shells_and_exec_in_a_tmux_shell_give_no_false_end() {
     assert_eq!(replaced["exitCode"], Value::Null, "{replaced}");
     serve.stop();
 }
+
+#[test]
+fn a_multi_line_tmux_command_is_answered_at_its_last_line_or_refused() {
+    if tmux_missing() {
+        return;
+    }
+    for (name, shell) in shells() {
+        let dirs = Dirs::new(&format!("tc-multi-{name}"));
+        let (serve, term) = serve_with_shell(&dirs, shell, &[]);
+        multi_line_commands_run_as_one(&serve, &dirs, &term, name);
+        serve.stop();
+    }
+    // Without the pane filter nothing tells one line's end from the last's: refused.
+    let dirs = Dirs::new("tc-multi-nofilter");
+    let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &["--no-query-filter"]);
+    let args = json!({"nodeId": term, "command": "true\nsleep 1", "wait": "exit"});
+    let refused = serve.err(&dirs, "me", "terminal_submit", args);
+    assert!(refused.contains("multi-line"), "{refused}");
+    serve.stop();
+}
+
+#[test]
+fn a_tmux_terminal_whose_integration_is_lost_is_not_stuck() {
+    if tmux_missing() {
+        return;
+    }
+    let dirs = Dirs::new("tc-lost");
+    let (serve, term) = serve_with_shell(&dirs, "/bin/bash", &[]);
+    lost_integration_never_leaves_the_terminal_stuck(&serve, &dirs, &term);
+    serve.stop();
+}

@@ -337,6 +337,7 @@ pub const COMMAND_STATES: &[&str] = &[
     "fullscreen",
     "timed_out",
     "ended",
+    "unknown",
 ];
 /// A terminal's shell integration on the wire (`none`: the shell reports nothing).
 pub const INTEGRATIONS: &[&str] = &["none", "bash", "zsh", "sh", "fish"];

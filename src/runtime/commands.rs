@@ -107,7 +107,12 @@ impl Watched {
     /// Why a waited submit must not type now: a command still runs there.
     pub(super) fn busy(terminals: &dyn Terminals, node_id: &str) -> Result<(), String> {
         let last = terminals.command(node_id, None);
-        let last = last.filter(|c| !matches!(c.state, CommandState::Exited | CommandState::Ended));
+        let ended = [
+            CommandState::Exited,
+            CommandState::Ended,
+            CommandState::Unknown,
+        ];
+        let last = last.filter(|c| !ended.contains(&c.state));
         let foreground = terminals.foreground(node_id);
         let which = match (last, foreground) {
             (Some(c), _) => format!("Command {} ({}) is still running", c.id, c.command),
@@ -246,6 +251,28 @@ impl Awaited for Watched {
     }
 }
 
+/// What a waited submit types for `line`, so that the shell runs all of it before it
+/// reports an end. A line holding a line break or ending in a backslash (which joins it
+/// to the next line) would run as several commands, each reporting its own end, the
+/// first of which would answer the wait: it is typed as one brace group, `{ LINE` and
+/// `}` on lines of their own with an empty line before (ending a backslash's
+/// continuation), which the shell reads whole before it runs any of it and whose status
+/// is its last command's. Carriage returns become line feeds, so the group is one Enter.
+/// Refused where the shell reports no commands (no integration), since then nothing
+/// tells one line's end from the last's.
+pub(super) fn typed_as_one(line: &str, integration: ShellIntegration) -> Result<String, String> {
+    let line = line.replace("\r\n", "\n").replace('\r', "\n");
+    if !line.contains('\n') && !line.ends_with('\\') {
+        return Ok(line);
+    }
+    match integration {
+        ShellIntegration::Bash | ShellIntegration::Zsh | ShellIntegration::Sh => {
+            Ok(format!("{{ {line}\n\n}}"))
+        }
+        _ => Err("A multi-line command (or one ending in a backslash) can be waited for only in a shell with integration, which reports its end; here it would be answered at its first line's end: submit its lines one at a time, or without wait".into()),
+    }
+}
+
 /// `output` in at most `max` characters: all of it, or its head and (three times as
 /// much) tail with a marker saying how much was left out; and whether any was.
 pub(super) fn head_and_tail(output: &CommandOutput, max: usize) -> (String, bool) {
@@ -277,6 +304,23 @@ mod tests {
             tail: tail.into(),
             omitted,
         }
+    }
+
+    #[test]
+    fn multi_line_commands_are_typed_as_one_group() {
+        let bash = ShellIntegration::Bash;
+        assert_eq!(typed_as_one("ls -l", bash).unwrap(), "ls -l");
+        assert_eq!(
+            typed_as_one("cd /\nfalse", bash).unwrap(),
+            "{ cd /\nfalse\n\n}"
+        );
+        assert_eq!(
+            typed_as_one("a\r\nb\rc", ShellIntegration::Sh).unwrap(),
+            "{ a\nb\nc\n\n}"
+        );
+        assert_eq!(typed_as_one("echo a \\", bash).unwrap(), "{ echo a \\\n\n}");
+        assert!(typed_as_one("cd /\nfalse", ShellIntegration::None).is_err());
+        assert_eq!(typed_as_one("ls", ShellIntegration::None).unwrap(), "ls");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::agents::find_preset;
 use super::artifact::check_artifact_path;
 use super::canvas_node::node_field;
-use super::commands::Watched;
+use super::commands::{typed_as_one, Watched};
 use super::context::{last_chars, read_context, read_links};
 use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Workspace};
 use super::tool_runtime::{lock, Core};
@@ -494,7 +494,8 @@ impl Core {
                         return Err(SUBMIT_TO_SHELLS.into())
                     }
                     "terminal_submit" => {
-                        terminals.submit(node_id, arg(request, "command"))?;
+                        let command = arg(request, "command");
+                        terminals.submit(node_id, command, command)?;
                         return Ok(json!({ "nodeId": node_id }));
                     }
                     "terminal_input" => arg(request, "text").to_string(),
@@ -556,13 +557,18 @@ impl Core {
                 _ => {}
             }
         }
+        // Forced, the line is input to whatever runs there, not a shell command line.
+        let typed = match (line, args.get("force") == Some(&Value::Bool(true))) {
+            (Some(line), false) => Some(typed_as_one(line, terminals.integration(node_id))?),
+            _ => None,
+        };
         let watched = Watched::new(terminals, node_id, line, args)?;
         let server = self
             .server()
             .ok_or("Tool service is shutting down; try again")?;
         let slot = server.reserve_wait(identity)?;
         if let Some(line) = line {
-            terminals.submit(node_id, line)?;
+            terminals.submit(node_id, line, typed.as_deref().unwrap_or(line))?;
         }
         let deadline = Instant::now() + timeout;
         Ok(Wait {

@@ -93,11 +93,14 @@ pub trait Terminals: Send + Sync + 'static {
     fn has_live_session(&self, node_id: &str) -> bool;
     /// Writes text to the session as typed input.
     fn write(&self, node_id: &str, text: &str) -> Result<(), String>;
-    /// Types `command` and Enter into a shell (`terminal_submit`). The default writes
-    /// `command` + `\r`; a host whose shell reports no command starts (a POSIX `sh`)
-    /// marks one here.
-    fn submit(&self, node_id: &str, command: &str) -> Result<(), String> {
-        self.write(node_id, &format!("{command}\r"))
+    /// Types `typed` and Enter into a shell (`terminal_submit`): `command` as the shell
+    /// runs it (a multi-line one as one group), which is labelled `command`, what was
+    /// submitted. The default writes `typed` + `\r`; a host whose shell reports command
+    /// starts labels the next one `command`, and one whose shell reports none (a POSIX
+    /// `sh`) marks one here.
+    fn submit(&self, node_id: &str, command: &str, typed: &str) -> Result<(), String> {
+        let _ = command;
+        self.write(node_id, &format!("{typed}\r"))
     }
     /// The person at the host typed into this terminal in the last
     /// [`PERSON_TYPING_WINDOW`](crate::runtime::PERSON_TYPING_WINDOW): an agent's
@@ -208,10 +211,14 @@ pub enum CommandState {
     Fullscreen,
     /// The shell itself exited before reporting the command's end.
     Ended,
+    /// The shell's integration was lost while it ran (its secret showed): its end will
+    /// never be reported.
+    Unknown,
 }
 
 impl CommandState {
-    /// The wire name: `running`, `exited`, `awaiting_input`, `fullscreen`, `ended`.
+    /// The wire name: `running`, `exited`, `awaiting_input`, `fullscreen`, `ended`,
+    /// `unknown`.
     pub fn name(self) -> &'static str {
         match self {
             CommandState::Running => "running",
@@ -219,6 +226,7 @@ impl CommandState {
             CommandState::AwaitingInput => "awaiting_input",
             CommandState::Fullscreen => "fullscreen",
             CommandState::Ended => "ended",
+            CommandState::Unknown => "unknown",
         }
     }
 }

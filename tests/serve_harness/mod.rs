@@ -613,3 +613,87 @@ pub fn submit_and_wait(
     }
     serve.ok(dirs, "me", "terminal_submit", args)
 }
+
+/// A waited multi-line command (and one ending in a backslash, a here-document) on the
+/// `name` shell of terminal `term` is answered at the end of everything it typed, with
+/// its last command's status, and leaves nothing running that refuses the next submit.
+pub fn multi_line_commands_run_as_one(serve: &Serve, dirs: &Dirs, term: &str, name: &str) {
+    poll(
+        &format!("{name}'s first prompt"),
+        Duration::from_secs(10),
+        || {
+            let ok = submit_and_wait(serve, dirs, term, "true", json!({}));
+            (ok["integration"] == name).then_some(())
+        },
+    );
+    let started = Instant::now();
+    let all = submit_and_wait(serve, dirs, term, "cd /\nsleep 2; false", json!({}));
+    assert_eq!(
+        (all["state"].as_str(), all["exitCode"].as_i64()),
+        (Some("exited"), Some(1)),
+        "{name}: {all}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2), "{name}: {all}");
+    assert_eq!(all["cwd"], "/", "{name}: {all}");
+    assert_eq!(all["command"], "cd /\nsleep 2; false", "{name}: {all}");
+    let joined = submit_and_wait(serve, dirs, term, "echo joined \\", json!({}));
+    assert_eq!(joined["exitCode"], 0, "{name}: {joined}");
+    assert!(
+        joined["output"].as_str().unwrap().contains("joined"),
+        "{name}: {joined}"
+    );
+    let here = "cat <<'END'\nfrom a here-document\nEND";
+    let here = submit_and_wait(serve, dirs, term, here, json!({}));
+    assert_eq!(here["exitCode"], 0, "{name}: {here}");
+    let output = here["output"].as_str().unwrap();
+    assert!(output.contains("from a here-document"), "{name}: {here}");
+    let next = submit_and_wait(serve, dirs, term, "pwd; (exit 4)", json!({}));
+    assert_eq!(
+        (next["exitCode"].as_i64(), next["output"].as_str()),
+        (Some(4), Some("/\n")),
+        "{name}: {next}"
+    );
+}
+
+/// On bash terminal `term`: output that starts a mark and never ends it does not end
+/// integration; a leaked secret does, and the command running then becomes `unknown`
+/// (not `running` for ever), so a later waited submit is not refused.
+pub fn lost_integration_never_leaves_the_terminal_stuck(serve: &Serve, dirs: &Dirs, term: &str) {
+    poll("bash's first prompt", Duration::from_secs(10), || {
+        let ok = submit_and_wait(serve, dirs, term, "true", json!({}));
+        (ok["integration"] == "bash").then_some(())
+    });
+    let unfinished = r"printf '\033]5379;'; head -c 16384 /dev/zero | tr '\0' x";
+    let unfinished = submit_and_wait(serve, dirs, term, unfinished, json!({}));
+    assert_eq!(unfinished["exitCode"], 0, "{unfinished}");
+    let next = submit_and_wait(serve, dirs, term, "(exit 5)", json!({}));
+    assert_eq!(
+        (next["exitCode"].as_i64(), next["integration"].as_str()),
+        (Some(5), Some("bash")),
+        "{next}"
+    );
+    // One job, so the shell never has the terminal back in between (which, without
+    // integration, reads as the command's end).
+    let leak = r#"sh -c 'sleep 1; echo "$0"; exec sleep 600' "$__termsprawl_nonce""#;
+    let leak = submit_and_wait(serve, dirs, term, leak, json!({"timeoutMs": 3000}));
+    assert_eq!(leak["state"], "timed_out", "{leak}");
+    let last = serve.call(
+        dirs,
+        "me",
+        "terminal_read",
+        json!({"nodeId": term, "command": "last"}),
+    );
+    println!("LAST {last}");
+    serve.ok(dirs, "me", "terminal_interrupt", json!({"nodeId": term}));
+    let after = poll(
+        "the shell's prompt after Ctrl+C",
+        Duration::from_secs(10),
+        || {
+            let args = json!({"nodeId": term, "command": "true", "wait": "exit"});
+            let answer = serve.call(dirs, "me", "terminal_submit", args);
+            (answer["ok"] == true).then_some(answer)
+        },
+    );
+    assert_eq!(after["value"]["state"], "exited", "{after}");
+    assert_eq!(after["value"]["integration"], "none", "{after}");
+}

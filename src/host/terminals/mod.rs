@@ -717,7 +717,7 @@ impl HostTerminals {
     /// The host is about to type `line` and Enter into node `node_id`'s terminal
     /// (`terminal_submit`): a POSIX `sh` at its prompt, which reports no command starts,
     /// gets one recorded now with that line. True if a command started. The other shells
-    /// report their own starts.
+    /// report their own starts, labelled `line` (see [`shell::ShellSession::start_typed`]).
     pub fn start_typed_command(&self, node_id: &str, line: &str) -> bool {
         match &self.backend {
             Backend::Pty(pty) => pty
@@ -1232,10 +1232,11 @@ impl Terminals for HostTerminals {
         }
     }
 
-    /// Marks the command's start first where the shell reports none (POSIX `sh`).
-    fn submit(&self, node_id: &str, command: &str) -> Result<(), String> {
+    /// Labels the next command `command` first, or marks its start where the shell
+    /// reports none (POSIX `sh`).
+    fn submit(&self, node_id: &str, command: &str, typed: &str) -> Result<(), String> {
         self.start_typed_command(node_id, command);
-        self.write(node_id, &format!("{command}\r"))
+        self.write(node_id, &format!("{typed}\r"))
     }
 
     fn write(&self, node_id: &str, text: &str) -> Result<(), String> {

@@ -667,6 +667,7 @@ fn record_from_json(value: &Value) -> Option<CommandRecord> {
         "awaiting_input" => CommandState::AwaitingInput,
         "fullscreen" => CommandState::Fullscreen,
         "ended" => CommandState::Ended,
+        "unknown" => CommandState::Unknown,
         _ => CommandState::Running,
     };
     Some(CommandRecord {

@@ -12,7 +12,8 @@
 //! | zsh | `ZDOTDIR=<dir>`, whose `.zshenv` and `.zshrc` restore `ZDOTDIR` (and a `HISTFILE` set from it) | `$ZDOTDIR` (else `~`)`/.zshenv`, `.zprofile` (login), `.zshrc`, `.zlogin` (login), with `/etc/zsh/*` as zsh reads them |
 //! | sh, dash | `ENV=<dir>/env.sh`, which unsets `ENV` | the user's `$ENV` file, if set; `/etc/profile` and `~/.profile` as a login shell reads them |
 //!
-//! bash marks a command's start in `PS0` (its line from `history 1`) and its end in a
+//! bash marks a command's start in `PS0` (its line from `history 1` if history took it,
+//! else none; the host labels what it typed itself) and its end in a
 //! function put first in `PROMPT_COMMAND` that returns the status it found, so the
 //! user's `PROMPT_COMMAND` still sees `$?`; a `DEBUG` trap of the user's is not touched.
 //! zsh uses `preexec` and `precmd` hooks (ours first). POSIX `sh` has neither: its `PS1`
@@ -28,11 +29,13 @@ use crate::base::files::{private_dir, regenerated_write};
 use crate::base::random_hex;
 use crate::runtime::ShellIntegration;
 
-/// A command line's first this many characters are reported (bash, zsh): escaped, at
-/// most three bytes each, they fit in a mark of [`MARK_CAP`] bytes with room to spare,
-/// so a long line never makes a mark too long to count (which would show the nonce).
-pub const LINE_CHARS: usize = 4096;
-const _: () = assert!(3 * LINE_CHARS + 64 < MARK_CAP);
+/// A command line's first this many bytes are reported (bash, zsh), and a folder only
+/// if it is no longer: escaped, at most three bytes each, they fit in a mark of
+/// [`MARK_CAP`] bytes with room to spare, so a long line or folder never makes a mark
+/// too long to count (which would show the nonce). Bytes, not characters: the shells
+/// count them in the C locale, where a four-byte character is four.
+pub const LINE_BYTES: usize = 4096;
+const _: () = assert!(3 * LINE_BYTES + 64 < MARK_CAP);
 
 /// The shells we can inject into, by the file name of the program (`bash`, `zsh`, `sh`,
 /// `dash`); any other gets no integration.
@@ -161,11 +164,17 @@ fn read_nonce_script(nonce_file: &Path) -> String {
     )
 }
 
-/// Functions shared by bash and zsh: `%`-escaping and printing marks.
+/// Functions shared by bash and zsh: `%`-escaping and printing marks. The escape runs in
+/// the C locale, so lengths and cuts are in bytes; it sets `__termsprawl_cut` when it
+/// cut its text to [`LINE_BYTES`].
 fn mark_functions() -> String {
     format!(
         r#"__termsprawl_escape() {{
-  __termsprawl_escaped=${{1//\%/%25}}
+  builtin local LC_ALL=C
+  __termsprawl_cut=
+  if (( ${{#1}} > {LINE_BYTES} )); then __termsprawl_cut=1; fi
+  __termsprawl_escaped=${{1:0:{LINE_BYTES}}}
+  __termsprawl_escaped=${{__termsprawl_escaped//\%/%25}}
   __termsprawl_escaped=${{__termsprawl_escaped//$'\n'/%0A}}
   __termsprawl_escaped=${{__termsprawl_escaped//$'\r'/%0D}}
   __termsprawl_escaped=${{__termsprawl_escaped//$'\t'/%09}}
@@ -174,8 +183,12 @@ fn mark_functions() -> String {
 __termsprawl_mark() {{ builtin printf '\033]{OSC_NUMBER};%s;%s\007' "$__termsprawl_nonce" "$1"; }}
 __termsprawl_ended() {{
   builtin local __termsprawl_status=$?
+  # bash: the history number at the prompt, to tell whether history took the next line.
+  __termsprawl_histcmd=${{HISTCMD-}}
   __termsprawl_mark "D;$__termsprawl_status"
   __termsprawl_escape "$PWD"
+  # A cut folder would be a wrong one: too long, none is reported.
+  if [[ -n $__termsprawl_cut ]]; then __termsprawl_escaped=; fi
   __termsprawl_mark "P;$__termsprawl_escaped"
   __termsprawl_mark A
   return $__termsprawl_status
@@ -211,13 +224,17 @@ fn bash_rc(read_nonce: &str, start: Start) -> String {
 if [ -n "${{__termsprawl_nonce-}}" ]; then
 {functions}
 __termsprawl_started() {{
-  builtin local __termsprawl_line
-  __termsprawl_line=$(HISTTIMEFORMAT= builtin history 1)
-  # "  123  line" or "  123* line": drop the number and the two characters after it.
-  __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:space:]]*}}"}}
-  __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:digit:]]*}}"}}
-  __termsprawl_line=${{__termsprawl_line:2}}
-  __termsprawl_escape "${{__termsprawl_line:0:{LINE_CHARS}}}"
+  builtin local __termsprawl_line=
+  # History's last entry is this line only if history took it (not with ignorespace,
+  # ignoredups or history off): else no label rather than the line before's.
+  if [[ ${{HISTCMD-}} != "${{__termsprawl_histcmd-}}" ]]; then
+    __termsprawl_line=$(HISTTIMEFORMAT= builtin history 1)
+    # "  123  line" or "  123* line": drop the number and the two characters after it.
+    __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:space:]]*}}"}}
+    __termsprawl_line=${{__termsprawl_line#"${{__termsprawl_line%%[![:digit:]]*}}"}}
+    __termsprawl_line=${{__termsprawl_line:2}}
+  fi
+  __termsprawl_escape "$__termsprawl_line"
   __termsprawl_mark "B;$__termsprawl_escaped"
   __termsprawl_mark C
 }}
@@ -270,7 +287,7 @@ fn zsh_rc() -> String {
     format!(
         r#"{ZSH_RC_START}{functions}
 __termsprawl_started() {{
-  __termsprawl_escape "${{1:0:{LINE_CHARS}}}"
+  __termsprawl_escape "$1"
   __termsprawl_mark "B;$__termsprawl_escaped"
   __termsprawl_mark C
 }}
@@ -291,9 +308,11 @@ fn sh_env(read_nonce: &str, user_env: Option<&str>) -> String {
         r#"# Generated by termsprawl-tools for one terminal; deleted when it closes.
 {read_nonce}unset ENV
 {user_file}if [ -n "${{__termsprawl_nonce-}}" ]; then
+  # The folder goes as it is, or empty if it holds a control character (ESC, BEL would
+  # end the mark early).
   __termsprawl_open=$(printf '\033]{OSC_NUMBER};')
   __termsprawl_close=$(printf '\007')
-  PS1="${{__termsprawl_open}}\${{__termsprawl_nonce}};D;\$?${{__termsprawl_close}}${{__termsprawl_open}}\${{__termsprawl_nonce}};p;\${{PWD}}${{__termsprawl_close}}${{__termsprawl_open}}\${{__termsprawl_nonce}};A${{__termsprawl_close}}${{PS1-\$ }}"
+  PS1="${{__termsprawl_open}}\${{__termsprawl_nonce}};D;\$?${{__termsprawl_close}}${{__termsprawl_open}}\${{__termsprawl_nonce}};p;\${{PWD%%*[[:cntrl:]]*}}${{__termsprawl_close}}${{__termsprawl_open}}\${{__termsprawl_nonce}};A${{__termsprawl_close}}${{PS1-\$ }}"
 fi
 "#
     )

@@ -19,7 +19,8 @@
 //!
 //! Only marks carrying the terminal's nonce count, and they are removed from the output;
 //! any other (no nonce, a wrong one, one longer than [`MARK_CAP`]) is passed through
-//! untouched, as the program wrote it, and never counts: what reaches the screen is then
+//! untouched (an ESC in it ends it, and one too long ends at its cap, so program output
+//! that starts a mark and never ends it cannot swallow the shell's next mark), as the program wrote it, and never counts: what reaches the screen is then
 //! exactly what the program printed, and the screen model drops unknown OSC strings
 //! anyway. The nonce itself appearing in the remaining output means a program learnt it
 //! (`set -x`, `declare -p`, a dump of the shell's memory): [`Parsed::nonce_seen`] says so.
@@ -123,10 +124,14 @@ impl MarkParser {
             self.finish(&[BEL], out);
             return;
         }
-        self.pending.push(byte);
-        if self.pending.len() > PREFIX.len() + MARK_CAP {
+        if self.pending.len() == PREFIX.len() + MARK_CAP {
+            // Too long to be ours: program output. The byte is looked at anew, so an ESC
+            // starting the shell's next mark is not swallowed with it.
             self.pass_through(out);
+            self.step(byte, out);
+            return;
         }
+        self.pending.push(byte);
     }
 
     fn pass_through(&mut self, out: &mut Parsed) {
@@ -323,6 +328,18 @@ mod tests {
             "\x07",
         );
         assert_eq!(MarkParser::new(NONCE).feed(fits.as_bytes()).marks.len(), 1);
+    }
+
+    #[test]
+    fn unfinished_mark_starts_never_swallow_the_next_mark() {
+        for filler in [MARK_CAP - 1, MARK_CAP, MARK_CAP + 1, 3 * MARK_CAP] {
+            let unfinished = format!("\x1b]5379;{}", "x".repeat(filler));
+            let text = format!("{unfinished}{}", mark("D;3", "\x07"));
+            let parsed = MarkParser::new(NONCE).feed(text.as_bytes());
+            assert_eq!(parsed.marks, vec![(unfinished.len(), Mark::CommandEnd(3))]);
+            assert_eq!(parsed.plain, unfinished.as_bytes(), "{filler}");
+            assert!(!parsed.nonce_seen, "{filler}");
+        }
     }
 
     #[test]

@@ -109,8 +109,9 @@ impl ShellSession {
         shell_has_terminal: &mut dyn FnMut() -> bool,
     ) -> Vec<u8> {
         let parsed = self.parser.feed(chunk);
-        if parsed.nonce_seen {
+        if parsed.nonce_seen && !self.integrity_lost {
             self.integrity_lost = true;
+            self.commands.lose();
         }
         if self.integrity_lost {
             return parsed.plain;
@@ -146,12 +147,21 @@ impl ShellSession {
         self.integrity_lost
     }
 
-    /// The host typed `line` and Enter (see [`Commands::start_typed`]); only POSIX `sh`
-    /// needs it, the others report their own starts. True if a command started.
+    /// The host typed `line` and Enter: POSIX `sh` gets its start recorded (see
+    /// [`Commands::start_typed`]); bash and zsh report their own, which is labelled
+    /// `line`, what was submitted, rather than what the shell says (bash's history may
+    /// have left it out). True if a command started.
     pub fn start_typed(&mut self, line: &str, now: u64) -> bool {
-        self.kind == ShellIntegration::Sh
-            && self.integration() != ShellIntegration::None
-            && self.commands.start_typed(line, now)
+        if self.integration() == ShellIntegration::None {
+            return false;
+        }
+        match self.kind {
+            ShellIntegration::Sh => self.commands.start_typed(line, now),
+            _ => {
+                self.commands.label_next(line);
+                false
+            }
+        }
     }
 
     /// Whether a reported command runs now.

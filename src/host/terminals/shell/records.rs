@@ -47,6 +47,8 @@ struct Command {
     exit_code: Option<i32>,
     /// Its end is final: the prompt after it came, or another command started.
     finished: bool,
+    /// It ran when the shell's integration was lost: its end will never be known.
+    lost: bool,
     cwd: Option<String>,
     output: TextCleaner,
     output_started: bool,
@@ -63,6 +65,8 @@ pub struct Commands {
     next_id: u64,
     phase: Phase,
     cwd: Option<String>,
+    /// What the host typed at the prompt: the label of the command that starts next.
+    typed_label: Option<String>,
 }
 
 impl Default for Commands {
@@ -72,6 +76,7 @@ impl Default for Commands {
             next_id: 1,
             phase: Phase::Starting,
             cwd: None,
+            typed_label: None,
         }
     }
 }
@@ -86,12 +91,17 @@ impl Commands {
             Mark::PromptStart if self.phase == Phase::Running => {}
             Mark::Cwd(_) if self.phase == Phase::Running => {}
             Mark::PromptStart => {
+                // The typed line started nothing (an empty line): the label is no one's.
+                self.typed_label = None;
                 self.phase = match self.phase {
                     Phase::Ended | Phase::Unconfirmed => Phase::Unconfirmed,
                     _ => Phase::Prompt,
                 };
             }
-            Mark::CommandStart(line) => self.start(line, now, false),
+            Mark::CommandStart(line) => {
+                let line = self.typed_label.take().unwrap_or(line);
+                self.start(line, now, false)
+            }
             Mark::OutputStart => {
                 if let (Phase::Running, Some(command)) = (self.phase, self.kept.back_mut()) {
                     command.output_started = true;
@@ -130,6 +140,15 @@ impl Commands {
         true
     }
 
+    /// The host typed `line` and Enter at a prompt of a shell that reports its starts:
+    /// the next command is labelled `line`. Nothing when no prompt is showing (the line
+    /// is then input to a program).
+    pub fn label_next(&mut self, line: &str) {
+        if self.phase == Phase::Prompt {
+            self.typed_label = Some(line.to_string());
+        }
+    }
+
     fn start(&mut self, line: String, now: u64, typed: bool) {
         if self.phase == Phase::Running {
             // The last one never reported its end (its status is unknown).
@@ -150,6 +169,7 @@ impl Commands {
             ended_at: None,
             exit_code: None,
             finished: false,
+            lost: false,
             cwd: self.cwd.clone(),
             output: TextCleaner::default(),
             output_started: typed,
@@ -194,6 +214,15 @@ impl Commands {
         self.phase == Phase::Unconfirmed
     }
 
+    /// Integration was lost: no mark counts any more, so a command not yet finished
+    /// never will be; it is `Unknown` rather than `Running` for ever.
+    pub fn lose(&mut self) {
+        if let Some(command) = self.kept.back_mut().filter(|c| !c.finished) {
+            command.lost = true;
+        }
+        self.phase = Phase::Starting;
+    }
+
     /// The caller saw the shell waiting at its prompt: the last end is final.
     pub fn confirm(&mut self) {
         if self.phase == Phase::Unconfirmed {
@@ -223,9 +252,10 @@ impl Commands {
 
 impl Command {
     fn record(&self, with_output: bool) -> CommandRecord {
-        let state = match self.finished {
-            true => CommandState::Exited,
-            false => CommandState::Running,
+        let state = match (self.finished, self.lost) {
+            (true, _) => CommandState::Exited,
+            (false, true) => CommandState::Unknown,
+            (false, false) => CommandState::Running,
         };
         CommandRecord {
             id: self.id,
@@ -235,7 +265,7 @@ impl Command {
             exit_code: self.exit_code.filter(|_| self.finished),
             started_at: self.started_at,
             ended_at: self.ended_at.filter(|_| self.finished),
-            cwd: self.cwd.clone(),
+            cwd: self.cwd.clone().filter(|cwd| !cwd.is_empty()),
             output: match with_output {
                 true => self.output.output(),
                 false => Default::default(),
@@ -353,6 +383,26 @@ mod tests {
         let record = commands.record(None).unwrap();
         assert_eq!(record.output.head, "hi\n");
         assert_eq!(record.exit_code, Some(0));
+    }
+
+    #[test]
+    fn a_typed_label_names_the_next_start_only() {
+        let mut commands = Commands::default();
+        let mut yes = || true;
+        commands.label_next("too early");
+        commands.apply(Mark::PromptStart, 1, &mut yes);
+        commands.apply(Mark::CommandStart("history's".into()), 2, &mut yes);
+        assert_eq!(commands.record(None).unwrap().command, "history's");
+        run(&mut commands, "x", b"", 0, "/");
+        commands.label_next(" typed");
+        commands.apply(Mark::CommandStart("older".into()), 3, &mut yes);
+        assert_eq!(commands.record(None).unwrap().command, " typed");
+        run(&mut commands, "x", b"", 0, "/");
+        // An empty line starts nothing: its label goes with the next prompt.
+        commands.label_next("");
+        commands.apply(Mark::PromptStart, 4, &mut yes);
+        commands.apply(Mark::CommandStart("next".into()), 5, &mut yes);
+        assert_eq!(commands.record(None).unwrap().command, "next");
     }
 
     #[test]
