@@ -11,6 +11,9 @@
 //! Beside it, `serve.lock` says who holds the folder (`{pid, data}`), written whole and
 //! renamed, so a second host can name the first: its pid, its data folder and the address
 //! in that folder's `endpoint.json`. The file is only a description; the flock is the lock.
+//! Both files are read only as private regular files of this user (`read_private_json`):
+//! whoever can write the project folder could otherwise plant a FIFO there, or name a
+//! data folder holding one, and hang a starting host on its read.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -19,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::PROJECT_DIR;
-use crate::base::files::{private_dir, private_json, read_json};
+use crate::base::files::{private_dir, private_json, read_private_json};
 use crate::host::HostError;
 use crate::runtime::context::check_state_folders;
 
@@ -70,7 +73,7 @@ impl ProjectLock {
 impl Drop for ProjectLock {
     /// Removes `serve.lock` if it still names this process (the flock goes with `_dir`).
     fn drop(&mut self) {
-        let ours = read_json(&self.file)
+        let ours = read_private_json(&self.file)
             .ok()
             .flatten()
             .and_then(|v| pid_of(&v))
@@ -84,7 +87,10 @@ impl Drop for ProjectLock {
 /// Why the project at `folder` cannot be served by the host of data folder `ours`: who
 /// holds it, as `serve.lock` says.
 fn held_by(folder: &Path, file: &Path, ours: &Path) -> String {
-    let holder = read_json(file).ok().flatten().unwrap_or(Value::Null);
+    let holder = read_private_json(file)
+        .ok()
+        .flatten()
+        .unwrap_or(Value::Null);
     let pid = pid_of(&holder);
     if pid == Some(std::process::id()) {
         return format!(
@@ -103,7 +109,8 @@ fn held_by(folder: &Path, file: &Path, ours: &Path) -> String {
         );
     }
     let url = data.and_then(|data| {
-        let endpoint = read_json(&Path::new(data).join("agent-tools/endpoint.json")).ok()??;
+        let endpoint =
+            read_private_json(&Path::new(data).join("agent-tools/endpoint.json")).ok()??;
         endpoint.get("url")?.as_str().map(str::to_string)
     });
     let mut who = Vec::new();
@@ -138,6 +145,12 @@ fn pid_of(holder: &Value) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write_private(path: &Path, text: &str) {
+        fs::write(path, text).unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
 
     #[test]
     fn a_second_lock_is_refused_until_the_first_is_dropped() {
@@ -147,7 +160,7 @@ mod tests {
         fs::create_dir_all(data.join("agent-tools")).unwrap();
         let first = ProjectLock::acquire(&folder, &data).unwrap();
         let lock_file = folder.join(PROJECT_DIR).join(LOCK_FILE);
-        let written = read_json(&lock_file).unwrap().unwrap();
+        let written = read_private_json(&lock_file).unwrap().unwrap();
         assert_eq!(pid_of(&written), Some(std::process::id()));
         // The same process asking again is told so (a flock conflicts across open files).
         let again = ProjectLock::acquire(&folder, &data)
@@ -167,9 +180,9 @@ mod tests {
         let data = root.join("data");
         fs::create_dir_all(data.join("agent-tools")).unwrap();
         let endpoint = json!({"url": "http://127.0.0.1:4242/call"}).to_string();
-        fs::write(data.join("agent-tools/endpoint.json"), endpoint).unwrap();
+        write_private(&data.join("agent-tools/endpoint.json"), &endpoint);
         let file = root.join(LOCK_FILE);
-        fs::write(&file, json!({"pid": 1, "data": data}).to_string()).unwrap();
+        write_private(&file, &json!({"pid": 1, "data": data}).to_string());
         let why = held_by(Path::new("/p"), &file, Path::new("/other"));
         assert!(why.starts_with("another termsprawl-tools serve ("), "{why}");
         assert!(
@@ -184,14 +197,14 @@ mod tests {
             assert!(why.contains(part), "{why} lacks {part}");
         }
         // An unreadable description still refuses, naming no one.
-        fs::write(&file, "not json").unwrap();
+        write_private(&file, "not json");
         let why = held_by(Path::new("/p"), &file, Path::new("/other"));
         assert!(
             why.starts_with("another termsprawl-tools serve is already using"),
             "{why}"
         );
         // The same data folder: said as the data folder's own lock says it.
-        fs::write(&file, json!({"pid": 1, "data": data}).to_string()).unwrap();
+        write_private(&file, &json!({"pid": 1, "data": data}).to_string());
         let why = held_by(Path::new("/p"), &file, &data);
         assert!(
             why.starts_with("Another instance (pid 1) is already using this data directory"),
