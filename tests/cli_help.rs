@@ -2,6 +2,7 @@
 //! and subcommand answers its help (exit 0, stdout) without doing anything; every option a
 //! parser accepts is described in its command's help, and every option described is
 //! accepted; a usage error names what was wrong first, then points to `--help`.
+#![cfg(feature = "host")] // runs termsprawl-tools, built only with the host
 #![deny(unsafe_code)]
 
 use std::collections::BTreeSet;
