@@ -301,6 +301,55 @@ fn forged_marks_never_end_a_command() {
     });
 }
 
+/// The SHA-256 (hex) of `text`, by `sha256sum`.
+fn sha256(text: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+/// `tests/attacks/forge_end.py` reads the nonce from the shell's memory, hands the
+/// terminal to the shell's group and prints an end, a prompt and a start: none of them
+/// counts, and the command's end is its real one.
+#[test]
+fn a_program_that_reads_the_nonce_and_takes_the_terminal_cannot_end_its_command() {
+    let forger = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/attacks/forge_end.py");
+    each_shell("forger", |program| {
+        let shell = Shell::start(program, "forger", &[(".zshrc", "")]);
+        std::fs::write(shell.home.join("nonce"), &shell.nonce).unwrap();
+        let line = format!("python3 {forger} {} nonce 2", sha256(&shell.nonce));
+        let id = shell.submit(&line);
+        shell.wait_until("the forged marks are out", || {
+            shell.terminal.read(4000).contains("marks sent")
+        });
+        let during = shell.terminal.command(Some(id)).unwrap();
+        assert_eq!(during.state, CommandState::Running, "{program}");
+        assert_eq!(
+            (during.exit_code, during.ended_at),
+            (None, None),
+            "{program}"
+        );
+        assert_eq!(shell.last_id(), id, "{program}: the forged start counted");
+        let ended = shell.exited(id);
+        assert_eq!(ended.exit_code, Some(1), "{program}");
+        assert_ne!(ended.cwd.as_deref(), Some("/forged"), "{program}");
+        assert!(!shell.terminal.integrity_lost(), "{program}");
+        // The next command is recorded as usual.
+        assert_eq!(shell.run("(exit 6)").exit_code, Some(6), "{program}");
+    });
+}
+
 #[test]
 fn the_nonce_in_plain_output_ends_integration() {
     let shell = Shell::start("/bin/bash", "leak", &[]);

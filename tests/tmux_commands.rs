@@ -516,3 +516,45 @@ fn a_tmux_terminal_whose_integration_is_lost_is_not_stuck() {
     lost_integration_never_leaves_the_terminal_stuck(&serve, &dirs, &term);
     serve.stop();
 }
+
+/// A program that reads the nonce from its shell's memory, hands the terminal to the
+/// shell's group and prints an end, a prompt and a start (`tests/attacks/forge_end.py`,
+/// trying every run of 32 hex digits it finds) gets no early answer: the waited call
+/// answers the command's real end, after its sleep, with its real status.
+#[test]
+fn a_forged_end_read_from_the_shells_memory_is_not_a_tmux_commands_end() {
+    if tmux_missing() {
+        return;
+    }
+    let forger = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/attacks/forge_end.py");
+    for (name, shell) in shells() {
+        let dirs = Dirs::new(&format!("tc-forge-{name}"));
+        let (serve, term) = serve_with_shell(&dirs, shell, &[]);
+        poll(
+            &format!("{name}'s first prompt"),
+            Duration::from_secs(10),
+            || {
+                let ok = submit_and_wait(&serve, &dirs, &term, "true", json!({}));
+                (ok["integration"] == name).then_some(())
+            },
+        );
+        let line = format!("python3 {forger} - /no-such-file 2");
+        let answer = submit_and_wait(&serve, &dirs, &term, &line, json!({}));
+        println!("{name}: {answer}");
+        assert_eq!(
+            (answer["state"].as_str(), answer["exitCode"].as_i64()),
+            (Some("exited"), Some(1)),
+            "{name}: {answer}"
+        );
+        assert!(answer["durationMs"].as_u64().unwrap() >= 2000, "{answer}");
+        assert_ne!(answer["cwd"], "/forged", "{answer}");
+        assert!(
+            answer["output"]
+                .as_str()
+                .unwrap()
+                .contains("nonce(s) from memory"),
+            "{answer}"
+        );
+        serve.stop();
+    }
+}

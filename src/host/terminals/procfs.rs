@@ -136,10 +136,11 @@ pub fn session_leading_children(parent: libc::pid_t) -> Vec<libc::pid_t> {
         .collect()
 }
 
-/// How many `read` calls process `pid` has completed (`syscr` in `/proc/<pid>/io`):
-/// whether a shell blocked reading its terminal has read since a moment.
+/// How many `read` calls the main thread of process `pid` has made itself (`syscr` in
+/// `/proc/<pid>/task/<pid>/io`): whether a shell has read since a moment. The process's
+/// own `/proc/<pid>/io` would not do: it adds the reads of every child it reaped.
 pub fn read_calls(pid: libc::pid_t) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/io")).ok()?;
     let line = text.lines().find_map(|line| line.strip_prefix("syscr:"))?;
     line.trim().parse().ok()
 }

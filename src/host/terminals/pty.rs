@@ -264,17 +264,19 @@ impl Shared {
 
     /// Records a chunk the program wrote into `output` (locked by the caller since
     /// before the chunk was read, so whoever holds the lock knows no chunk is half
-    /// recorded); `master` is asked (`tcgetpgrp`) whether the shell has the terminal
-    /// when a command's end mark arrives.
+    /// recorded); the kernel is asked of the shell on `master` when a command's start or
+    /// end mark arrives ([`kernel::KernelProbe`]).
     /// Returns whether a waiting call should be woken for it (see [`Shared::wake`]).
     fn record(&self, output: &mut Output, chunk: &[u8], master: &File) -> bool {
         let now = unix_millis();
         let marks_before = output.shell.as_ref().map(ShellSession::marks_applied);
         let plain = match output.shell.as_mut() {
             Some(shell) => {
-                let mut shell_has_terminal =
-                    || pty::foreground_group(master.as_fd()).is_ok_and(|group| group == self.pid);
-                shell.feed(chunk, now, &mut shell_has_terminal)
+                let mut probe = kernel::KernelProbe {
+                    shell: self.pid,
+                    master: master.as_fd(),
+                };
+                shell.feed(chunk, now, &mut probe)
             }
             None => chunk.to_vec(),
         };

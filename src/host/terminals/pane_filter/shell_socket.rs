@@ -48,7 +48,6 @@ use crate::host::terminals::shell::{kernel, ShellSession, ShellStatus};
 use crate::runtime::{CommandOutput, CommandRecord, CommandState, Foreground, ShellIntegration};
 use crate::server::Waker;
 use crate::sys::process::effective_uid;
-use crate::sys::pty;
 use crate::sys::socket::peer_uid;
 
 /// The longest path a Unix socket address holds (`sun_path` less its NUL).
@@ -153,9 +152,11 @@ impl PaneShell {
         }
         let now = unix_millis();
         let marks_before = session.marks_applied();
-        let mut shell_has_terminal =
-            || pty::foreground_group(master.as_fd()).is_ok_and(|group| group == self.shell);
-        let plain = session.feed(&buffer[..n], now, &mut shell_has_terminal);
+        let mut probe = kernel::KernelProbe {
+            shell: self.shell,
+            master: master.as_fd(),
+        };
+        let plain = session.feed(&buffer[..n], now, &mut probe);
         self.confirm_end(&mut session);
         let marked = session.marks_applied() != marks_before;
         drop(session);
@@ -739,7 +740,7 @@ mod tests {
         ));
         let path = panes_dir(&dir).join("t1.sock");
         // A PTY whose master we hold, and this process as its "shell".
-        let pair = pty::open_pty(Default::default()).unwrap();
+        let pair = crate::sys::pty::open_pty(Default::default()).unwrap();
         let master = Arc::new(File::from(pair.master));
         let nonce = "0123456789abcdef0123456789abcdef";
         let shell = Arc::new(PaneShell::new(

@@ -21,6 +21,29 @@ pub fn shell_waiting(shell: libc::pid_t, master: BorrowedFd<'_>) -> bool {
         && pty::unread_bytes(master).is_ok_and(|n| n == 0)
 }
 
+/// What the kernel says of `shell` on the terminal whose master is `master`, asked as
+/// its marks arrive (see [`super::records`]).
+pub struct KernelProbe<'a> {
+    /// The shell's pid, which is also its process group's id.
+    pub shell: libc::pid_t,
+    /// The master of the shell's terminal.
+    pub master: BorrowedFd<'a>,
+}
+
+impl super::ShellProbe for KernelProbe<'_> {
+    fn has_terminal(&mut self) -> bool {
+        pty::foreground_group(self.master).is_ok_and(|group| group == self.shell)
+    }
+
+    fn waiting(&mut self) -> bool {
+        shell_waiting(self.shell, self.master)
+    }
+
+    fn reads(&mut self) -> Option<u64> {
+        procfs::read_calls(self.shell)
+    }
+}
+
 /// What the foreground of `shell`'s terminal does, leaving out what the screen tells
 /// (full-screen) and the shell's own end, which the caller knows:
 /// - another group has the terminal: awaiting input if one of its processes (among the

@@ -20,8 +20,9 @@ pub mod marks;
 pub mod records;
 pub mod text;
 
-use marks::MarkParser;
+use marks::{Mark, MarkParser};
 use records::Commands;
+pub use records::ShellProbe;
 
 use serde_json::{json, Value};
 
@@ -100,14 +101,8 @@ impl ShellSession {
     }
 
     /// Takes our marks out of `chunk` (written at unix ms `now`) and returns the rest.
-    /// `shell_has_terminal` is asked when a command's end arrives: it counts only when
-    /// the shell's own process group has the terminal again.
-    pub fn feed(
-        &mut self,
-        chunk: &[u8],
-        now: u64,
-        shell_has_terminal: &mut dyn FnMut() -> bool,
-    ) -> Vec<u8> {
+    /// `probe` is asked when a command's start or end arrives (see [`records`]).
+    pub fn feed(&mut self, chunk: &[u8], now: u64, probe: &mut dyn ShellProbe) -> Vec<u8> {
         let parsed = self.parser.feed(chunk);
         if parsed.nonce_seen && !self.integrity_lost {
             self.integrity_lost = true;
@@ -122,7 +117,11 @@ impl ShellSession {
             from = at;
             self.reached = true;
             self.marks_applied += 1;
-            self.commands.apply(mark, now, shell_has_terminal);
+            // POSIX `sh` prints no start (the host records it): one is forged.
+            if self.kind == ShellIntegration::Sh && matches!(mark, Mark::CommandStart(_)) {
+                continue;
+            }
+            self.commands.apply(mark, now, probe);
         }
         self.commands.output(&parsed.plain[from..], now);
         parsed.plain
@@ -205,7 +204,7 @@ mod tests {
         let nonce = "feedfacefeedfacefeedfacefeedface";
         let mark = |payload: &str| format!("\x1b]5379;{nonce};{payload}\x07");
         let mut session = ShellSession::new(ShellIntegration::Bash, nonce);
-        let mut yes = || true;
+        let mut yes = records::tests::Probe::shell();
         assert_eq!(session.integration(), ShellIntegration::None);
         let first = format!("{}{}$ ", mark("D;0"), mark("A"));
         assert_eq!(session.feed(first.as_bytes(), 1, &mut yes), b"$ ");

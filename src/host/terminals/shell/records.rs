@@ -14,12 +14,32 @@
 //! it, and it becomes final once the caller sees the shell waiting at its prompt
 //! ([`Commands::confirm`]: the shell's group has the terminal, the shell is blocked
 //! reading it, and no output is left unread).
+//!
+//! A start counts only after an end, and then only if the shell made `read` calls since
+//! that end counted ([`ShellProbe::reads`]): a shell reads a line before it runs one,
+//! while a program that learnt the nonce prints its marks as the shell waits for it (the
+//! shell then reads nothing; zsh reads one pipe as it starts each job, before it waits). A start refused after an end leaves that end in doubt: if the
+//! shell read before the next end arrives, that end may be another line's (one typed
+//! ahead, whose start was parsed late), so the command's status is unknown; if it did
+//! not, the refused start was forged and the next end is the command's own. What stays
+//! possible is written in SECURITY.md (its "Command ends" defence).
 
 use std::collections::VecDeque;
 
 use super::marks::Mark;
 use super::text::TextCleaner;
 use crate::runtime::{CommandRecord, CommandState};
+
+/// What the kernel says of the shell when a mark arrives: the marks themselves can be
+/// printed by any program that learnt the nonce (see the module docs).
+pub trait ShellProbe {
+    /// The shell's own process group has the terminal.
+    fn has_terminal(&mut self) -> bool;
+    /// The shell waits at its prompt (see [`super::kernel::shell_waiting`]).
+    fn waiting(&mut self) -> bool;
+    /// How many `read` calls the shell has made (`None`: not known).
+    fn reads(&mut self) -> Option<u64>;
+}
 
 /// How many commands each terminal keeps (the oldest go first).
 pub const KEPT_COMMANDS: usize = 50;
@@ -47,7 +67,8 @@ struct Command {
     exit_code: Option<i32>,
     /// Its end is final: the prompt after it came, or another command started.
     finished: bool,
-    /// It ran when the shell's integration was lost: its end will never be known.
+    /// Its end will never be known: it ran when the shell's integration was lost, or
+    /// another start came without its end, or its end may be another line's.
     lost: bool,
     cwd: Option<String>,
     output: TextCleaner,
@@ -67,6 +88,10 @@ pub struct Commands {
     cwd: Option<String>,
     /// What the host typed at the prompt: the label of the command that starts next.
     typed_label: Option<String>,
+    /// The shell's `read` calls when the last start or end that counted was parsed.
+    reads_then: Option<u64>,
+    /// A start was refused after the last end (see the module docs).
+    end_in_doubt: bool,
 }
 
 impl Default for Commands {
@@ -77,14 +102,15 @@ impl Default for Commands {
             phase: Phase::Starting,
             cwd: None,
             typed_label: None,
+            reads_then: None,
+            end_in_doubt: false,
         }
     }
 }
 
 impl Commands {
-    /// Applies a verified mark at unix ms `now`; `shell_has_terminal` is asked only for
-    /// an end.
-    pub fn apply(&mut self, mark: Mark, now: u64, shell_has_terminal: &mut dyn FnMut() -> bool) {
+    /// Applies a verified mark at unix ms `now`; `probe` is asked for a start or an end.
+    pub fn apply(&mut self, mark: Mark, now: u64, probe: &mut dyn ShellProbe) {
         match mark {
             // While a command runs, only its end moves on: a prompt or folder mark then
             // is not the shell's (the shell prints them after the end).
@@ -98,10 +124,7 @@ impl Commands {
                     _ => Phase::Prompt,
                 };
             }
-            Mark::CommandStart(line) => {
-                let line = self.typed_label.take().unwrap_or(line);
-                self.start(line, now, false)
-            }
+            Mark::CommandStart(line) => self.reported_start(line, now, probe),
             Mark::OutputStart => {
                 if let (Phase::Running, Some(command)) = (self.phase, self.kept.back_mut()) {
                     command.output_started = true;
@@ -112,13 +135,20 @@ impl Commands {
                     self.phase,
                     Phase::Running | Phase::Ended | Phase::Unconfirmed
                 );
-                if open && shell_has_terminal() {
-                    if let Some(command) = self.kept.back_mut() {
-                        command.exit_code = Some(status);
-                        command.ended_at = Some(now);
-                        self.phase = Phase::Ended;
-                    }
+                if !open || !probe.has_terminal() {
+                    return;
                 }
+                let reads = probe.reads();
+                let Some(command) = self.kept.back_mut() else {
+                    return;
+                };
+                if std::mem::take(&mut self.end_in_doubt) && read_since(reads, self.reads_then) {
+                    command.lost = true;
+                }
+                command.exit_code = Some(status);
+                command.ended_at = Some(now);
+                self.phase = Phase::Ended;
+                self.reads_then = reads;
             }
             Mark::Cwd(path) => {
                 let ended = matches!(self.phase, Phase::Ended | Phase::Unconfirmed);
@@ -128,6 +158,27 @@ impl Commands {
                 self.cwd = Some(path);
             }
         }
+    }
+
+    /// A start mark (bash, zsh). While a command runs it counts for nothing: the shell
+    /// prints its end first. After an end not yet final, it counts only if the shell read
+    /// since that end (see the module docs).
+    fn reported_start(&mut self, line: String, now: u64, probe: &mut dyn ShellProbe) {
+        if self.phase == Phase::Unconfirmed && probe.waiting() {
+            self.confirm();
+        }
+        let reads = probe.reads();
+        match self.phase {
+            Phase::Running => return,
+            Phase::Ended | Phase::Unconfirmed if !read_since(reads, self.reads_then) => {
+                self.end_in_doubt = true;
+                return;
+            }
+            _ => {}
+        }
+        let line = self.typed_label.take().unwrap_or(line);
+        self.start(line, now, false);
+        self.reads_then = reads;
     }
 
     /// The host typed `line` and Enter at a prompt (POSIX `sh` reports no start): a new
@@ -150,15 +201,10 @@ impl Commands {
     }
 
     fn start(&mut self, line: String, now: u64, typed: bool) {
-        if self.phase == Phase::Running {
-            // The last one never reported its end (its status is unknown).
-            if let Some(command) = self.kept.back_mut() {
-                command.ended_at = Some(now);
-            }
-        }
         if let Some(command) = self.kept.back_mut() {
-            command.finished = command.ended_at.is_some();
+            command.finished = true;
         }
+        self.end_in_doubt = false;
         if self.kept.len() == KEPT_COMMANDS {
             self.kept.pop_front();
         }
@@ -250,21 +296,32 @@ impl Commands {
     }
 }
 
+/// The shell made `read` calls since it had made `then` (both known).
+fn read_since(now: Option<u64>, then: Option<u64>) -> bool {
+    match (now, then) {
+        (Some(now), Some(then)) => now > then,
+        // The first start of a session, or a shell whose reads cannot be counted.
+        (_, None) => true,
+        (None, Some(_)) => false,
+    }
+}
+
 impl Command {
     fn record(&self, with_output: bool) -> CommandRecord {
-        let state = match (self.finished, self.lost) {
-            (true, _) => CommandState::Exited,
-            (false, true) => CommandState::Unknown,
+        let state = match (self.lost, self.finished) {
+            (true, _) => CommandState::Unknown,
+            (false, true) => CommandState::Exited,
             (false, false) => CommandState::Running,
         };
+        let known = self.finished && !self.lost;
         CommandRecord {
             id: self.id,
             command: self.line.clone(),
             state,
-            // An end not yet final is not shown.
-            exit_code: self.exit_code.filter(|_| self.finished),
+            // An end not yet final, or in doubt, is not shown.
+            exit_code: self.exit_code.filter(|_| known),
             started_at: self.started_at,
-            ended_at: self.ended_at.filter(|_| self.finished),
+            ended_at: self.ended_at.filter(|_| known),
             cwd: self.cwd.clone().filter(|cwd| !cwd.is_empty()),
             output: match with_output {
                 true => self.output.output(),
@@ -276,12 +333,53 @@ impl Command {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runtime::CommandOutput;
 
+    /// The kernel as a test says it is: `reads` grows at each question while `reading`.
+    pub(crate) struct Probe {
+        pub terminal: bool,
+        pub waiting: bool,
+        pub reads: u64,
+        pub reading: bool,
+    }
+
+    impl Probe {
+        /// A shell that has the terminal and reads between any two marks.
+        pub(crate) fn shell() -> Probe {
+            Probe {
+                terminal: true,
+                waiting: false,
+                reads: 0,
+                reading: true,
+            }
+        }
+
+        /// Another process group has the terminal.
+        fn other_group() -> Probe {
+            Probe {
+                terminal: false,
+                ..Probe::shell()
+            }
+        }
+    }
+
+    impl ShellProbe for Probe {
+        fn has_terminal(&mut self) -> bool {
+            self.terminal
+        }
+        fn waiting(&mut self) -> bool {
+            self.waiting
+        }
+        fn reads(&mut self) -> Option<u64> {
+            self.reads += u64::from(self.reading);
+            Some(self.reads)
+        }
+    }
+
     fn run(commands: &mut Commands, line: &str, output: &[u8], status: i32, cwd: &str) {
-        let mut yes = || true;
+        let mut yes = Probe::shell();
         commands.apply(Mark::CommandStart(line.into()), 10, &mut yes);
         commands.apply(Mark::OutputStart, 10, &mut yes);
         commands.output(output, 11);
@@ -294,7 +392,7 @@ mod tests {
     #[test]
     fn a_cycle_makes_a_record_with_status_output_and_folder() {
         let mut commands = Commands::default();
-        let mut yes = || true;
+        let mut yes = Probe::shell();
         commands.apply(Mark::CommandEnd(0), 1, &mut yes); // first prompt: no command
         commands.apply(Mark::Cwd("/home".into()), 1, &mut yes);
         commands.apply(Mark::PromptStart, 1, &mut yes);
@@ -340,7 +438,7 @@ mod tests {
     #[test]
     fn an_end_counts_only_when_the_shell_has_the_terminal_and_the_last_valid_one_wins() {
         let mut commands = Commands::default();
-        let (mut yes, mut no) = (|| true, || false);
+        let (mut yes, mut no) = (Probe::shell(), Probe::other_group());
         commands.apply(Mark::PromptStart, 1, &mut yes);
         commands.apply(Mark::CommandStart("job".into()), 2, &mut yes);
         commands.apply(Mark::CommandEnd(0), 3, &mut no);
@@ -366,10 +464,89 @@ mod tests {
         assert_eq!(commands.record(None).unwrap().exit_code, Some(2));
     }
 
+    /// A forger (nonce learnt, terminal handed to the shell's group) prints an end, a
+    /// prompt and a start while the shell waits for it and reads nothing.
+    fn forge(commands: &mut Commands, kernel: &mut Probe) {
+        kernel.reading = false;
+        commands.apply(Mark::CommandEnd(0), 3, kernel);
+        commands.apply(Mark::Cwd("/forged".into()), 3, kernel);
+        commands.apply(Mark::PromptStart, 3, kernel);
+        commands.apply(Mark::CommandStart("forged".into()), 3, kernel);
+    }
+
+    #[test]
+    fn a_start_while_the_shell_reads_nothing_is_refused_and_the_real_end_counts() {
+        let mut commands = Commands::default();
+        let mut kernel = Probe::shell();
+        commands.apply(Mark::PromptStart, 1, &mut kernel);
+        commands.apply(Mark::CommandStart("job".into()), 2, &mut kernel);
+        forge(&mut commands, &mut kernel);
+        let during = commands.record(None).unwrap();
+        assert_eq!((during.id, during.state), (1, CommandState::Running));
+        assert_eq!(during.exit_code, None);
+        // The real end: the shell read nothing since it started the job.
+        commands.apply(Mark::CommandEnd(1), 4, &mut kernel);
+        commands.apply(Mark::PromptStart, 4, &mut kernel);
+        commands.confirm();
+        let ended = commands.record(None).unwrap();
+        assert_eq!(
+            (ended.state, ended.exit_code),
+            (CommandState::Exited, Some(1))
+        );
+        // A start alone, while a command runs, ends nothing, even after reads.
+        kernel.reading = true;
+        commands.apply(Mark::CommandStart("next".into()), 5, &mut kernel);
+        commands.apply(Mark::CommandStart("forged".into()), 6, &mut kernel);
+        let next = commands.record(None).unwrap();
+        assert_eq!((next.id, next.state), (2, CommandState::Running));
+    }
+
+    #[test]
+    fn a_line_typed_ahead_starts_after_an_end_not_yet_seen_final() {
+        let mut commands = Commands::default();
+        let mut kernel = Probe::shell();
+        commands.apply(Mark::PromptStart, 1, &mut kernel);
+        commands.apply(Mark::CommandStart("first".into()), 2, &mut kernel);
+        commands.apply(Mark::CommandEnd(3), 3, &mut kernel);
+        commands.apply(Mark::PromptStart, 3, &mut kernel);
+        // The shell read the next line at once, never blocking at its prompt.
+        commands.apply(Mark::CommandStart("second".into()), 4, &mut kernel);
+        let first = commands.record(Some(1)).unwrap();
+        assert_eq!(
+            (first.state, first.exit_code),
+            (CommandState::Exited, Some(3))
+        );
+        assert_eq!(commands.record(None).unwrap().command, "second");
+    }
+
+    #[test]
+    fn an_end_after_a_refused_start_and_a_read_is_in_doubt() {
+        let mut commands = Commands::default();
+        let mut kernel = Probe::shell();
+        commands.apply(Mark::PromptStart, 1, &mut kernel);
+        commands.apply(Mark::CommandStart("first".into()), 2, &mut kernel);
+        // The start of a line typed ahead parsed together with the end: refused.
+        kernel.reading = false;
+        commands.apply(Mark::CommandEnd(0), 3, &mut kernel);
+        commands.apply(Mark::PromptStart, 3, &mut kernel);
+        commands.apply(Mark::CommandStart("second".into()), 3, &mut kernel);
+        // The next end may be the second line's: the first's status is unknown.
+        kernel.reading = true;
+        commands.apply(Mark::CommandEnd(4), 5, &mut kernel);
+        commands.apply(Mark::PromptStart, 5, &mut kernel);
+        commands.confirm();
+        let first = commands.record(None).unwrap();
+        assert_eq!((first.id, first.state), (1, CommandState::Unknown));
+        assert_eq!((first.exit_code, first.ended_at), (None, None));
+        // The next cycle is clear again.
+        run(&mut commands, "third", b"", 0, "/");
+        assert_eq!(commands.record(None).unwrap().state, CommandState::Exited);
+    }
+
     #[test]
     fn a_typed_start_needs_a_prompt_and_skips_the_echo() {
         let mut commands = Commands::default();
-        let mut yes = || true;
+        let mut yes = Probe::shell();
         assert!(!commands.start_typed("echo hi", 1));
         commands.apply(Mark::PromptStart, 1, &mut yes);
         assert!(commands.start_typed("echo hi", 2));
@@ -388,7 +565,7 @@ mod tests {
     #[test]
     fn a_typed_label_names_the_next_start_only() {
         let mut commands = Commands::default();
-        let mut yes = || true;
+        let mut yes = Probe::shell();
         commands.label_next("too early");
         commands.apply(Mark::PromptStart, 1, &mut yes);
         commands.apply(Mark::CommandStart("history's".into()), 2, &mut yes);
