@@ -25,6 +25,7 @@ fn two_projects_keep_their_canvases_and_folders_apart() {
         terminals: TerminalsMode::Pty,
         browser: false,
         pane_filter: None,
+        isolation: termsprawl_tools::host::isolation::Setting::Auto,
     })
     .unwrap();
     let flag = |id: &str| AgentFlag {

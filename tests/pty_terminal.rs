@@ -31,6 +31,7 @@ fn sh_options(cwd: &Path) -> TerminalOptions {
         cwd: cwd.to_path_buf(),
         env: vec![("PS1".to_string(), "$ ".to_string())],
         size: WindowSize::default(),
+        confine: None,
     }
 }
 

@@ -64,6 +64,7 @@ impl Shell {
                 ("PROMPT_COMMAND".into(), String::new()),
             ],
             size: WindowSize::default(),
+            confine: None,
         };
         let terminal = Terminal::spawn_with_shell(&options, None, Some(injection)).unwrap();
         let shell = Shell {
@@ -477,6 +478,7 @@ fn cost_per_command_and_when_idle() {
         cwd: home.clone(),
         env: vec![("HOME".into(), home.to_string_lossy().into_owned())],
         size: WindowSize::default(),
+        confine: None,
     })
     .unwrap();
     let ticks_per_second = 100.0; // USER_HZ on Linux

@@ -42,9 +42,25 @@ fn main() -> ExitCode {
     }
 }
 
+/// The person's own commands, which an agent's confined terminal cannot use.
+const PERSON_COMMANDS: [&str; 7] = [
+    "stop-terminals",
+    "activity",
+    "browser-control",
+    "approvals",
+    "policy",
+    "link",
+    "unlink",
+];
+
 /// Runs the person's `command` with the words after it.
 fn run(command: &str, args: &[String]) -> ExitCode {
     let env = |name: &str| std::env::var(name).ok();
+    if PERSON_COMMANDS.contains(&command) {
+        if let Some(refusal) = termsprawl_tools::host::isolation::person_command_refusal(command) {
+            return fail(&refusal, 1);
+        }
+    }
     match command {
         "serve" => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());

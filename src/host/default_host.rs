@@ -3,6 +3,7 @@
 //!
 //! ```no_run
 //! use std::path::Path;
+//! use termsprawl_tools::host::isolation::Setting;
 //! use termsprawl_tools::host::{AgentFlag, DefaultHost, HostConfig, TerminalsMode};
 //!
 //! # fn main() -> Result<(), termsprawl_tools::host::HostError> {
@@ -12,6 +13,7 @@
 //!     terminals: TerminalsMode::Auto,
 //!     browser: false,
 //!     pane_filter: None, // or this app's executable, if its main() runs host::terminals::pane_filter::main
+//!     isolation: Setting::Auto, // agents' terminals under bubblewrap where it works
 //! })?;
 //! let web = host.add_project(Path::new("/src/web"), None)?; // several projects are fine
 //! let _api = host.add_project(Path::new("/src/api"), Some("api"))?;
@@ -28,6 +30,7 @@ use std::sync::Arc;
 use crate::host::browser::guests::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use crate::host::canvas::lock::ProjectLock;
 use crate::host::canvas::owner::HeadlessCanvas;
+use crate::host::isolation::{Isolation, Setting};
 use crate::host::options::AgentFlag;
 use crate::host::terminals::{HostTerminals, TerminalsMode};
 use crate::host::view::{BoundView, CanvasView, ViewSource};
@@ -55,6 +58,9 @@ pub struct HostConfig {
     /// its answers to queries (`printf '\033[6n'`) into the program's input. The PTY
     /// backend answers no queries either way.
     pub pane_filter: Option<PathBuf>,
+    /// How agents' terminals are confined ([`crate::host::isolation`]): looked for once,
+    /// here.
+    pub isolation: Setting,
 }
 
 /// The default host: workspace, canvas owner, terminals, browsers, and once
@@ -80,6 +86,7 @@ impl DefaultHost {
             &config.data,
             config.pane_filter,
         )?);
+        terminals.set_isolation(Isolation::detect(config.isolation));
         let workspace = Arc::new(HostWorkspace::new(config.browser));
         let browsers = Arc::new(ChromiumBrowsers::new(&config.data));
         let canvas = HeadlessCanvas::new(workspace.clone(), terminals.clone(), browsers.clone());

@@ -26,6 +26,7 @@ pub mod canvas;
 pub mod default_host;
 mod error;
 pub mod help;
+pub mod isolation;
 pub mod options;
 pub mod person;
 pub mod serve;

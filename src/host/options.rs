@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::host::help::unknown_word;
+use crate::host::isolation::Setting;
 use crate::host::terminals::TerminalsMode;
 
 /// One `--agent NODE_ID[=ADAPTER]`.
@@ -46,6 +47,9 @@ pub struct ServeOptions {
     /// `--policy NAME|FILE`: the starting policy (a preset or a policy file; see
     /// `runtime::policy`); `None`: every call runs unless the saved rules say otherwise.
     pub policy: Option<String>,
+    /// `--isolation auto|required|off` (default auto): how agents' terminals are confined
+    /// (`crate::host::isolation`).
+    pub isolation: Setting,
 }
 
 impl ServeOptions {
@@ -68,6 +72,7 @@ impl ServeOptions {
         let mut query_filter = true;
         let mut activity = true;
         let mut policy = None;
+        let mut isolation = Setting::Auto;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -93,6 +98,12 @@ impl ServeOptions {
                 "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
                 "--policy" => policy = Some(value()?),
+                "--isolation" => {
+                    let given = value()?;
+                    isolation = Setting::parse(&given).ok_or_else(|| {
+                        format!("--isolation {given}: expected auto, required or off")
+                    })?;
+                }
                 // Only with `=VALUE` (the arms above took them without).
                 "--browser" | "--kill-terminals" | "--no-view" | "--view-only"
                 | "--no-query-filter" | "--no-activity" => {
@@ -124,6 +135,7 @@ impl ServeOptions {
             activity,
             query_filter,
             policy,
+            isolation,
         })
     }
 }

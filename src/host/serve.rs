@@ -64,6 +64,8 @@ struct Ready<'a> {
     sessions: Vec<ReadySession>,
     /// The launcher agents and MCP clients run (`<directory>/termsprawlctl`).
     launcher: PathBuf,
+    /// How agents' terminals are confined: `{"setting", "mode", "why"}`.
+    isolation: serde_json::Value,
     /// The canvas view's address, its key in the fragment (absent with `--no-view`).
     #[serde(skip_serializing_if = "Option::is_none")]
     view_url: Option<&'a str>,
@@ -106,6 +108,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         terminals: options.terminals,
         browser: options.browser,
         pane_filter: pane_filter(options.query_filter),
+        isolation: options.isolation,
     })?;
     host.set_activity_trail(options.activity);
     let project_id = host.add_project_with_agents(
@@ -160,6 +163,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         directory,
         project_id: &project_id,
         sessions,
+        isolation: host.terminals().isolation_setup().to_json(),
         view_url: view.as_ref().map(|v| v.url()),
     })
     .map_err(|e| HostError::Other(format!("cannot encode the ready line: {e}")))?;
@@ -175,6 +179,11 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         endpoint.url,
         host.terminals().backend_name()
     );
+    let isolation = host.terminals().isolation_setup().to_json();
+    if isolation["mode"] == "none" {
+        let why = isolation["why"].as_str().unwrap_or_default();
+        eprintln!("termsprawl-tools: WARNING: agents' terminals are NOT confined ({why}): any agent can act as you, read other agents' tokens and answer its own held calls");
+    }
     if let Some(view) = &view {
         eprintln!(
             "termsprawl-tools: canvas view (open it in a browser): {}",

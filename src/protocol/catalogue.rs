@@ -329,6 +329,14 @@ const COMMAND_ANSWER: ResultShape = ResultShape::Object(&[
     maybe("cwd", FieldKind::TextOrNull),
     maybe("integration", FieldKind::OneOf(INTEGRATIONS)),
 ]);
+/// How a terminal is confined (`session_info`, `canvas_list`'s `session.isolation`).
+const ISOLATION: &[FieldSpec] = &[
+    field("mode", FieldKind::OneOf(ISOLATION_MODES)),
+    field("boundary", FieldKind::Bool),
+    text("why"),
+];
+/// Confinement mechanisms on the wire (`none`: not confined).
+pub const ISOLATION_MODES: &[&str] = &["namespaces", "none"];
 /// A waited command's states on the wire.
 pub const COMMAND_STATES: &[&str] = &[
     "exited",
@@ -407,6 +415,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             text("guidesDirectory"),
             text("preferencesFile"),
             field("activityDropped", FieldKind::Integer),
+            maybe("isolation", FieldKind::Object(ISOLATION)),
         ]),
         hints: READ,
     },

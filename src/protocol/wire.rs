@@ -112,6 +112,10 @@ pub struct CanvasToolRequest {
     pub operation: String,
     /// The operation's arguments.
     pub args: Map<String, Value>,
+    /// The agent whose call this is (its node id); absent for the person's own actions
+    /// (the canvas view). What the call starts for an agent is confined by the owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
 /// The canvas owner's answer to a [`CanvasToolRequest`].
@@ -195,6 +199,7 @@ mod tests {
             expires_at: 5,
             operation: "canvas_list".into(),
             args: Map::new(),
+            caller: None,
         };
         assert_eq!(
             serde_json::to_value(&request).unwrap(),

@@ -108,11 +108,11 @@ fn stopped_error(request_id: &str) -> String {
 
 impl CanvasBridge {
     /// Sends `operation` for `project_id` to the owner once, with a replier, and waits
-    /// for its reply.
+    /// for its reply. `caller` is the calling agent's node id (`None`: the person).
     pub fn request(
         self: &Arc<Self>,
         owner: &dyn CanvasOwner,
-        project_id: &str,
+        (project_id, caller): (&str, Option<&str>),
         operation: &str,
         args: Map<String, Value>,
     ) -> Result<Value, String> {
@@ -133,6 +133,7 @@ impl CanvasBridge {
             expires_at: unix_millis() + CANVAS_EXPIRY.as_millis() as u64,
             operation: operation.to_string(),
             args,
+            caller: caller.map(str::to_string),
         };
         let replier = CanvasReplier {
             bridge: Arc::downgrade(self),
@@ -247,7 +248,7 @@ mod tests {
         let owner = Owner::answering(&bridge);
         let before = unix_millis();
         let value = bridge
-            .request(&owner, "p", "canvas_list", Map::new())
+            .request(&owner, ("p", None), "canvas_list", Map::new())
             .unwrap();
         assert_eq!(value, serde_json::json!({"op": "canvas_list"}));
         let sent = owner.sent.lock().unwrap();
@@ -257,7 +258,7 @@ mod tests {
         );
         assert_eq!(bridge.lock().pending.len(), 0);
         assert_eq!(
-            bridge.request(&owner, "other", "canvas_list", Map::new()),
+            bridge.request(&owner, ("other", None), "canvas_list", Map::new()),
             Err(CANVAS_CLOSED_ERROR.into())
         );
     }
@@ -307,7 +308,7 @@ mod tests {
         let owner = Owner::answering(&bridge);
         bridge.fail_all();
         let error = bridge
-            .request(&owner, "p", "canvas_list", Map::new())
+            .request(&owner, ("p", None), "canvas_list", Map::new())
             .unwrap_err();
         // Without the closed flag the owner would be sent it and answer (Ok).
         assert!(error.starts_with("App stopped during request "), "{error}");

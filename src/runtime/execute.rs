@@ -113,6 +113,10 @@ impl ServerCallbacks for Core {
         self.gate.summary_for(identity)
     }
 
+    fn isolation(&self, identity: &ToolIdentity) -> Option<Value> {
+        self.host.terminals.isolation(&identity.node_id)
+    }
+
     fn offers_generation(&self) -> u64 {
         self.gate.generation()
     }

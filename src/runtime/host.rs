@@ -132,6 +132,12 @@ pub trait Terminals: Send + Sync + 'static {
     fn command(&self, _node_id: &str, _id: Option<u64>) -> Option<CommandRecord> {
         None
     }
+    /// How the terminal of agent node `node_id` (the one it runs in, or none) is confined,
+    /// as `session_info`'s `isolation` says it: `{"mode", "boundary", "why"}`. The
+    /// default: nothing said.
+    fn isolation(&self, _node_id: &str) -> Option<Value> {
+        None
+    }
     /// What the terminal's foreground is doing now, as the host sees it from the
     /// kernel and the screen, with or without integration; `None`: it cannot tell.
     fn foreground(&self, _node_id: &str) -> Option<Foreground> {

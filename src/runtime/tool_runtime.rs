@@ -453,8 +453,10 @@ impl Core {
             return Err("The app is stopping; retry once it has restarted".into());
         }
         let owner = self.host.canvas.as_ref();
+        // The person acts with no node of their own.
+        let caller = Some(identity.node_id.as_str()).filter(|id| !id.is_empty());
         self.bridge
-            .request(owner, &identity.project_id, operation, args)
+            .request(owner, (&identity.project_id, caller), operation, args)
     }
 
     pub(super) fn guest(&self, node: &Value) -> Result<String, String> {

@@ -262,6 +262,11 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     fn policy_summary(&self, _identity: &ToolIdentity) -> Option<Value> {
         None
     }
+    /// How the agent's own terminal is confined (`session_info`'s `isolation`); the
+    /// default: nothing (no field).
+    fn isolation(&self, _identity: &ToolIdentity) -> Option<Value> {
+        None
+    }
     /// A number that changes whenever [`offers`](Self::offers) or
     /// [`policy_summary`](Self::policy_summary) may answer differently (cached
     /// `session_info` answers are made again); the default: 0.
@@ -454,6 +459,8 @@ struct SessionInfoSource {
     activity_dropped: u64,
     /// The app's [`ServerCallbacks::offers_generation`].
     offers_generation: u64,
+    /// The app's [`ServerCallbacks::isolation`].
+    isolation: Option<Value>,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -471,6 +478,8 @@ struct SessionInfo<'a> {
     guides_directory: PathBuf,
     host: &'static str,
     instance_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isolation: Option<&'a Value>,
     node_id: &'a str,
     operations: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -967,6 +976,7 @@ impl AgentToolServer {
             guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
             host: "local",
             instance_id: &self.instance_id,
+            isolation: source.isolation.as_ref(),
             node_id: &session.node_id,
             operations: offered.copied().collect(),
             policy: self.callbacks.policy_summary(&identity),
@@ -1004,6 +1014,7 @@ impl AgentToolServer {
             app_version: self.callbacks.app_version(),
             activity_dropped: self.activity_dropped(),
             offers_generation: self.callbacks.offers_generation(),
+            isolation: self.callbacks.isolation(&session.identity()),
         }
     }
 

@@ -62,7 +62,7 @@ use crate::host::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionS
 use crate::host::workspace::HostWorkspace;
 use crate::host::HostError;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
-use crate::runtime::{unix_millis, URL_NOT_ALLOWED};
+use crate::runtime::{unix_millis, LAUNCHER_NAME, URL_NOT_ALLOWED};
 use crate::runtime::{AgentToolRuntime, CanvasOwner, CanvasReplier, PtyRequest, Workspace as _};
 
 /// The sender id the owner answers with (there is one canvas view per project).
@@ -393,7 +393,11 @@ impl OwnerState {
                 }
                 (true, None, _) => {}
                 (false, None, false) => {
-                    match start_session(&self.terminals, &runtime, &project_id, &folder, &node) {
+                    // Who opened it is not kept: restarted, it is confined as an agent's
+                    // (the person opens an unconfined one from the view).
+                    let place = (project_id.as_str(), folder.as_path());
+                    match start_session(&self.terminals, &runtime, place, &node, StartedBy::Launch)
+                    {
                         Ok(()) => log.push(format!("started a fresh shell for {}", node.id)),
                         Err(error) => log.push(format!("could not start {}: {error}", node.id)),
                     }
@@ -476,7 +480,14 @@ impl OwnerState {
                 let node = canvas.node(&node_id).cloned();
                 let started = match (node, &runtime) {
                     (Some(node), Some(runtime)) => {
-                        start_session(&terminals, runtime, project_id, folder, &node)
+                        // The person's own terminals are theirs; anything an agent starts,
+                        // and every agent, is confined.
+                        let by = match (operation, request.caller.as_deref()) {
+                            ("agent_launch", _) => StartedBy::Launch,
+                            (_, Some(caller)) => StartedBy::Agent(caller),
+                            (_, None) => StartedBy::Person,
+                        };
+                        start_session(&terminals, runtime, (project_id, folder), &node, by)
                     }
                     _ => Err("The host is stopping".to_string()),
                 };
@@ -564,14 +575,29 @@ fn resume_session(runtime: &AgentToolRuntime, project_id: &str, node_id: &str) -
     })
 }
 
+/// Who a terminal is started for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StartedBy<'a> {
+    /// The person, from the view: their own terminal, not confined.
+    Person,
+    /// This agent's call (`terminal_open`): its hands, confined, with its own session.
+    Agent(&'a str),
+    /// An agent the node runs (`agent_launch`), or a shell restarted for a node whose
+    /// opener is not kept: confined.
+    Launch,
+}
+
 /// Starts `node`'s session in `folder`: its `data.command` (an agent) or a shell, with the
-/// environment the runtime's `prepare` gives it.
+/// environment the runtime's `prepare` gives it, confined unless the person opened it
+/// (see [`HostTerminals::confinement`]). A terminal an agent opens carries that agent's
+/// session (`TERMSPRAWL_SESSION_FILE`, `TERMSPRAWL_CTL`), so its `termsprawlctl` calls
+/// there are its own.
 fn start_session(
     terminals: &HostTerminals,
     runtime: &AgentToolRuntime,
-    project_id: &str,
-    folder: &Path,
+    (project_id, folder): (&str, &Path),
     node: &Node,
+    by: StartedBy<'_>,
 ) -> Result<(), String> {
     let request = PtyRequest {
         node_id: node.id.clone(),
@@ -579,10 +605,26 @@ fn start_session(
         command: node.data.command.clone().filter(|c| !c.trim().is_empty()),
         env: BTreeMap::new(),
     };
-    let prepared = runtime.prepare(request).map_err(|e| e.to_string())?;
+    let mut prepared = runtime.prepare(request).map_err(|e| e.to_string())?;
+    if let StartedBy::Agent(caller) = by {
+        let server = runtime.server();
+        if let Ok(file) = server.session_file(caller) {
+            let launcher = server.directory().join(LAUNCHER_NAME);
+            let text = |path: &Path| path.to_string_lossy().into_owned();
+            prepared
+                .env
+                .insert("TERMSPRAWL_SESSION_FILE".into(), text(&file));
+            prepared
+                .env
+                .insert("TERMSPRAWL_CTL".into(), text(&launcher));
+        }
+    }
     let command = prepared.command.as_deref();
     let size = node.size.terminal_grid();
-    terminals.start(&node.id, folder, &prepared.env, command, size)
+    let session_file = prepared.env.get("TERMSPRAWL_SESSION_FILE").map(Path::new);
+    let agent = by != StartedBy::Person;
+    let confinement = terminals.confinement(&node.id, folder, agent, session_file)?;
+    terminals.start(&node.id, folder, &prepared.env, command, size, &confinement)
 }
 
 /// Sizes `node`'s terminal, if it is one, to the node ([`Size::terminal_grid`]). A
@@ -680,6 +722,9 @@ fn session_json(backend: &str, state: &SessionState, shell_terminal: bool) -> Va
                 let shell = state.shell.as_ref().unwrap_or(&ShellStatus::NONE);
                 session["shell"] = shell.to_json();
             }
+            if let Some(isolation) = &state.isolation {
+                session["isolation"] = isolation.to_json();
+            }
             session
         }
     }
@@ -703,6 +748,7 @@ mod tests {
             expires_at,
             operation: operation.into(),
             args: args.as_object().cloned().unwrap_or_else(Map::new),
+            caller: None,
         }
     }
 
@@ -848,6 +894,7 @@ mod tests {
             last_output_at: 3_000,
         };
         let live = |shell: Option<ShellStatus>| SessionState {
+            isolation: None,
             live: true,
             warm: false,
             ended: None,

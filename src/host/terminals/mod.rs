@@ -59,6 +59,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::host::isolation::{self, Confinement, Isolation, Plan, Status};
 use crate::host::terminals::pty::{PtyTerminals, TerminalOptions, WindowSize, FALLBACK_SHELL};
 use crate::host::terminals::tmux::panes::TmuxPanes;
 use crate::host::terminals::tmux::{SessionInfo, TmuxError, TmuxServer};
@@ -142,6 +143,8 @@ pub struct SessionState {
     /// shell the host started (an agent's), or when nothing answers for it (a tmux pane
     /// without the pane filter).
     pub shell: Option<ShellStatus>,
+    /// How it is confined, while it runs.
+    pub isolation: Option<Status>,
 }
 
 /// A terminal whose program ended by itself: what its node keeps until it is closed.
@@ -276,6 +279,13 @@ pub struct HostTerminals {
     waker: OnceLock<Waker>,
     /// tmux panes with a waiting call, watched through their filters.
     pane_watcher: OnceLock<Arc<shell_socket::PaneWatcher>>,
+    /// How each terminal this host started is confined (see [`HostTerminals::isolation_status`]).
+    isolation: Mutex<HashMap<String, Status>>,
+    /// What agents' terminals are confined with: nothing until
+    /// [`HostTerminals::set_isolation`].
+    confiner: Mutex<Arc<Isolation>>,
+    /// The data directory, which confined terminals do not see.
+    data: PathBuf,
 }
 
 /// A terminal's screen as the canvas view shows it.
@@ -464,6 +474,9 @@ impl HostTerminals {
             person_keys: Mutex::default(),
             waker: OnceLock::new(),
             pane_watcher: OnceLock::new(),
+            isolation: Mutex::new(HashMap::new()),
+            confiner: Mutex::new(Arc::new(Isolation::off())),
+            data: data.to_path_buf(),
         })
     }
 
@@ -641,7 +654,8 @@ impl HostTerminals {
     }
 
     /// Starts node `node_id`'s session in `cwd` with `env` added, `size` large: `command`
-    /// through the user's shell (`$SHELL -c`), or the shell itself when `None`.
+    /// through the user's shell (`$SHELL -c`), or the shell itself when `None`; confined
+    /// as `confinement` says (its status is what listings show of it).
     pub fn start(
         &self,
         node_id: &str,
@@ -649,11 +663,36 @@ impl HostTerminals {
         env: &BTreeMap<String, String>,
         command: Option<&str>,
         size: WindowSize,
+        confinement: &Confinement,
     ) -> Result<(), String> {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let started = self.start_confined(node_id, cwd, &env, command, size, confinement);
+        if started.is_ok() {
+            lock(&self.isolation).insert(node_id.to_string(), confinement.status.clone());
+        }
+        started
+    }
+
+    fn start_confined(
+        &self,
+        node_id: &str,
+        cwd: &Path,
+        env: &[(String, String)],
+        command: Option<&str>,
+        size: WindowSize,
+        confinement: &Confinement,
+    ) -> Result<(), String> {
+        let env = env.to_vec();
         match &self.backend {
             Backend::Tmux(tmux) => {
-                let opened = tmux.open(node_id, cwd, &env, command, size.cols, size.rows);
+                let opened = tmux.open_confined(
+                    node_id,
+                    cwd,
+                    &env,
+                    command,
+                    (size.cols, size.rows),
+                    confinement.bwrap.as_ref(),
+                );
                 self.tmux_panes.forget(node_id);
                 if opened.is_ok() {
                     self.lock_opened().insert(node_id.to_string());
@@ -671,11 +710,28 @@ impl HostTerminals {
                     None => self.shell_injection(&env),
                     Some(_) => None,
                 };
+                let mut confinement = confinement.clone();
+                if let (Some((_, plan)), Some(injection)) = (&mut confinement.bwrap, &injection) {
+                    plan.writable.push(injection.dir().to_path_buf());
+                }
+                let confine = match confinement.prefix() {
+                    Some(words) => Some(
+                        words
+                            .into_iter()
+                            .map(|word| word.into_string())
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(|word| {
+                                format!("cannot confine it: the path {word:?} is not UTF-8")
+                            })?,
+                    ),
+                    None => None,
+                };
                 let options = TerminalOptions {
                     command: command.map(|c| vec![user_shell(), "-c".to_string(), c.to_string()]),
                     cwd: cwd.to_path_buf(),
                     env,
                     size,
+                    confine,
                 };
                 let on_exit = self.wake_sender().map(|sender| {
                     Box::new(move || {
@@ -750,6 +806,7 @@ impl HostTerminals {
     /// forgets its recorded end.
     pub fn close(&self, node_id: &str) -> Result<(), String> {
         lock(&self.ended).remove(node_id);
+        lock(&self.isolation).remove(node_id);
         lock(&self.commands_seen).remove(node_id);
         match &self.backend {
             Backend::Tmux(tmux) => {
@@ -784,6 +841,53 @@ impl HostTerminals {
         // The screen changed with no output through a pane filter: the view looks again.
         self.forget_listing();
         resized
+    }
+
+    /// Confines agents' terminals started from now on with `isolation`.
+    pub fn set_isolation(&self, isolation: Isolation) {
+        *lock(&self.confiner) = Arc::new(isolation);
+    }
+
+    /// What agents' terminals are confined with.
+    pub fn isolation_setup(&self) -> Arc<Isolation> {
+        lock(&self.confiner).clone()
+    }
+
+    /// How node `node_id`'s terminal, started in `project`, is to be confined: an agent's
+    /// (`agent`: launched, or opened by an agent's call) by the host's isolation, with
+    /// `session_file` (its own, if it has one) and its launch folder shown; one the
+    /// person opens is not confined. `Err` under `--isolation required` without a
+    /// mechanism.
+    pub fn confinement(
+        &self,
+        node_id: &str,
+        project: &Path,
+        agent: bool,
+        session_file: Option<&Path>,
+    ) -> Result<Confinement, String> {
+        if !agent {
+            return Ok(Confinement::none(
+                "opened by the person: not confined (the person's own terminal)",
+            ));
+        }
+        let launch = self.data.join("agent-tools").join("launch").join(node_id);
+        let plan = Plan::for_agent(&self.data, project, session_file, Some(&launch));
+        self.isolation_setup().for_agent(plan)
+    }
+
+    /// How node `node_id`'s terminal is confined: as it was started by this host, else (a
+    /// tmux session from before) as the kernel shows its processes.
+    pub fn isolation_status(&self, node_id: &str) -> Option<Status> {
+        if let Some(status) = lock(&self.isolation).get(node_id) {
+            return Some(status.clone());
+        }
+        match &self.backend {
+            Backend::Tmux(tmux) => {
+                let session = tmux.session(node_id).ok().flatten()?;
+                Some(isolation::of_process_tree(session.pane_pid as libc::pid_t))
+            }
+            Backend::Pty(_) => None,
+        }
     }
 
     /// Whether node `node_id` has a session (running or not yet reaped).
@@ -831,11 +935,18 @@ impl HostTerminals {
                 // died a moment ago is `live: false` until recorded.
                 let ended = recorded.get(&s.name).map(|e| (e.end, e.ended_at));
                 let live = !s.pane_dead && ended.is_none();
+                let isolation = live.then(|| {
+                    lock(&self.isolation)
+                        .get(&s.name)
+                        .cloned()
+                        .unwrap_or_else(|| isolation::of_process_tree(s.pane_pid as libc::pid_t))
+                });
                 let state = SessionState {
                     live,
                     warm,
                     ended,
                     shell: shells.remove(&s.name).filter(|_| live),
+                    isolation,
                 };
                 (s.name, state)
             })
@@ -960,11 +1071,13 @@ impl HostTerminals {
                         if !live && ended.is_none() {
                             self.wake_watcher();
                         }
+                        let isolation = live.then(|| self.isolation_status(&id)).flatten();
                         let state = SessionState {
                             live,
                             warm: false,
                             ended: ended.filter(|_| !live),
                             shell: terminal.shell_status().filter(|_| live),
+                            isolation,
                         };
                         Some((id, state))
                     })
@@ -1204,6 +1317,13 @@ impl HostTerminals {
 }
 
 impl Terminals for HostTerminals {
+    fn isolation(&self, node_id: &str) -> Option<Value> {
+        let status = self.isolation_status(node_id).unwrap_or_else(|| {
+            Status::none("not started by serve (serve --agent, or run elsewhere): not confined")
+        });
+        Some(status.to_json())
+    }
+
     fn person_typing(&self, node_id: &str) -> bool {
         lock(&self.person_keys)
             .get(node_id)
@@ -1430,6 +1550,7 @@ fn add_recorded(
             warm: false,
             ended: Some((ended.end, ended.ended_at)),
             shell: None,
+            isolation: None,
         });
     }
 }
@@ -1591,6 +1712,7 @@ mod tests {
                 &BTreeMap::new(),
                 Some("sleep 5"),
                 WindowSize::default(),
+                &Confinement::none("test"),
             )
             .unwrap();
         assert!(terminals.is_warm("n1") && terminals.has_live_session("n1"));
@@ -1601,6 +1723,7 @@ mod tests {
                 warm: false,
                 ended: None,
                 shell: None,
+                isolation: Some(Status::none("test")),
             })
         );
         assert_eq!(terminals.adopt(&|_| false).unwrap(), Vec::<String>::new());
@@ -1674,6 +1797,7 @@ mod tests {
                 &env,
                 Some("echo bye; exit 7"),
                 WindowSize::default(),
+                &Confinement::none("test"),
             )
             .unwrap();
         terminals
@@ -1683,6 +1807,7 @@ mod tests {
                 &env,
                 Some("sleep 30"),
                 WindowSize::default(),
+                &Confinement::none("test"),
             )
             .unwrap();
         let (id, report) = reports.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -1730,10 +1855,18 @@ mod tests {
                 &env,
                 Some("sleep 30"),
                 WindowSize::default(),
+                &Confinement::none("test"),
             )
             .unwrap();
         terminals
-            .start("shell", &home, &env, None, WindowSize::default())
+            .start(
+                "shell",
+                &home,
+                &env,
+                None,
+                WindowSize::default(),
+                &Confinement::none("test"),
+            )
             .unwrap();
         assert_eq!(terminals.integration("agent"), ShellIntegration::None);
         assert_eq!(terminals.foreground("agent"), Some(Foreground::Shell));
@@ -1807,6 +1940,7 @@ mod tests {
                 &BTreeMap::new(),
                 Some("sleep 30"),
                 WindowSize::default(),
+                &Confinement::none("test"),
             )
             .unwrap();
         // Seen at once although the empty listing above is younger than LISTING_TTL.

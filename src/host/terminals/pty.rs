@@ -15,7 +15,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::base::unix_millis;
+use crate::host::isolation::bwrap;
 use crate::host::terminals::procfs;
 use crate::host::terminals::screen::Screen;
 use crate::host::terminals::shell::inject::Injection;
@@ -58,6 +59,8 @@ const POLL_STEP: Duration = Duration::from_millis(10);
 const REAP_AFTER_EOF: Duration = Duration::from_secs(2);
 const KILL_WAIT: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 64 * 1024;
+/// How long a confining `bwrap` may take to start its program.
+const CONFINED_START_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Errors of the terminal backend. Each message says what to do next.
 #[derive(Debug)]
@@ -134,6 +137,9 @@ pub struct TerminalOptions {
     pub env: Vec<(String, String)>,
     /// The window size.
     pub size: WindowSize,
+    /// A confining program and its arguments, ending with `--`, to run the program under
+    /// (bubblewrap, [`crate::host::isolation::bwrap::command`]).
+    pub confine: Option<Vec<String>>,
 }
 
 impl TerminalOptions {
@@ -144,6 +150,7 @@ impl TerminalOptions {
             cwd: cwd.into(),
             env: Vec::new(),
             size: WindowSize::default(),
+            confine: None,
         }
     }
 }
@@ -219,7 +226,11 @@ pub type OnExit = Box<dyn FnOnce() + Send>;
 
 /// State shared by a terminal and its reader thread.
 struct Shared {
+    /// The child: the program, or the confining `bwrap` that runs it.
     pid: libc::pid_t,
+    /// The program (the shell whose kernel state integration asks about): `pid`, or the
+    /// one child of a confining `bwrap`.
+    program_pid: libc::pid_t,
     output: Mutex<Output>,
     printed: AtomicBool,
     /// Once `Reaped`, the child's pid is never waited for or signalled again.
@@ -273,7 +284,7 @@ impl Shared {
         let plain = match output.shell.as_mut() {
             Some(shell) => {
                 let mut probe = kernel::KernelProbe {
-                    shell: self.pid,
+                    shell: self.program_pid,
                     master: master.as_fd(),
                 };
                 shell.feed(chunk, now, &mut probe)
@@ -318,7 +329,7 @@ impl Shared {
         let Some(shell) = output.shell.as_mut().filter(|s| s.end_unconfirmed()) else {
             return;
         };
-        if kernel::shell_waiting(self.pid, master.as_fd()) {
+        if kernel::shell_waiting(self.program_pid, master.as_fd()) {
             shell.confirm_end();
         }
     }
@@ -409,10 +420,13 @@ impl Terminal {
             options.env.extend(injection.env.iter().cloned());
         }
         let options = &options;
-        let argv = match &options.command {
+        let mut argv = match &options.command {
             Some(argv) => argv.clone(),
             None => vec![default_shell()],
         };
+        if let Some(confine) = &options.confine {
+            argv.splice(0..0, confine.iter().cloned());
+        }
         let Some(program_name) = argv.first() else {
             return Err(TerminalError::InvalidCommand("it is empty".to_string()));
         };
@@ -455,9 +469,14 @@ impl Terminal {
             })?;
         // Only the child holds the slave now, so the master sees EOF when it is done.
         drop(pair.slave);
+        let program_pid = match options.confine {
+            None => pid,
+            Some(_) => confined_program(pid, &pair.master)?,
+        };
 
         let shared = Arc::new(Shared {
             pid,
+            program_pid,
             output: Mutex::new(Output {
                 scrollback: Scrollback::new(SCROLLBACK_BYTES),
                 screen: Screen::new(options.size.cols, options.size.rows),
@@ -482,8 +501,9 @@ impl Terminal {
             reader: Mutex::new(None),
             writing: Mutex::new(()),
             started: Instant::now(),
-            // `spawn` returned once the child exec'd: this is the program's own.
-            program: procfs::executable(pid),
+            // `spawn` returned once the child exec'd (and a confined one was found once
+            // it had): this is the program's own.
+            program: procfs::executable(program_pid),
             _injection: injection,
             typed_at_reads: Mutex::new(None),
             listed: Mutex::new(None),
@@ -632,7 +652,8 @@ impl Terminal {
         let Some(started) = &self.program else {
             return false;
         };
-        self.live() && procfs::executable(self.shared.pid).is_some_and(|now| &now != started)
+        self.live()
+            && procfs::executable(self.shared.program_pid).is_some_and(|now| &now != started)
     }
 
     /// The host typed `line` and is pressing Enter: for a POSIX `sh` at its prompt, which
@@ -645,7 +666,7 @@ impl Terminal {
             .as_mut()
             .is_some_and(|shell| shell.start_typed(line, unix_millis()));
         *lock(&self.typed_at_reads) = started
-            .then(|| procfs::read_calls(self.shared.pid))
+            .then(|| procfs::read_calls(self.shared.program_pid))
             .flatten();
         started
     }
@@ -728,7 +749,7 @@ impl Terminal {
         }
         let typed_at_reads = *lock(&self.typed_at_reads);
         kernel::foreground(
-            self.shared.pid,
+            self.shared.program_pid,
             self.master.as_fd(),
             command_running,
             self.program_replaced(),
@@ -888,6 +909,35 @@ fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
 }
 
 /// Writes all of `bytes` to the non-blocking master, waiting for room until `deadline`.
+/// The program a confining `bwrap` (the child `pid`) runs, once it runs; else `bwrap` is
+/// ended and what it printed on the terminal (`master`) is the error.
+fn confined_program(pid: libc::pid_t, master: &OwnedFd) -> Result<libc::pid_t, TerminalError> {
+    if let Some(program) = bwrap::confined_program(pid, CONFINED_START_TIMEOUT) {
+        return Ok(program);
+    }
+    let _ = send_signal(pid, libc::SIGKILL);
+    let _ = wait_child(pid, true);
+    let mut said = vec![0; 2048];
+    let mut ready = [libc::pollfd {
+        fd: master.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let n = match poll(&mut ready, 100) {
+        Ok(1) => master
+            .try_clone()
+            .map(File::from)
+            .and_then(|mut file| file.read(&mut said))
+            .unwrap_or(0),
+        _ => 0,
+    };
+    let said = String::from_utf8_lossy(&said[..n]).trim().to_string();
+    Err(TerminalError::Spawn(
+        format!("bubblewrap did not start the program: {said}"),
+        io::Error::other("no confined program"),
+    ))
+}
+
 fn write_all_before(
     master: &File,
     mut bytes: &[u8],

@@ -7,7 +7,13 @@
 //! termsprawl-tools pane --integrate SOCKET     # the same with shell integration
 //! termsprawl-tools pane -c COMMAND             # $SHELL -c COMMAND
 //! termsprawl-tools pane -- PROGRAM [ARG...]    # PROGRAM, looked up on PATH
+//! termsprawl-tools pane --confine BWRAP [--hide P | --show P | --show-writable P | --read-only P]... ANY OF THE ABOVE
 //! ```
+//!
+//! With `--confine`, the program runs under that bubblewrap with that plan
+//! ([`crate::host::isolation`]), and the filter (which holds the integration's nonce and
+//! socket) stays outside it, and shows the shell's start-up folder writable inside; a login shell is then started with `-l`, as bubblewrap
+//! cannot set an `argv[0]` of `-NAME`.
 //!
 //! It starts the program on an inner PTY (its own session, the PTY as controlling
 //! terminal, the pane's line settings and size, the same environment and folder), puts
@@ -45,6 +51,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::host::isolation::Plan;
 use crate::host::terminals::pane_filter::queries::QueryFilter;
 use crate::host::terminals::shell::inject::{self, Injection, Start};
 use crate::runtime::agents::resolve_executable;
@@ -56,6 +63,8 @@ use shell_socket::{PaneShell, PaneSocket};
 /// The subcommand of the host binary that runs the pane filter.
 pub const PANE_SUBCOMMAND: &str = "pane";
 
+/// How long a confining `bwrap` may take to start the program.
+const CONFINED_START_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most bytes moved per read.
 const BLOCK: usize = 64 * 1024;
 /// How long an unfinished escape sequence is held back when no more output comes.
@@ -67,7 +76,7 @@ const QUIET: Duration = Duration::from_millis(50);
 const LAST_OUTPUT_LIMIT: Duration = Duration::from_millis(500);
 
 const USAGE: &str =
-    "usage: termsprawl-tools pane [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
+    "usage: termsprawl-tools pane [--confine BWRAP [--hide P|--show P|--show-writable P|--read-only P]...] [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
 
 /// What the pane runs.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,6 +86,29 @@ enum Program {
     IntegratedShell(PathBuf),
     ShellCommand(String),
     Argv(Vec<String>),
+}
+
+/// A confining bubblewrap and its plan.
+type Confine = (PathBuf, Plan);
+
+/// The confinement at the front of `args` (`--confine BWRAP` and the plan's flags), if
+/// any, and the rest.
+fn parse_confinement(mut args: &[String]) -> Option<(Option<Confine>, &[String])> {
+    let [flag, bwrap, rest @ ..] = args else {
+        return Some((None, args));
+    };
+    if flag != "--confine" {
+        return Some((None, args));
+    }
+    let mut plan = Plan::default();
+    args = rest;
+    while let [flag, path, rest @ ..] = args {
+        if !plan.take_arg(flag, PathBuf::from(path)) {
+            break;
+        }
+        args = rest;
+    }
+    (!bwrap.is_empty()).then(|| (Some((PathBuf::from(bwrap), plan)), args))
 }
 
 fn parse(args: &[String]) -> Option<Program> {
@@ -97,11 +129,15 @@ fn parse(args: &[String]) -> Option<Program> {
 /// by a signal ends this process by the same signal, so then this does not return).
 /// Exit 2 on a usage error, 127 when the program cannot be started, 1 on another failure.
 pub fn main(args: &[String]) -> ExitCode {
+    let Some((confine, args)) = parse_confinement(args) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
     let Some(program) = parse(args) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    match run(&program) {
+    match run(&program, confine.as_ref()) {
         Ok(status) if libc::WIFSIGNALED(status) => {
             pty::end_by_signal(libc::WTERMSIG(status));
             ExitCode::from(128 + libc::WTERMSIG(status) as u8)
@@ -166,8 +202,35 @@ fn command(program: &Program) -> Result<(CString, Vec<CString>), Failure> {
     Ok((path, argv))
 }
 
-/// Starts the program and relays until it ends; returns its raw wait status.
-fn run(program: &Program) -> Result<libc::c_int, Failure> {
+/// `path` and `argv` run under `bwrap` with `plan`: `bwrap`'s own path and argv. A login
+/// shell's `-NAME` becomes `PATH -l`.
+fn confined(
+    (bwrap, plan): &Confine,
+    path: &CString,
+    argv: &[CString],
+) -> Result<(CString, Vec<CString>), Failure> {
+    use std::os::unix::ffi::OsStrExt;
+    let os = |c: &CString| std::ffi::OsStr::from_bytes(c.as_bytes()).to_os_string();
+    let mut program: Vec<std::ffi::OsString> = vec![os(path)];
+    let login = argv
+        .first()
+        .is_some_and(|arg0| arg0.as_bytes().starts_with(b"-"));
+    if login {
+        program.push("-l".into());
+    }
+    program.extend(argv.iter().skip(1).map(os));
+    let words = crate::host::isolation::bwrap::command(bwrap, plan, &program);
+    let nul = |_| Failure::Start("an argument contains a NUL byte".to_string());
+    let words: Vec<CString> = words
+        .into_iter()
+        .map(|word| CString::new(word.into_vec()).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    Ok((words[0].clone(), words))
+}
+
+/// Starts the program (under `confine` when given) and relays until it ends; returns its
+/// raw wait status.
+fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Failure> {
     let stdin = io::stdin();
     let pane = stdin.as_fd();
     let settings = pty::terminal_settings(pane).map_err(|e| {
@@ -196,6 +259,15 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
             env.push((name.clone().into_bytes(), value.clone().into_bytes()));
         }
     }
+    let (path, argv) = match confine {
+        Some((bwrap, plan)) => {
+            let mut plan = plan.clone();
+            plan.writable
+                .extend(injection.as_ref().map(|i| i.dir().to_path_buf()));
+            confined(&(bwrap.clone(), plan), &path, &argv)?
+        }
+        None => (path, argv),
+    };
     let envp: Vec<CString> = env
         .into_iter()
         .filter_map(|(mut entry, value)| {
@@ -222,6 +294,13 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
         }
     })?;
     drop(pair.slave);
+    // The shell whose kernel state integration asks about: the program itself, or the one
+    // child of a confining `bwrap`.
+    let program_pid = match confine {
+        None => pid,
+        Some(_) => crate::host::isolation::bwrap::confined_program(pid, CONFINED_START_TIMEOUT)
+            .ok_or_else(|| Failure::Start("bubblewrap did not start the program".into()))?,
+    };
     let copy = |fd: BorrowedFd<'_>, what: &str| {
         fd.try_clone_to_owned().map(File::from).map_err(other(what))
     };
@@ -229,7 +308,12 @@ fn run(program: &Program) -> Result<libc::c_int, Failure> {
     // Removed when this returns: the socket, then the start-up files.
     let (shell, _socket, _injection) = match (program, injection) {
         (Program::IntegratedShell(socket), Some(injection)) => {
-            let shell = PaneShell::new(injection.kind, &injection.nonce, pid, master.clone());
+            let shell = PaneShell::new(
+                injection.kind,
+                &injection.nonce,
+                program_pid,
+                master.clone(),
+            );
             let shell = Arc::new(shell);
             match shell_socket::serve_pane(socket, Arc::clone(&shell)) {
                 Ok(listening) => (Some(shell), Some(listening), Some(injection)),

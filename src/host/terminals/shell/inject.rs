@@ -64,6 +64,14 @@ pub struct Injection {
     dir: PathBuf,
 }
 
+impl Injection {
+    /// The folder of its start-up files and nonce file (the shell deletes the nonce file
+    /// there, so a confined shell gets it writable).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 impl Drop for Injection {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -31,6 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::base::files::{holds_private_file, private_dir, regenerated_write};
+use crate::host::isolation::Plan;
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
@@ -309,6 +310,22 @@ impl TmuxServer {
         cols: u16,
         rows: u16,
     ) -> Result<(), TmuxError> {
+        self.open_confined(node, cwd, env, command, (cols, rows), None)
+    }
+
+    /// [`TmuxServer::open`] with the pane's program confined by `confine` (bubblewrap and
+    /// its plan, [`crate::host::isolation`]): under the pane filter, the filter (which
+    /// holds the nonce and the integration's socket) stays outside and starts the program
+    /// under `bwrap`; without it, tmux starts `bwrap` with the program.
+    pub fn open_confined(
+        &self,
+        node: &str,
+        cwd: &Path,
+        env: &[(String, String)],
+        command: Option<&str>,
+        (cols, rows): (u16, u16),
+        confine: Option<&(PathBuf, Plan)>,
+    ) -> Result<(), TmuxError> {
         check_node(node)?;
         if cols == 0 || rows == 0 {
             return Err(TmuxError::InvalidArgument(format!(
@@ -354,6 +371,7 @@ impl TmuxServer {
             self.pane_filter.as_deref(),
             command,
             integrate.as_deref(),
+            confine,
         ));
         // Then the same size again with `resize-window`, which makes the window's size
         // manual: an external window attached later shows the node's size instead of
@@ -1012,22 +1030,37 @@ fn pane_command(
     filter: Option<&Path>,
     command: Option<&str>,
     integrate: Option<&Path>,
+    confine: Option<&(PathBuf, Plan)>,
 ) -> Vec<OsString> {
-    let mut args: Vec<OsString> = match filter {
-        Some(filter) => vec![
-            filter.into(),
-            crate::host::terminals::pane_filter::PANE_SUBCOMMAND.into(),
-        ],
-        None => Vec::new(),
+    let Some(filter) = filter else {
+        // tmux runs the program itself: `bwrap … -- $SHELL -l` or `bwrap … -- $SHELL -c …`.
+        let Some((bwrap, plan)) = confine else {
+            return command.map(OsString::from).into_iter().collect();
+        };
+        let shell = std::env::var_os("SHELL")
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "/bin/sh".into());
+        let argv: Vec<OsString> = match command {
+            Some(command) => vec![shell, "-c".into(), command.into()],
+            None => vec![shell, "-l".into()],
+        };
+        return crate::host::isolation::bwrap::command(bwrap, plan, &argv);
     };
-    if let (Some(_), None, Some(socket)) = (filter, command, integrate) {
+    let mut args: Vec<OsString> = vec![
+        filter.into(),
+        crate::host::terminals::pane_filter::PANE_SUBCOMMAND.into(),
+    ];
+    if let Some((bwrap, plan)) = confine {
+        args.push("--confine".into());
+        args.push(bwrap.into());
+        args.extend(plan.to_args());
+    }
+    if let (None, Some(socket)) = (command, integrate) {
         args.push("--integrate".into());
         args.push(socket.into());
     }
     if let Some(command) = command {
-        if filter.is_some() {
-            args.push("-c".into());
-        }
+        args.push("-c".into());
         args.push(command.into());
     }
     args

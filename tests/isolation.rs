@@ -1,0 +1,356 @@
+//! Agents cannot act as the person or as each other: from inside a terminal agent `me`
+//! opened (confined by bubblewrap), on both backends, each attack of the person's state,
+//! another agent's token and `serve` itself fails and changes nothing, while what a coding
+//! agent needs (its own calls, git, `/tmp`) works; the same person's command from the
+//! test (the person's own shell) works. `--isolation required` without bubblewrap refuses
+//! with its reason, `off` starts terminals unconfined and says so. Skipped, with a notice,
+//! where bubblewrap cannot confine (CI installs it).
+#![cfg(feature = "host")] // drives `serve`
+#![deny(unsafe_code)]
+
+mod serve_harness;
+mod sys;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use serve_harness::*;
+
+const TOOLS: &str = env!("CARGO_BIN_EXE_termsprawl-tools");
+
+/// Whether `bwrap` confines here (else the test is skipped, with a notice).
+fn bwrap_works() -> bool {
+    let works = Command::new("bwrap")
+        .args([
+            "--dev-bind",
+            "/",
+            "/",
+            "--unshare-pid",
+            "--proc",
+            "/proc",
+            "true",
+        ])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !works {
+        eprintln!("NOTICE: bubblewrap cannot confine here: skipping the isolation checks");
+    }
+    works
+}
+
+/// `line` typed into `term` and waited for: (exit code, output).
+fn run(serve: &Serve, dirs: &Dirs, term: &str, line: &str) -> (Option<i64>, String) {
+    let answer = submit_and_wait(serve, dirs, term, line, json!({}));
+    assert_eq!(answer["state"], "exited", "{line}: {answer}");
+    let output = answer["output"].as_str().unwrap_or_default().to_string();
+    (answer["exitCode"].as_i64(), output)
+}
+
+/// `line` fails inside: a non-zero status, and `said` in its output.
+fn fails(serve: &Serve, dirs: &Dirs, term: &str, line: &str, said: &str) {
+    let (code, output) = run(serve, dirs, term, line);
+    assert_ne!(code, Some(0), "{line} worked inside: {output}");
+    assert!(
+        output.contains(said),
+        "{line}: {output:?} does not say {said:?}"
+    );
+}
+
+/// A shell terminal agent `node` opens, at its prompt with integration.
+fn open_terminal(serve: &Serve, dirs: &Dirs, node: &str) -> String {
+    let term = serve.ok(dirs, node, "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    if node == "me" {
+        poll("the shell's first prompt", Duration::from_secs(15), || {
+            let answer = submit_and_wait(serve, dirs, &term, "true", json!({}));
+            (answer["integration"] != "none").then_some(())
+        });
+    }
+    term
+}
+
+fn person(dirs: &Dirs, words: &[&str]) -> std::process::Output {
+    Command::new(TOOLS)
+        .args(words)
+        .arg("--data")
+        .arg(&dirs.data)
+        .env_remove("TERMSPRAWL_CONFINED")
+        .output()
+        .unwrap()
+}
+
+fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
+    let dirs = Dirs::new(&format!("iso-{backend}"));
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&dirs.project)
+            .status();
+        assert!(status.unwrap().success(), "git {args:?}");
+    };
+    git(&["init", "-q", "."]);
+    let serve = Serve::start(
+        &dirs,
+        &[
+            "--agent",
+            "me",
+            "--agent",
+            "b",
+            "--terminals",
+            backend,
+            "--policy",
+            "careful",
+        ],
+    );
+    assert_eq!(
+        serve.ready["isolation"]["mode"], "namespaces",
+        "{}",
+        serve.ready
+    );
+    let term = open_terminal(&serve, &dirs, "me");
+    let b_term = open_terminal(&serve, &dirs, "b");
+    let tools = dirs.agent_tools();
+    let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
+    assert_eq!(
+        (&isolation["mode"], &isolation["boundary"]),
+        (&json!("namespaces"), &json!(true)),
+        "{listed}"
+    );
+
+    // Another agent's token; the tmux socket; serve's processes.
+    let b_file = tools.join("sessions/b.json");
+    fails(
+        &serve,
+        &dirs,
+        &term,
+        &format!("cat {}", b_file.display()),
+        "No such file",
+    );
+    let socket = tools.join("tmux/socket");
+    let send = format!(
+        "tmux -S {} send-keys -t {b_term} 'echo pwned' Enter",
+        socket.display()
+    );
+    fails(&serve, &dirs, &term, &send, "");
+    let pid = serve.pid();
+    fails(
+        &serve,
+        &dirs,
+        &term,
+        &format!("kill -STOP {pid}"),
+        "No such process",
+    );
+    let environ = format!("cat /proc/{pid}/environ");
+    fails(&serve, &dirs, &term, &environ, "No such file");
+    serve.ok(&dirs, "b", "canvas_list", json!({})); // serve was not stopped
+
+    // A call `me` asked for, held for the person: `me` cannot answer it itself.
+    let asker = {
+        let token = token(&dirs, "me");
+        let port = serve.port;
+        let args = json!({"nodeId": b_term, "text": "echo from-me\r"});
+        std::thread::spawn(move || {
+            post(
+                port,
+                &token,
+                &json!({"operation": "terminal_input", "args": args}),
+            )
+        })
+    };
+    let id = poll("the held call", Duration::from_secs(10), || {
+        let out = person(&dirs, &["approvals", "list", "--json"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text.lines().next()?;
+        let call: Value = serde_json::from_str(line).ok()?;
+        call["id"].as_str().map(str::to_string)
+    });
+    let data = dirs.data.display();
+    let ctl = format!("{TOOLS} approvals allow {id} --data {data}");
+    fails(&serve, &dirs, &term, &ctl, "confined terminal");
+    fails(
+        &serve,
+        &dirs,
+        &term,
+        &format!("env -u TERMSPRAWL_CONFINED {ctl}"),
+        "",
+    );
+    let policy = format!(
+        "env -u TERMSPRAWL_CONFINED {TOOLS} policy set terminals-others allow --data {data}"
+    );
+    fails(&serve, &dirs, &term, &policy, "");
+    let control = format!("env -u TERMSPRAWL_CONFINED {TOOLS} browser-control on --data {data}");
+    fails(&serve, &dirs, &term, &control, "");
+    let link = format!("env -u TERMSPRAWL_CONFINED {TOOLS} link me b --messages");
+    fails(&serve, &dirs, &term, &link, "");
+    let hand_made = "mkdir -p .termsprawl/links && echo '{}' > .termsprawl/links/me--b.json";
+    fails(&serve, &dirs, &term, hand_made, "Read-only file system");
+    let still = person(&dirs, &["approvals", "list", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&still.stdout).contains(&id),
+        "the held call is still waiting"
+    );
+    assert!(!asker.is_finished(), "the held call was answered");
+    assert!(!tools.join("browser-control.json").exists());
+    assert!(!dirs.project.join(".termsprawl/links/me--b.json").exists());
+
+    // The person, from their own shell, answers it: it runs once.
+    let allowed = person(&dirs, &["approvals", "allow", &id]);
+    assert!(allowed.status.success(), "{allowed:?}");
+    let (status, answer) = asker.join().unwrap();
+    assert_eq!((status, &answer["ok"]), (200, &json!(true)), "{answer}");
+
+    // What a coding agent needs works: its own calls, git, /tmp.
+    let (code, info) = run(&serve, &dirs, &term, "$TERMSPRAWL_CTL call session_info");
+    assert_eq!(code, Some(0), "{info}");
+    // `me` itself runs outside serve (`--agent`): its own status says so.
+    assert!(
+        info.contains("\"nodeId\": \"me\"") && info.contains("serve --agent"),
+        "{info}"
+    );
+    let commit =
+        "git -c user.email=a@b -c user.name=a commit -q --allow-empty -m inside && echo ok";
+    assert_eq!(
+        run(&serve, &dirs, &term, commit),
+        (Some(0), "ok\n".to_string())
+    );
+    let tmp = format!("echo hi > /tmp/iso-{backend}-{pid} && cat /tmp/iso-{backend}-{pid}");
+    assert_eq!(
+        run(&serve, &dirs, &term, &tmp),
+        (Some(0), "hi\n".to_string())
+    );
+    serve.stop();
+}
+
+#[test]
+fn inside_a_confined_pty_terminal_the_person_and_other_agents_are_out_of_reach() {
+    if bwrap_works() {
+        attacks_fail_inside_and_the_person_still_acts("pty");
+    }
+}
+
+#[test]
+fn inside_a_confined_tmux_terminal_the_person_and_other_agents_are_out_of_reach() {
+    if !tmux_installed() {
+        eprintln!("NOTICE: tmux is not installed: skipping");
+        return;
+    }
+    if bwrap_works() {
+        attacks_fail_inside_and_the_person_still_acts("tmux");
+    }
+}
+
+#[test]
+fn required_refuses_without_bubblewrap_and_off_says_it_confines_nothing() {
+    let dirs = Dirs::new("iso-required");
+    // No bubblewrap on this PATH.
+    let env = [("PATH", "/nonexistent")];
+    let args = [
+        "--agent",
+        "me",
+        "--terminals",
+        "pty",
+        "--isolation",
+        "required",
+    ];
+    let serve = Serve::start_with_env(&dirs, &args, &env);
+    assert_eq!(serve.ready["isolation"]["mode"], "none", "{}", serve.ready);
+    let refused = serve.err(&dirs, "me", "terminal_open", json!({}));
+    assert!(
+        refused.contains("--isolation required") && refused.contains("apt-get install bubblewrap"),
+        "{refused}"
+    );
+    assert!(
+        serve.stderr().contains("NOT confined"),
+        "{}",
+        serve.stderr()
+    );
+    serve.stop();
+
+    let dirs = Dirs::new("iso-off");
+    let serve = Serve::start(
+        &dirs,
+        &["--agent", "me", "--terminals", "pty", "--isolation", "off"],
+    );
+    assert_eq!(
+        serve.ready["isolation"]["setting"], "off",
+        "{}",
+        serve.ready
+    );
+    let term = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
+    assert_eq!(isolation["mode"], "none", "{listed}");
+    assert!(
+        isolation["why"]
+            .as_str()
+            .unwrap()
+            .contains("--isolation off"),
+        "{listed}"
+    );
+    assert!(
+        serve.stderr().contains("NOT confined"),
+        "{}",
+        serve.stderr()
+    );
+    // An agent started outside serve says it is not confined.
+    let info = serve.ok(&dirs, "me", "session_info", json!({}));
+    assert_eq!(info["isolation"]["mode"], "none", "{info}");
+    serve.stop();
+}
+
+/// An agent `agent_launch` starts runs confined: its own calls work and say so
+/// (`session_info`'s `isolation`), its launch folder and session file are there, the
+/// rest of the data folder (the launching agent's token) is not.
+#[test]
+fn a_launched_agent_runs_confined_and_its_own_calls_say_so() {
+    if !bwrap_works() {
+        return;
+    }
+    let dirs = Dirs::new("iso-launch");
+    let agent = dirs.root.join("fake-agent");
+    let me_file = dirs.agent_tools().join("sessions/me.json");
+    script(
+        &agent,
+        &format!(
+            "#!/bin/sh\ncase \"$1\" in --help) echo 'usage: fake-agent'; exit 0;; --version) echo 'fake-agent 1.2.3'; exit 0;; esac\n\
+             \"$TERMSPRAWL_CTL\" call session_info | tr -d ' \\n'; echo\n\
+             ls \"$(dirname \"$TERMSPRAWL_SYSTEM_PROMPT_FILE\")\" | tr '\\n' ' '; echo\n\
+             cat {} || echo no-token-of-me\nexec sleep 60\n",
+            me_file.display()
+        ),
+    );
+    std::fs::create_dir_all(dirs.agent_tools()).unwrap();
+    std::fs::write(
+        dirs.agent_tools().join("preferences.json"),
+        json!({"custom": {"executable": agent}}).to_string(),
+    )
+    .unwrap();
+    let serve = Serve::start(&dirs, &["--terminals", "pty", "--agent", "me"]);
+    let launched = serve.ok(&dirs, "me", "agent_launch", json!({"agent": "custom"}));
+    let helper = launched["nodeId"].as_str().unwrap().to_string();
+    let output = poll("the agent's checks", Duration::from_secs(10), || {
+        let read = serve.ok(&dirs, "me", "terminal_read", json!({"nodeId": helper}));
+        let output = read["output"].as_str().unwrap().to_string();
+        output.contains("no-token-of-me").then_some(output)
+    });
+    assert!(
+        output.contains(&format!("\"nodeId\":\"{helper}\""))
+            && output.contains("\"mode\":\"namespaces\""),
+        "{output}"
+    );
+    assert!(output.contains("termsprawl-system.md"), "{output}");
+    let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    assert_eq!(
+        node(&listed, &helper).unwrap()["session"]["isolation"]["mode"],
+        "namespaces",
+        "{listed}"
+    );
+    serve.stop();
+}
