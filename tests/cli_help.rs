@@ -199,6 +199,7 @@ const ACCEPTED: &[(&str, &[Probe])] = &[
             ("--no-activity", &["serve", "--no-activity"]),
             ("--no-query-filter", &["serve", "--no-query-filter"]),
             ("--policy", &["serve", "--policy", "careful"]),
+            ("--isolation", &["serve", "--isolation", "off"]),
         ],
     ),
     (
@@ -389,7 +390,7 @@ fn a_usage_error_names_what_was_wrong_then_points_to_help() {
         ),
         (
             &["policy", "set", "lanch", "ask"],
-            "termsprawl-tools policy: unknown class lanch (did you mean launch?); expected one of read, canvas, terminals-own, terminals-others, browser, launch, messaging",
+            "termsprawl-tools policy: unknown class lanch (did you mean launch?); expected one of read, canvas, terminals-own, terminals-others, terminals-unconfined, browser, launch, messaging",
             "termsprawl-tools policy",
         ),
         (

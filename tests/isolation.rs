@@ -354,3 +354,61 @@ fn a_launched_agent_runs_confined_and_its_own_calls_say_so() {
     );
     serve.stop();
 }
+
+/// A terminal the person opens from the view is theirs: not confined, and it says so. An
+/// agent typing into it would run commands with the person's authority, so under the
+/// default policy the call waits for the person (`terminals-unconfined`), who can refuse.
+#[test]
+fn typing_into_the_persons_own_terminal_waits_for_the_person() {
+    if !bwrap_works() {
+        return;
+    }
+    let dirs = Dirs::new("iso-person");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    let (port, key) = view::view_parts(&view::view_url(&serve));
+    let (status, opened) = view::act(port, &key, "terminal_open", json!({}));
+    assert_eq!(status, 200, "{opened}");
+    let term = opened["value"]["nodeId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"));
+    let term = term.to_string();
+    let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
+    assert_eq!(isolation["mode"], "none", "{listed}");
+    assert!(
+        isolation["why"].as_str().unwrap().contains("person"),
+        "{listed}"
+    );
+    let asker = {
+        let token = token(&dirs, "me");
+        let port = serve.port;
+        let args = json!({"nodeId": term, "command": "echo typed-by-me"});
+        std::thread::spawn(move || {
+            post(
+                port,
+                &token,
+                &json!({"operation": "terminal_submit", "args": args}),
+            )
+        })
+    };
+    let call = poll("the held call", Duration::from_secs(10), || {
+        let out = person(&dirs, &["approvals", "list", "--json"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        serde_json::from_str::<Value>(text.lines().next()?).ok()
+    });
+    assert_eq!(call["class"], "terminals-unconfined", "{call}");
+    let id = call["id"].as_str().unwrap();
+    let denied = person(
+        &dirs,
+        &["approvals", "deny", id, "--reason", "not in my shell"],
+    );
+    assert!(denied.status.success(), "{denied:?}");
+    let (_, answer) = asker.join().unwrap();
+    assert_eq!(answer["ok"], false, "{answer}");
+    let screen = serve.ok(&dirs, "me", "terminal_read", json!({"nodeId": term}));
+    assert!(
+        !screen["output"].as_str().unwrap().contains("typed-by-me"),
+        "{screen}"
+    );
+    serve.stop();
+}

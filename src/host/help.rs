@@ -159,7 +159,8 @@ Usage: termsprawl-tools policy show [--json] [--data DIR]
   show             print the starting policy, the saved rules and this session's grants
   set CLASS RULE   save RULE (allow, ask or deny) for CLASS, for the project or one agent
 
-  CLASS: read, canvas, terminals-own, terminals-others, browser, launch, messaging
+  CLASS: read, canvas, terminals-own, terminals-others, terminals-unconfined, browser,
+         launch, messaging
 
 Options:
   --json         (show) print the rules as one JSON object

@@ -14,7 +14,8 @@ use crate::host::person::approvals;
 use crate::host::person::browser_control;
 use crate::host::view::BoundView;
 use crate::host::HostError;
-use crate::runtime::policy::Policy;
+use crate::protocol::OperationClass;
+use crate::runtime::policy::{Policy, Rule};
 use crate::runtime::LAUNCHER_NAME;
 use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
 use crate::sys::signals::ShutdownSignal;
@@ -116,12 +117,17 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         options.project_id.as_deref(),
         &options.agents,
     )?;
-    let starting = match &options.policy {
+    let mut starting = match &options.policy {
         Some(name) => {
             Policy::named(name).map_err(|e| HostError::Other(format!("--policy: {e}")))?
         }
         None => Policy::default(),
     };
+    if host.terminals().isolation_setup().confines() {
+        // Typing into the person's own (unconfined) shell would undo the confinement.
+        let class = OperationClass::TerminalsUnconfined;
+        starting.classes.entry(class).or_insert(Rule::Ask);
+    }
     let endpoint = host.start(&ctl_beside_current_exe()?)?;
     let runtime = host.runtime().cloned();
     if let Some(runtime) = &runtime {

@@ -6,7 +6,7 @@
 //! checks read a snapshot without taking the owner's lock.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -19,6 +19,16 @@ pub struct HostWorkspace {
     /// Project id -> (folder, node ids on its canvas).
     projects: Mutex<HashMap<String, (PathBuf, Vec<String>)>>,
     browser: AtomicBool,
+    /// Project id -> the device and inode of its `.termsprawl/` when first published
+    /// ([`Workspace::state_intact`]).
+    state_dirs: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+/// The device and inode of `<cwd>/.termsprawl`, if it is there.
+fn state_dir_identity(cwd: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(cwd.join(".termsprawl")).ok()?;
+    Some((meta.dev(), meta.ino()))
 }
 
 impl HostWorkspace {
@@ -27,11 +37,19 @@ impl HostWorkspace {
         HostWorkspace {
             projects: Mutex::default(),
             browser: AtomicBool::new(browser),
+            state_dirs: Mutex::default(),
         }
     }
 
     /// Sets the node ids of project `id` (opening it, in folder `cwd`, if it is new).
     pub fn publish(&self, id: &str, cwd: PathBuf, node_ids: Vec<String>) {
+        let mut state_dirs = crate::base::lock_or_recover(&self.state_dirs);
+        if !state_dirs.contains_key(id) {
+            if let Some(identity) = state_dir_identity(&cwd) {
+                state_dirs.insert(id.to_string(), identity);
+            }
+        }
+        drop(state_dirs);
         self.lock().insert(id.to_string(), (cwd, node_ids));
     }
 
@@ -77,6 +95,16 @@ impl Workspace for HostWorkspace {
 
     fn browser_control_enabled(&self) -> bool {
         self.browser.load(Ordering::SeqCst)
+    }
+
+    fn state_intact(&self, project_id: &str) -> bool {
+        let Some(cwd) = self.lock().get(project_id).map(|(cwd, _)| cwd.clone()) else {
+            return false;
+        };
+        let opened = crate::base::lock_or_recover(&self.state_dirs)
+            .get(project_id)
+            .copied();
+        opened.is_none_or(|opened| state_dir_identity(&cwd) == Some(opened))
     }
 
     fn status_changed(&self, node_id: &str, status: &IntegrationStatus) {

@@ -5,8 +5,11 @@
 //! a person sees and can undo; a terminal is the way to run commands, so the terminals
 //! an agent opened itself (`terminals-own`) are told apart from every other terminal
 //! (`terminals-others`: shells the person opened, other agents' terminals), where an
-//! agent's keys reach programs it did not start; `browser` acts on the web as the user;
-//! `launch` starts more agents; `messaging` talks to other agents.
+//! agent's keys reach programs it did not start; typing into a terminal no boundary
+//! confines (`terminals-unconfined`: the person's own shells) runs what is typed with the
+//! person's authority, a way out of any confinement, so it is a class of its own; `browser`
+//! acts on the web as the user; `launch` starts more agents; `messaging` talks to other
+//! agents.
 
 /// A class of operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,6 +22,9 @@ pub enum OperationClass {
     TerminalsOwn,
     /// Any other terminal: the person's shells and other agents' terminals.
     TerminalsOthers,
+    /// Typing (`terminal_submit`, `terminal_input`) into another's terminal that no
+    /// boundary confines: the person's own shells.
+    TerminalsUnconfined,
     /// Every browser operation that acts (open, navigate, click, type, claim, transfer).
     Browser,
     /// `agent_launch`: starting another agent.
@@ -28,11 +34,12 @@ pub enum OperationClass {
 }
 
 /// Every class, in the order people read them.
-pub const OPERATION_CLASSES: [OperationClass; 7] = [
+pub const OPERATION_CLASSES: [OperationClass; 8] = [
     OperationClass::Read,
     OperationClass::Canvas,
     OperationClass::TerminalsOwn,
     OperationClass::TerminalsOthers,
+    OperationClass::TerminalsUnconfined,
     OperationClass::Browser,
     OperationClass::Launch,
     OperationClass::Messaging,
@@ -46,6 +53,7 @@ impl OperationClass {
             OperationClass::Canvas => "canvas",
             OperationClass::TerminalsOwn => "terminals-own",
             OperationClass::TerminalsOthers => "terminals-others",
+            OperationClass::TerminalsUnconfined => "terminals-unconfined",
             OperationClass::Browser => "browser",
             OperationClass::Launch => "launch",
             OperationClass::Messaging => "messaging",
@@ -82,6 +90,12 @@ impl OperationClass {
             op if op.starts_with("browser_") => Browser,
             _ => return None,
         })
+    }
+
+    /// Whether `operation` types into a terminal (its class is `terminals-unconfined` when
+    /// that terminal is another's and not confined).
+    pub fn types(operation: &str) -> bool {
+        matches!(operation, "terminal_submit" | "terminal_input")
     }
 
     /// Whether an operation's class depends on which terminal it names.

@@ -35,7 +35,7 @@ If your client has no MCP tools, use the command line instead: \
 cannot reach the tools. A failed mutation is not retried for you: inspect the state before \
 you try again. The person may set a policy on what you may do: session_info's policy (when \
 present) gives each class of operations (read, canvas, terminals-own, terminals-others, \
-browser, launch, messaging) as allow, ask or deny. A denied class is refused and its \
+terminals-unconfined, browser, launch, messaging) as allow, ask or deny. A denied class is refused and its \
 operations are not offered. An asked call waits up to 40 s while the person reads it; if \
 they deny it, do not retry it as it is. If they have not answered yet, calling again with \
 the very same arguments waits on the same request for 10 minutes and never asks twice; \

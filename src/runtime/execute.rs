@@ -14,6 +14,9 @@ use super::artifact::check_artifact_path;
 use super::canvas_node::node_field;
 use super::commands::{typed_as_one, Watched};
 use super::context::{last_chars, read_context, read_links};
+
+/// The project's folder is not the one opened (see [`super::Workspace::state_intact`]).
+const FOLDER_MOVED: &str = "The project's folder was moved or replaced since serve opened it: its links and transcripts are not read. Ask the person to restart serve in the project folder";
 use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Workspace};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
@@ -102,7 +105,14 @@ impl Core {
 
 impl ServerCallbacks for Core {
     fn admission(&self, identity: &ToolIdentity, request: &ToolRequest) -> Admission {
-        self.gate.admission(identity, request, self.server())
+        let terminals = &self.host.terminals;
+        let unconfined = |node: &str| {
+            terminals
+                .isolation(node)
+                .is_some_and(|isolation| isolation["mode"] == "none")
+        };
+        self.gate
+            .admission(identity, request, self.server(), &unconfined)
     }
 
     fn offers(&self, identity: &ToolIdentity, operation: &str) -> bool {
@@ -114,7 +124,11 @@ impl ServerCallbacks for Core {
     }
 
     fn isolation(&self, identity: &ToolIdentity) -> Option<Value> {
-        self.host.terminals.isolation(&identity.node_id)
+        let own = self.host.terminals.isolation(&identity.node_id);
+        // An agent with no terminal of this host's runs elsewhere (`serve --agent`).
+        own.or_else(|| {
+            Some(json!({"mode": "none", "boundary": false, "why": "not started by serve (serve --agent, or run elsewhere): not confined"}))
+        })
     }
 
     fn offers_generation(&self) -> u64 {
@@ -146,6 +160,9 @@ impl ServerCallbacks for Core {
                     .cwd
                     .as_ref()
                     .ok_or("context_read needs a folder project")?;
+                if !self.host.workspace.state_intact(&project.id) {
+                    return Err(FOLDER_MOVED.into());
+                }
                 Ok(read_context(cwd, &identity.node_id))
             }
             "artifact_open" => self.artifact_open(identity, &project, request),
@@ -224,7 +241,10 @@ impl Core {
             let session = self.server()?.session(node)?;
             (session.project_id == identity.project_id).then_some(session.status)
         });
-        let links = (project.cwd.as_deref()).map(read_links).unwrap_or_default();
+        let links = match self.host.workspace.state_intact(&project.id) {
+            true => (project.cwd.as_deref()).map(read_links).unwrap_or_default(),
+            false => return Err(FOLDER_MOVED.into()),
+        };
         let terminals = &self.host.terminals;
         let deliver = |node: &str, text: &str| match terminals.ended(node) {
             Some(end) => Delivery::Failed(format!("its program has ended ({})", end.describe())),

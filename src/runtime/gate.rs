@@ -38,17 +38,25 @@ impl Gate {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// The class of `request` by `identity`.
-    fn class_of(&self, identity: &ToolIdentity, request: &ToolRequest) -> Option<OperationClass> {
+    /// The class of `request` by `identity`; `unconfined` says whether a terminal (by node
+    /// id) runs unconfined, asked only for typing into another's terminal.
+    fn class_of(
+        &self,
+        identity: &ToolIdentity,
+        request: &ToolRequest,
+        unconfined: &dyn Fn(&str) -> bool,
+    ) -> Option<OperationClass> {
         let operation = request.operation.as_str();
-        let own = OperationClass::depends_on_terminal(operation) && {
-            let terminal = request.args.get("nodeId").and_then(Value::as_str);
-            let key = (
-                identity.project_id.clone(),
-                terminal.unwrap_or("").to_string(),
-            );
-            lock(&self.opened).get(&key) == Some(&identity.node_id)
-        };
+        if !OperationClass::depends_on_terminal(operation) {
+            return OperationClass::of(operation, false);
+        }
+        let terminal = request.args.get("nodeId").and_then(Value::as_str);
+        let terminal = terminal.unwrap_or("");
+        let key = (identity.project_id.clone(), terminal.to_string());
+        let own = lock(&self.opened).get(&key) == Some(&identity.node_id);
+        if !own && OperationClass::types(operation) && unconfined(terminal) {
+            return Some(OperationClass::TerminalsUnconfined);
+        }
         OperationClass::of(operation, own)
     }
 
@@ -65,12 +73,13 @@ impl Gate {
         identity: &ToolIdentity,
         request: &ToolRequest,
         server: Option<Arc<AgentToolServer>>,
+        unconfined: &dyn Fn(&str) -> bool,
     ) -> Admission {
         let gate = self;
         if !gate.restricts.load(Ordering::SeqCst) {
             return Admission::Run;
         }
-        let Some(class) = gate.class_of(identity, request) else {
+        let Some(class) = gate.class_of(identity, request, unconfined) else {
             return Admission::Run;
         };
         let (project, node) = (&identity.project_id, &identity.node_id);

@@ -50,6 +50,13 @@ pub trait Workspace: Send + Sync + 'static {
     /// An agent's integration status changed (show it in the UI; optional). On the thread
     /// that changed it (yours in `provision_agent` or `prepare`, or a server thread).
     fn status_changed(&self, _node_id: &str, _status: &IntegrationStatus) {}
+    /// Whether the project's folder on disk is still the one opened, so its links and
+    /// transcript pointers (`.termsprawl/`) may be read: a folder renamed away, with
+    /// another made at its path, is not (its `.termsprawl/` could be anyone's). The
+    /// default: yes.
+    fn state_intact(&self, _project_id: &str) -> bool {
+        true
+    }
 }
 
 /// Live browser guests of browser nodes.

@@ -60,7 +60,8 @@ impl Rule {
 /// A rule for some classes (the others: no rule at this level).
 pub type Rules = BTreeMap<OperationClass, Rule>;
 
-/// The named starting policies: `open` (every call runs: the default), `careful` (asks
+/// The named starting policies: `open` (every call runs: the default; `serve` adds asking
+/// before typing into an unconfined terminal whenever it confines agents), `careful` (asks
 /// before another's terminal, a launch, the browser and messages), `strict` (asks before
 /// anything but reading and the canvas).
 pub const PRESETS: &[&str] = &["open", "careful", "strict"];
@@ -70,8 +71,21 @@ pub fn preset(name: &str) -> Option<Rules> {
     use OperationClass::*;
     let asked: &[OperationClass] = match name {
         "open" => &[],
-        "careful" => &[TerminalsOthers, Launch, Browser, Messaging],
-        "strict" => &[TerminalsOwn, TerminalsOthers, Launch, Browser, Messaging],
+        "careful" => &[
+            TerminalsOthers,
+            TerminalsUnconfined,
+            Launch,
+            Browser,
+            Messaging,
+        ],
+        "strict" => &[
+            TerminalsOwn,
+            TerminalsOthers,
+            TerminalsUnconfined,
+            Launch,
+            Browser,
+            Messaging,
+        ],
         _ => return None,
     };
     Some(asked.iter().map(|class| (*class, Rule::Ask)).collect())

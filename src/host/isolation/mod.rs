@@ -260,6 +260,11 @@ impl Isolation {
         Isolation::detect(Setting::Off)
     }
 
+    /// Whether agents' terminals are confined (a mechanism works and it is not `off`).
+    pub fn confines(&self) -> bool {
+        self.bwrap.is_ok()
+    }
+
     /// The setting it was made with.
     pub fn setting(&self) -> Setting {
         self.setting

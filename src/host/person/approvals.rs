@@ -599,11 +599,11 @@ mod tests {
             ),
             (
                 "set shell deny",
-                "unknown class shell; expected one of read, canvas, terminals-own, terminals-others, browser, launch, messaging",
+                "unknown class shell; expected one of read, canvas, terminals-own, terminals-others, terminals-unconfined, browser, launch, messaging",
             ),
             (
                 "set lunch deny",
-                "unknown class lunch (did you mean launch?); expected one of read, canvas, terminals-own, terminals-others, browser, launch, messaging",
+                "unknown class lunch (did you mean launch?); expected one of read, canvas, terminals-own, terminals-others, terminals-unconfined, browser, launch, messaging",
             ),
             (
                 "set launch maybe",

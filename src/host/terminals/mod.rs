@@ -884,7 +884,10 @@ impl HostTerminals {
         match &self.backend {
             Backend::Tmux(tmux) => {
                 let session = tmux.session(node_id).ok().flatten()?;
-                Some(isolation::of_process_tree(session.pane_pid as libc::pid_t))
+                let status = isolation::of_process_tree(session.pane_pid as libc::pid_t);
+                // Asked again for each typing call into it: found once.
+                lock(&self.isolation).insert(node_id.to_string(), status.clone());
+                Some(status)
             }
             Backend::Pty(_) => None,
         }
@@ -1318,10 +1321,7 @@ impl HostTerminals {
 
 impl Terminals for HostTerminals {
     fn isolation(&self, node_id: &str) -> Option<Value> {
-        let status = self.isolation_status(node_id).unwrap_or_else(|| {
-            Status::none("not started by serve (serve --agent, or run elsewhere): not confined")
-        });
-        Some(status.to_json())
+        Some(self.isolation_status(node_id)?.to_json())
     }
 
     fn person_typing(&self, node_id: &str) -> bool {
