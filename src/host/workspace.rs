@@ -104,7 +104,7 @@ impl Workspace for HostWorkspace {
         let opened = crate::base::lock_or_recover(&self.state_dirs)
             .get(project_id)
             .copied();
-        opened.is_none_or(|opened| state_dir_identity(&cwd) == Some(opened))
+        opened.map_or(true, |opened| state_dir_identity(&cwd) == Some(opened))
     }
 
     fn status_changed(&self, node_id: &str, status: &IntegrationStatus) {
