@@ -128,6 +128,23 @@ pub struct ActivityLine {
     /// What the terminal command a call waited for did (see [`CommandEnd`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<CommandEnd>,
+    /// A terminal the call started runs unconfined: why (its answer's `isolation.why`,
+    /// cut to 500 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfined: Option<String>,
+}
+
+/// Why the terminal a call of `operation` started runs unconfined (from its answer's
+/// `isolation`, which only an unconfined one carries); `None` otherwise.
+fn unconfined_of<'a>(operation: &str, result: &'a ToolResult) -> Option<&'a str> {
+    let ToolResult::Ok(answer) = result else {
+        return None;
+    };
+    if !matches!(operation, "terminal_open" | "agent_launch") {
+        return None;
+    }
+    let isolation = answer.get("isolation")?;
+    (isolation["mode"] == "none").then(|| isolation["why"].as_str().unwrap_or("not confined"))
 }
 
 /// A waited terminal command in a call's line (`terminal_submit` with `wait`,
@@ -216,6 +233,9 @@ impl ActivityLine {
         if let Some(command) = &self.command {
             line.push_str("  command ");
             line.push_str(&command.describe());
+        }
+        if let Some(why) = &self.unconfined {
+            line.push_str(&format!("  unconfined ({})", shown(why, ERROR_CHARS)));
         }
         if let Some(error) = &self.error {
             line.push_str("  ");
@@ -701,13 +721,14 @@ impl Recorder {
             ToolResult::Err(error) => Some(error.as_str()),
         };
         let command = CommandEnd::of_answer(operation, result);
+        let unconfined = unconfined_of(operation, result);
         let line = call_line(
             &session.node_id,
             operation,
             args,
             error,
             started,
-            (decided, command.as_ref()),
+            (decided, command.as_ref(), unconfined),
         );
         trail.record(&session.project_id, &line);
     }
@@ -732,6 +753,7 @@ impl Recorder {
         let time = now_rfc3339();
         let mut line = line_of(time.as_str(), None, operation, args, error, started);
         line.by = Some(PERSON);
+        line.unconfined = unconfined_of(operation, result).map(|why| Cut(why, ERROR_CHARS));
         trail.record(project_id, &to_line(&line));
     }
 
@@ -951,7 +973,7 @@ fn call_line(
     args: Option<&Map<String, Value>>,
     error: Option<&str>,
     started: Instant,
-    (decided, command): (Option<&str>, Option<&CommandEnd>),
+    (decided, command, unconfined): (Option<&str>, Option<&CommandEnd>, Option<&str>),
 ) -> Vec<u8> {
     let time = now_rfc3339();
     let mut line = line_of(
@@ -964,6 +986,7 @@ fn call_line(
     );
     line.decided = decided.map(|d| Cut(d, TEXT_CHARS));
     line.command = command;
+    line.unconfined = unconfined.map(|why| Cut(why, ERROR_CHARS));
     to_line(&line)
 }
 
@@ -992,6 +1015,7 @@ fn line_of<'a>(
         args: args.filter(|args| !args.is_empty()).map(CutArgs),
         decided: None,
         command: None,
+        unconfined: None,
     }
 }
 
@@ -1016,6 +1040,7 @@ fn refused_line(
         args: None,
         decided: None,
         command: None,
+        unconfined: None,
     };
     to_line(&line)
 }
@@ -1055,6 +1080,8 @@ struct Line<'a> {
     decided: Option<Cut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<&'a CommandEnd>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unconfined: Option<Cut<'a>>,
 }
 
 /// A string serialized cut to its first `.1` characters (with `…` when cut).
@@ -1173,7 +1200,7 @@ mod tests {
             args.as_object(),
             None,
             Instant::now(),
-            (None, None),
+            (None, None, None),
         );
         let read: ActivityLine = serde_json::from_slice(&line).unwrap();
         let text = read.args.as_ref().unwrap()["text"].as_str().unwrap();
@@ -1199,7 +1226,7 @@ mod tests {
             args.as_object(),
             None,
             Instant::now(),
-            (None, None),
+            (None, None, None),
         )
     }
 
@@ -1263,7 +1290,7 @@ mod tests {
             None,
             None,
             Instant::now(),
-            (None, None),
+            (None, None, None),
         );
         let mut text = whole.clone();
         text.extend_from_slice(b"{\"time\":\"2026-");
@@ -1360,6 +1387,7 @@ mod tests {
             args: args.as_object().cloned(),
             decided: None,
             command: None,
+            unconfined: None,
         }
     }
 
@@ -1417,10 +1445,11 @@ mod tests {
                 .cloned(),
             decided: None,
             command: None,
+            unconfined: Some("serve --isolation off".into()),
         };
         assert_eq!(
             line.display((2, 15)),
-            "12:03:04.512  me  terminal_submit  ok     3 ms  term-81591085 \"cargo test\""
+            "12:03:04.512  me  terminal_submit  ok     3 ms  term-81591085 \"cargo test\"  unconfined (serve --isolation off)"
         );
     }
 
@@ -1438,7 +1467,7 @@ mod tests {
             args.as_object(),
             None,
             Instant::now(),
-            (None, Some(&command)),
+            (None, Some(&command), None),
         );
         assert!(!String::from_utf8_lossy(&line).contains("secret"));
         let read: ActivityLine = serde_json::from_slice(&line).unwrap();

@@ -280,20 +280,23 @@ fn required_refuses_without_bubblewrap_and_off_says_it_confines_nothing() {
         "{}",
         serve.ready
     );
-    let term = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let opened = serve.ok(&dirs, "me", "terminal_open", json!({}));
+    // An unconfined terminal's answer says so (a confined one's is `{nodeId}` only).
+    assert_eq!(opened["isolation"]["mode"], "none", "{opened}");
+    let term = opened["nodeId"].as_str().unwrap().to_string();
     let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
     let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
     assert_eq!(isolation["mode"], "none", "{listed}");
-    assert!(
-        isolation["why"]
-            .as_str()
-            .unwrap()
-            .contains("--isolation off"),
-        "{listed}"
-    );
+    let why = isolation["why"].as_str().unwrap();
+    assert!(why.contains("--isolation off"), "{listed}");
+    // The trail records that it ran unconfined.
+    let trail = poll("the trail's line", Duration::from_secs(10), || {
+        let project = serve.project_id();
+        let out = person(&dirs, &["activity", "--json", "--project-id", &project]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("\"unconfined\"").then_some(text)
+    });
+    assert!(trail.contains("--isolation off"), "{trail}");
     assert!(
         serve.stderr().contains("NOT confined"),
         "{}",

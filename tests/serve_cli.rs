@@ -54,6 +54,7 @@ fn ready_line_has_every_field_and_stdout_nothing_else() {
         "projectId",
         "sessions",
         "launcher",
+        "isolation",
         "viewUrl",
     ];
     expected.sort();

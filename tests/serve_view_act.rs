@@ -695,7 +695,14 @@ fn the_person_types_into_a_terminal_from_the_page() {
 
 fn type_into_a_terminal(engine: &BrowserEngine, backend: &str) {
     let dirs = Dirs::new(&format!("act-typing-{backend}"));
-    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", backend]);
+    // The agent types into the person's own (unconfined) shell below, which the default
+    // policy asks about (tests/isolation.rs): allowed here, to see the typing rule.
+    let policy = dirs.root.join("allow-typing.json");
+    let rules = json!({"version": 1, "classes": {"terminals-unconfined": "allow"}});
+    std::fs::write(&policy, rules.to_string()).unwrap();
+    let policy = policy.to_string_lossy().into_owned();
+    let args = ["--agent", "me", "--terminals", backend, "--policy", &policy];
+    let serve = Serve::start(&dirs, &args);
     let url = view_url(&serve);
     let page = open_view(engine, &url);
     let known = ids(&serve, &dirs);

@@ -252,6 +252,14 @@ fn check_host(port: u16, token: &str, timeout: Duration, report: &mut Report) {
         Some(false) => "browser control: off (enable it in Settings to use browser_* tools)",
         None => "browser control: unknown",
     });
+    let isolation = &value["isolation"];
+    if let Some(mode) = isolation["mode"].as_str() {
+        let why = isolation["why"].as_str().unwrap_or_default();
+        report.info(match isolation["boundary"].as_bool() {
+            Some(true) => format!("isolation: {mode}, a boundary ({why})"),
+            _ => format!("isolation: {mode}, no boundary ({why})"),
+        });
+    }
     if let Some(dropped) = value["activityDropped"].as_u64() {
         report.info(match dropped {
             0 => "activity trail: no line dropped".to_string(),

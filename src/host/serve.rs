@@ -112,6 +112,9 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         isolation: options.isolation,
     })?;
     host.set_activity_trail(options.activity);
+    // This executable's `pane --take-terminal` starts confined programs, with or without
+    // the pane filter.
+    host.terminals().set_helper(std::env::current_exe().ok());
     let project_id = host.add_project_with_agents(
         &options.project,
         options.project_id.as_deref(),

@@ -360,6 +360,12 @@ const OUTPUT_CHARS: ArgSpec = opt(
     "At most this many characters of output (default 16000): longer output keeps its head and tail with a marker saying how much was left out.",
 );
 const NODE_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId")]);
+/// A terminal started (`terminal_open`, `agent_launch`): its node, and how it runs when
+/// it is not confined (a confined one's answer is `{nodeId}` only).
+const OPENED_ANSWER: ResultShape = ResultShape::Object(&[
+    text("nodeId"),
+    maybe("isolation", FieldKind::Object(ISOLATION)),
+]);
 const OWNER_ANSWER: ResultShape = ResultShape::Object(&[text("nodeId"), text("owner")]);
 /// What an action on a page led to, after the short wait for it (`after` of a click,
 /// typing, navigation or dialog answer).
@@ -666,7 +672,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         title: "Open a terminal",
         description: "Opens a visible shell terminal in the project folder and returns its nodeId.",
         args: &[opt("title", ArgKind::Text, "Title shown on the terminal node.")],
-        result: NODE_ANSWER,
+        result: OPENED_ANSWER,
         hints: OPEN_WRITE,
     },
     ToolSpec {
@@ -749,7 +755,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         title: "Launch an agent",
         description: "Starts another coding agent in a new visible terminal node of this project; the agent must be installed.",
         args: &[req("agent", ArgKind::OneOf(AGENT_KINDS), "Which agent to start.")],
-        result: NODE_ANSWER,
+        result: OPENED_ANSWER,
         hints: OPEN_WRITE,
     },
     ToolSpec {

@@ -108,6 +108,21 @@ pub fn foreground_group(fd: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
     check(unsafe { libc::tcgetpgrp(fd.as_raw_fd()) })
 }
 
+/// Puts this process in a process group of its own and makes that group the foreground
+/// of its controlling terminal `fd` (`setpgid(0, 0)`, then `tcsetpgrp`, with SIGTTOU
+/// ignored for that call only, as a shell taking its terminal does).
+pub fn take_foreground(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setpgid(0, 0) changes only this process's own group.
+    check(unsafe { libc::setpgid(0, 0) })?;
+    // SAFETY: SIG_IGN installs no handler; the old disposition is restored below.
+    let old = unsafe { libc::signal(libc::SIGTTOU, libc::SIG_IGN) };
+    // SAFETY: the descriptor is open for the call; getpgrp cannot fail.
+    let taken = check(unsafe { libc::tcsetpgrp(fd.as_raw_fd(), libc::getpgrp()) });
+    // SAFETY: restores the disposition signal() returned above.
+    unsafe { libc::signal(libc::SIGTTOU, old) };
+    taken.map(drop)
+}
+
 /// How many bytes wait to be read from `fd` (`FIONREAD`): on a PTY master, output the
 /// program wrote that nobody has read yet.
 pub fn unread_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {

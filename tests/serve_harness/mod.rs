@@ -492,12 +492,17 @@ pub fn ends_are_listed_and_in_the_trail(
 }
 
 /// A listed terminal node's `session` without its `shell` (which says what reports the
-/// shell's commands: checked to name an integration, `none` until the first prompt).
+/// shell's commands: checked to name an integration, `none` until the first prompt) and
+/// its `isolation` (checked to name a mode).
 pub fn session_without_shell(node: &Value) -> Value {
     let mut session = node["session"].clone();
     let shell = session.as_object_mut().and_then(|s| s.remove("shell"));
     let shell = shell.unwrap_or_else(|| panic!("no shell in {node}"));
     assert!(shell["integration"].is_string(), "{shell}");
+    // How it is confined: said on every live terminal (tests/isolation.rs checks what).
+    let isolation = session.as_object_mut().and_then(|s| s.remove("isolation"));
+    let isolation = isolation.unwrap_or_else(|| panic!("no isolation in {node}"));
+    assert!(isolation["mode"].is_string(), "{isolation}");
     session
 }
 

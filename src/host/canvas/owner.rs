@@ -57,6 +57,7 @@ use crate::base::terminal_text::escape_for_terminal;
 use crate::host::browser::document_url_allowed;
 use crate::host::browser::guests::{ChromiumBrowsers, BROWSER_OPEN_WAIT};
 use crate::host::canvas::{Canvas, Node, NodeKind};
+use crate::host::isolation::{Mode, Status};
 use crate::host::terminals::shell::ShellStatus;
 use crate::host::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
 use crate::host::workspace::HostWorkspace;
@@ -398,7 +399,7 @@ impl OwnerState {
                     let place = (project_id.as_str(), folder.as_path());
                     match start_session(&self.terminals, &runtime, place, &node, StartedBy::Launch)
                     {
-                        Ok(()) => log.push(format!("started a fresh shell for {}", node.id)),
+                        Ok(_) => log.push(format!("started a fresh shell for {}", node.id)),
                         Err(error) => log.push(format!("could not start {}: {error}", node.id)),
                     }
                 }
@@ -492,7 +493,14 @@ impl OwnerState {
                     _ => Err("The host is stopping".to_string()),
                 };
                 match started {
-                    Ok(()) => Ok(created),
+                    // Said in the answer (and so in the trail) only when not confined:
+                    // a confined terminal's answer stays the protocol's `{nodeId}`.
+                    Ok(status) if status.mode == Mode::None => {
+                        let mut created = created;
+                        created["isolation"] = status.to_json();
+                        Ok(created)
+                    }
+                    Ok(_) => Ok(created),
                     Err(error) => {
                         let _ = canvas.remove_node(&node_id);
                         Err(format!(
@@ -589,7 +597,7 @@ enum StartedBy<'a> {
 
 /// Starts `node`'s session in `folder`: its `data.command` (an agent) or a shell, with the
 /// environment the runtime's `prepare` gives it, confined unless the person opened it
-/// (see [`HostTerminals::confinement`]). A terminal an agent opens carries that agent's
+/// (see [`HostTerminals::confinement`]); returns how it is confined. A terminal an agent opens carries that agent's
 /// session (`TERMSPRAWL_SESSION_FILE`, `TERMSPRAWL_CTL`), so its `termsprawlctl` calls
 /// there are its own.
 fn start_session(
@@ -598,7 +606,7 @@ fn start_session(
     (project_id, folder): (&str, &Path),
     node: &Node,
     by: StartedBy<'_>,
-) -> Result<(), String> {
+) -> Result<Status, String> {
     let request = PtyRequest {
         node_id: node.id.clone(),
         project_id: Some(project_id.to_string()),
@@ -624,7 +632,8 @@ fn start_session(
     let session_file = prepared.env.get("TERMSPRAWL_SESSION_FILE").map(Path::new);
     let agent = by != StartedBy::Person;
     let confinement = terminals.confinement(&node.id, folder, agent, session_file)?;
-    terminals.start(&node.id, folder, &prepared.env, command, size, &confinement)
+    terminals.start(&node.id, folder, &prepared.env, command, size, &confinement)?;
+    Ok(confinement.status)
 }
 
 /// Sizes `node`'s terminal, if it is one, to the node ([`Size::terminal_grid`]). A

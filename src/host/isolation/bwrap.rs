@@ -5,10 +5,15 @@
 //!
 //! The whole machine is bound as it is (`--dev-bind / /`, so writes and devices work as
 //! before, the terminal's `/dev/pts` too), then the plan's changes are mounted over it.
-//! `--as-pid-1` makes the program itself the namespace's first process, so its pid seen
-//! from outside is the one child of the `bwrap` process (what the kernel checks of shell
-//! integration ask about); when it ends, every process inside ends with it.
-//! `--die-with-parent` ends it if `bwrap`'s parent (`serve`, or the pane filter) dies.
+//! Inside, a `bwrap` of its own is the namespace's first process and the program the
+//! second, so the program gets signals as anywhere (`kill -9 $$` ends a shell; a first
+//! process ignores what it does not handle); seen from outside, the program is the first
+//! descendant of the `bwrap` process that is not `bwrap` ([`confined_program`]: what the
+//! kernel checks of shell integration ask about). When it ends, every process inside ends
+//! with it, and `bwrap` ends with its exit code, or 128 + the signal that killed it
+//! ([`program_wait_status`] turns that back). Not `--die-with-parent`: its signal is tied
+//! to the thread that started `bwrap`, and `serve` starts terminals on threads that end;
+//! a PTY terminal ends with `serve` anyway (its terminal hangs up), a tmux one lives on.
 //! `--cap-drop ALL` keeps root inside from unmounting what hides the data folder.
 
 use std::ffi::OsString;
@@ -26,14 +31,12 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The namespaces and limits every confined program gets.
 /// `TERMSPRAWL_CONFINED` tells the person's commands run inside why they fail (they
 /// cannot reach the state; unsetting it changes only the message).
-const BASE: [&str; 14] = [
+const BASE: [&str; 12] = [
     "--dev-bind",
     "/",
     "/",
     "--unshare-pid",
     "--unshare-ipc",
-    "--as-pid-1",
-    "--die-with-parent",
     "--cap-drop",
     "ALL",
     "--proc",
@@ -73,29 +76,62 @@ pub fn command(bwrap: &Path, plan: &Plan, argv: &[OsString]) -> Vec<OsString> {
     args
 }
 
-/// The program `bwrap` process `bwrap` runs confined (its one child, `--as-pid-1`), once
-/// that child has `exec`ed it: its pid as seen from outside, which the kernel checks of
-/// shell integration ask about. `None` when `bwrap` ended first or `timeout` passed.
-pub fn confined_program(bwrap: libc::pid_t, timeout: Duration) -> Option<libc::pid_t> {
-    let own_program = std::fs::read_link(format!("/proc/{bwrap}/exe")).ok()?;
+/// The program `bwrap` process `bwrap` runs confined (the first descendant that is
+/// neither `bwrap` nor one of the first `steps` it `exec`s on the way, such as
+/// `pane --take-terminal`), once it runs: its pid as seen from outside. `None` when
+/// `bwrap` ended first or `timeout` passed.
+pub fn confined_program(
+    bwrap: libc::pid_t,
+    steps: &[PathBuf],
+    timeout: Duration,
+) -> Option<libc::pid_t> {
+    let program_of = |pid: libc::pid_t| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let first_child = |pid: libc::pid_t| {
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
+        children
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse::<libc::pid_t>()
+            .ok()
+    };
+    let own_program = program_of(bwrap)?;
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
-        let children = std::fs::read_to_string(format!("/proc/{bwrap}/task/{bwrap}/children"));
-        let child = children
-            .ok()
-            .and_then(|text| text.split_whitespace().next()?.parse::<libc::pid_t>().ok());
-        if let Some(child) = child {
-            let program = std::fs::read_link(format!("/proc/{child}/exe"));
-            if program.is_ok_and(|program| program != own_program) {
-                return Some(child);
+        // bwrap → its first process inside (bwrap) → the program.
+        let mut pid = bwrap;
+        for _ in 0..3 {
+            let Some(child) = first_child(pid) else {
+                break;
+            };
+            match program_of(child) {
+                Some(program) if program == own_program => pid = child,
+                // Still the first step: the program is not there yet.
+                Some(program) if steps.contains(&program) => break,
+                Some(_) => return Some(child),
+                None => break,
             }
         }
-        if std::fs::metadata(format!("/proc/{bwrap}/task/{bwrap}/children")).is_err() {
-            return None;
-        }
+        // `bwrap` ended before its program ran.
+        program_of(bwrap)?;
         std::thread::sleep(Duration::from_millis(2));
     }
     None
+}
+
+/// The wait status of the program bubblewrap ran, from bubblewrap's own (`waitpid`'s raw
+/// status): bubblewrap ends with the program's exit code, or with 128 + the signal that
+/// killed it, which becomes that signal again (so a program's own `exit 137` reads as
+/// killed by signal 9: the one thing lost).
+pub fn program_wait_status(status: libc::c_int) -> libc::c_int {
+    if libc::WIFEXITED(status) {
+        let code = libc::WEXITSTATUS(status);
+        if (129..=128 + 64).contains(&code) {
+            // A raw status whose low bits are the signal: killed by it, no core file.
+            return code - 128;
+        }
+    }
+    status
 }
 
 /// The first `bwrap` on `PATH` that confines `true` here, or why none does and what to do.
@@ -154,6 +190,16 @@ fn check(argv: &[OsString]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signal_bubblewrap_reports_as_128_plus_it_is_a_signal_again() {
+        let exited = |code: libc::c_int| code << 8;
+        assert_eq!(program_wait_status(exited(3)), exited(3));
+        let killed = program_wait_status(exited(128 + 9));
+        assert!(libc::WIFSIGNALED(killed) && libc::WTERMSIG(killed) == 9);
+        assert_eq!(program_wait_status(exited(128)), exited(128));
+        assert_eq!(program_wait_status(15), 15); // bwrap itself killed
+    }
 
     #[test]
     fn the_plan_is_mounted_over_the_whole_machine_in_order() {

@@ -219,6 +219,11 @@ pub struct Confinement {
     pub status: Status,
     /// `bwrap` and what it keeps out; `None`: not confined.
     pub bwrap: Option<(PathBuf, Plan)>,
+    /// The program's first step inside, before its own argv (`EXECUTABLE pane
+    /// --take-terminal --`, [`crate::host::terminals::pane_filter::first_step`]); empty:
+    /// the program starts directly (then dash, as the shell, ends with status 2 when it
+    /// exits).
+    pub first_step: Vec<OsString>,
 }
 
 impl Confinement {
@@ -227,13 +232,15 @@ impl Confinement {
         Confinement {
             status: Status::none(why),
             bwrap: None,
+            first_step: Vec::new(),
         }
     }
 
-    /// `bwrap …plan… --`: the words to put before a program's argv, when confined.
+    /// `bwrap …plan… -- FIRST STEP`: the words to put before a program's argv, when
+    /// confined.
     pub fn prefix(&self) -> Option<Vec<OsString>> {
         let (bwrap, plan) = self.bwrap.as_ref()?;
-        Some(bwrap::command(bwrap, plan, &[]))
+        Some(bwrap::command(bwrap, plan, &self.first_step))
     }
 }
 
@@ -277,6 +284,7 @@ impl Isolation {
             (Ok(bwrap), _) => Ok(Confinement {
                 status: Status::namespaces(),
                 bwrap: Some((bwrap.clone(), plan)),
+                first_step: Vec::new(),
             }),
             (Err(why), Setting::Required) => Err(format!(
                 "No agent terminal is started unconfined under serve --isolation required: {why}"

@@ -286,6 +286,9 @@ pub struct HostTerminals {
     confiner: Mutex<Arc<Isolation>>,
     /// The data directory, which confined terminals do not see.
     data: PathBuf,
+    /// The executable whose `pane --take-terminal` starts a confined program
+    /// ([`pane_filter::first_step`]); `None`: confined programs start directly.
+    helper: Mutex<Option<PathBuf>>,
 }
 
 /// A terminal's screen as the canvas view shows it.
@@ -428,6 +431,7 @@ impl HostTerminals {
         data: &Path,
         pane_filter: Option<PathBuf>,
     ) -> Result<HostTerminals, HostError> {
+        let helper = pane_filter.clone();
         let tmux = match mode {
             TerminalsMode::Pty => None,
             // `new` looks tmux up on PATH: its "not installed" is auto's PTY fallback.
@@ -477,6 +481,7 @@ impl HostTerminals {
             isolation: Mutex::new(HashMap::new()),
             confiner: Mutex::new(Arc::new(Isolation::off())),
             data: data.to_path_buf(),
+            helper: Mutex::new(helper),
         })
     }
 
@@ -872,7 +877,18 @@ impl HostTerminals {
         }
         let launch = self.data.join("agent-tools").join("launch").join(node_id);
         let plan = Plan::for_agent(&self.data, project, session_file, Some(&launch));
-        self.isolation_setup().for_agent(plan)
+        let mut confinement = self.isolation_setup().for_agent(plan)?;
+        if confinement.bwrap.is_some() {
+            let helper = lock(&self.helper).clone();
+            confinement.first_step = helper.map_or_else(Vec::new, |h| pane_filter::first_step(&h));
+        }
+        Ok(confinement)
+    }
+
+    /// Starts confined programs with `executable`'s `pane --take-terminal` (see
+    /// [`pane_filter`]); the pane filter's executable, when given, is the default.
+    pub fn set_helper(&self, executable: Option<PathBuf>) {
+        *lock(&self.helper) = executable;
     }
 
     /// How node `node_id`'s terminal is confined: as it was started by this host, else (a
@@ -883,7 +899,12 @@ impl HostTerminals {
         }
         match &self.backend {
             Backend::Tmux(tmux) => {
-                let session = tmux.session(node_id).ok().flatten()?;
+                // A dead pane runs nothing: no status (and nothing to type into).
+                let session = tmux
+                    .session(node_id)
+                    .ok()
+                    .flatten()
+                    .filter(|s| !s.pane_dead)?;
                 let status = isolation::of_process_tree(session.pane_pid as libc::pid_t);
                 // Asked again for each typing call into it: found once.
                 lock(&self.isolation).insert(node_id.to_string(), status.clone());

@@ -551,10 +551,16 @@ impl Terminal {
 
     /// The child's exit status, once it has exited and been reaped.
     pub fn exit_status(&self) -> Option<ExitStatus> {
-        match self.shared.try_reap() {
+        let status = match self.shared.try_reap() {
             ChildState::Reaped(status) => status,
             ChildState::Running => None,
-        }
+        }?;
+        // A confined program's end, as `bwrap` passes it on.
+        let confined = self.shared.program_pid != self.shared.pid;
+        Some(match confined {
+            true => ExitStatus::from_raw(bwrap::program_wait_status(status.into_raw())),
+            false => status,
+        })
     }
 
     /// Writes `bytes` as typed input. Fails if the terminal is closed or its program has
@@ -912,7 +918,9 @@ fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
 /// The program a confining `bwrap` (the child `pid`) runs, once it runs; else `bwrap` is
 /// ended and what it printed on the terminal (`master`) is the error.
 fn confined_program(pid: libc::pid_t, master: &OwnedFd) -> Result<libc::pid_t, TerminalError> {
-    if let Some(program) = bwrap::confined_program(pid, CONFINED_START_TIMEOUT) {
+    // The host's own executable may be the first step inside (`pane --take-terminal`).
+    let steps: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
+    if let Some(program) = bwrap::confined_program(pid, &steps, CONFINED_START_TIMEOUT) {
         return Ok(program);
     }
     let _ = send_signal(pid, libc::SIGKILL);

@@ -303,6 +303,9 @@
       if (session.warm) words.push("warm");
       words.push(session.backend);
       if (session.shell) words.push(session.shell.integration === "none" ? "no shell integration" : session.shell.integration);
+      // How it is confined (canvas_list's session.isolation): said on every terminal.
+      const isolation = session.isolation;
+      if (isolation) words.push(isolation.boundary ? "confined (" + isolation.mode + ")" : "not confined");
     }
     return words.join(" · ");
   }

@@ -8,7 +8,14 @@
 //! termsprawl-tools pane -c COMMAND             # $SHELL -c COMMAND
 //! termsprawl-tools pane -- PROGRAM [ARG...]    # PROGRAM, looked up on PATH
 //! termsprawl-tools pane --confine BWRAP [--hide P | --show P | --show-writable P | --read-only P]... ANY OF THE ABOVE
+//! termsprawl-tools pane --take-terminal -- PROGRAM [ARG...]   # see below
 //! ```
+//!
+//! `--take-terminal` is a confined program's first step, inside bubblewrap: it puts itself
+//! in a process group of its own that has the terminal, then `exec`s PROGRAM. So the
+//! shell finds the terminal held by a group it can see (the one bubblewrap's process had
+//! is outside its PID namespace: dash, which gives the terminal back to that group when it
+//! exits, would fail and end with status 2).
 //!
 //! With `--confine`, the program runs under that bubblewrap with that plan
 //! ([`crate::host::isolation`]), and the filter (which holds the integration's nonce and
@@ -41,7 +48,7 @@
 pub mod queries;
 pub(crate) mod shell_socket;
 
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -88,6 +95,34 @@ enum Program {
     Argv(Vec<String>),
 }
 
+/// The flag of a confined program's first step (see the module docs).
+pub const TAKE_TERMINAL: &str = "--take-terminal";
+
+/// The words that make `executable` (whose `pane` subcommand this is) a confined
+/// program's first step: `EXECUTABLE pane --take-terminal --`, before the program's argv.
+pub fn first_step(executable: &Path) -> Vec<OsString> {
+    vec![
+        executable.into(),
+        PANE_SUBCOMMAND.into(),
+        TAKE_TERMINAL.into(),
+        "--".into(),
+    ]
+}
+
+/// `pane --take-terminal -- PROGRAM [ARG...]`: takes the terminal on stdin for a process
+/// group of its own, then `exec`s PROGRAM (looked up on PATH) in this process. Returns only
+/// on failure (127, said on stderr).
+fn take_terminal_and_run(argv: &[String]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    if let Err(error) = pty::take_foreground(io::stdin().as_fd()) {
+        eprintln!("termsprawl-tools pane: cannot take the terminal: {error}");
+        return ExitCode::from(127);
+    }
+    let error = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    eprintln!("termsprawl-tools pane: cannot run {}: {error}", argv[0]);
+    ExitCode::from(127)
+}
+
 /// A confining bubblewrap and its plan.
 type Confine = (PathBuf, Plan);
 
@@ -129,6 +164,11 @@ fn parse(args: &[String]) -> Option<Program> {
 /// by a signal ends this process by the same signal, so then this does not return).
 /// Exit 2 on a usage error, 127 when the program cannot be started, 1 on another failure.
 pub fn main(args: &[String]) -> ExitCode {
+    if let [flag, separator, argv @ ..] = args {
+        if flag == TAKE_TERMINAL && separator == "--" && !argv.is_empty() {
+            return take_terminal_and_run(argv);
+        }
+    }
     let Some((confine, args)) = parse_confinement(args) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
@@ -137,7 +177,13 @@ pub fn main(args: &[String]) -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    match run(&program, confine.as_ref()) {
+    let ran = run(&program, confine.as_ref());
+    // A confined program's end, as `bwrap` passes it on.
+    let ran = match confine {
+        Some(_) => ran.map(crate::host::isolation::bwrap::program_wait_status),
+        None => ran,
+    };
+    match ran {
         Ok(status) if libc::WIFSIGNALED(status) => {
             pty::end_by_signal(libc::WTERMSIG(status));
             ExitCode::from(128 + libc::WTERMSIG(status) as u8)
@@ -211,7 +257,10 @@ fn confined(
 ) -> Result<(CString, Vec<CString>), Failure> {
     use std::os::unix::ffi::OsStrExt;
     let os = |c: &CString| std::ffi::OsStr::from_bytes(c.as_bytes()).to_os_string();
-    let mut program: Vec<std::ffi::OsString> = vec![os(path)];
+    // This executable is the first step inside (`pane --take-terminal`).
+    let this = std::env::current_exe().map_err(|e| Failure::Start(e.to_string()))?;
+    let mut program = first_step(&this);
+    program.push(os(path));
     let login = argv
         .first()
         .is_some_and(|arg0| arg0.as_bytes().starts_with(b"-"));
@@ -298,8 +347,11 @@ fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Fail
     // child of a confining `bwrap`.
     let program_pid = match confine {
         None => pid,
-        Some(_) => crate::host::isolation::bwrap::confined_program(pid, CONFINED_START_TIMEOUT)
-            .ok_or_else(|| Failure::Start("bubblewrap did not start the program".into()))?,
+        Some(_) => {
+            let steps: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
+            crate::host::isolation::bwrap::confined_program(pid, &steps, CONFINED_START_TIMEOUT)
+                .ok_or_else(|| Failure::Start("bubblewrap did not start the program".into()))?
+        }
     };
     let copy = |fd: BorrowedFd<'_>, what: &str| {
         fd.try_clone_to_owned().map(File::from).map_err(other(what))
