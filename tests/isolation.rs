@@ -415,3 +415,86 @@ fn typing_into_the_persons_own_terminal_waits_for_the_person() {
     );
     serve.stop();
 }
+
+/// As an unprivileged user (here `nobody`, when the tests run as root, as in CI), where
+/// bubblewrap makes a user namespace first: the same boundary holds, and an agent's own
+/// sandbox (a nested bubblewrap, as Codex runs its commands) starts inside ours. Skipped,
+/// with a notice, when not root (the other tests then ran unprivileged already) or without
+/// `setpriv`.
+#[test]
+fn an_unprivileged_users_agents_are_confined_too_and_can_nest_their_own_sandbox() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"));
+    let setpriv = std::path::Path::new("/usr/bin/setpriv").exists();
+    if !root || !setpriv || !bwrap_works() {
+        eprintln!("NOTICE: not root, or no setpriv: the unprivileged run is skipped");
+        return;
+    }
+    let dirs = Dirs::new("iso-nobody");
+    // `nobody` owns the scratch folders and runs copies of the binaries it can reach.
+    let bin = dirs.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["termsprawl-tools", "termsprawlctl"] {
+        let built = std::path::Path::new(TOOLS).with_file_name(name);
+        std::fs::copy(&built, bin.join(name)).unwrap();
+    }
+    let owned = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&dirs.root)
+        .status();
+    assert!(owned.unwrap().success());
+    let mut command = Command::new("/usr/bin/setpriv");
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin.join("termsprawl-tools"))
+        .args(["serve", "--data"])
+        .arg(&dirs.data)
+        .arg("--project")
+        .arg(&dirs.project)
+        .args(["--agent", "me", "--agent", "b", "--terminals", "pty"])
+        .env("HOME", &dirs.root)
+        .env("SHELL", "/bin/bash")
+        .env_remove("TERMSPRAWL_SESSION_FILE")
+        .current_dir(&dirs.project)
+        .stdin(std::process::Stdio::null());
+    let serve = Serve::start_command(command);
+    assert_eq!(
+        serve.ready["isolation"]["mode"], "namespaces",
+        "{}",
+        serve.ready
+    );
+    let term = open_terminal(&serve, &dirs, "me");
+    let (code, who) = run(&serve, &dirs, &term, "id -u");
+    assert_eq!((code, who.trim()), (Some(0), "65534"));
+    let b_file = dirs.agent_tools().join("sessions/b.json");
+    fails(
+        &serve,
+        &dirs,
+        &term,
+        &format!("cat {}", b_file.display()),
+        "No such file",
+    );
+    let pid = serve.pid();
+    fails(
+        &serve,
+        &dirs,
+        &term,
+        &format!("kill -STOP {pid}"),
+        "No such process",
+    );
+    fails(
+        &serve,
+        &dirs,
+        &term,
+        "echo x > .termsprawl/x",
+        "Read-only file system",
+    );
+    let nested = "bwrap --ro-bind / / --unshare-pid --proc /proc true && echo nested-ok";
+    assert_eq!(
+        run(&serve, &dirs, &term, nested),
+        (Some(0), "nested-ok\n".into())
+    );
+    serve.stop();
+}

@@ -37,11 +37,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::base::lock_or_recover as lock;
+use crate::host::isolation::bwrap;
 use crate::host::terminals::procfs;
 use crate::host::terminals::shell::text::{HeadTail, HEAD_BYTES, TAIL_BYTES};
 use crate::host::terminals::tmux::{PaneInfo, TmuxError, TmuxServer};
 use crate::runtime::{unix_millis, CommandOutput, Foreground, OutputMark};
 
+/// How long a confined pane's shell is looked for (it runs already unless just started).
+const CONFINED_LOOKUP: Duration = Duration::from_millis(50);
 /// How long a group must have been seen waiting for typing before it counts as such:
 /// longer than [`PANE_TTL`], so the pane's alternate screen was looked at after it.
 const SETTLE_MS: u64 = 300;
@@ -260,6 +263,13 @@ impl TmuxPanes {
             true => *procfs::session_leading_children(program).first()?,
             false => program,
         };
+        // A confined pane runs `bwrap`, whose program is the shell (found again each time).
+        let confining = procfs::executable(shell)
+            .is_some_and(|exe| exe.file_name().is_some_and(|name| name == "bwrap"));
+        if confining {
+            let steps: Vec<std::path::PathBuf> = std::env::current_exe().into_iter().collect();
+            return bwrap::confined_program(shell, &steps, CONFINED_LOOKUP);
+        }
         lock(&self.shells).insert(node.to_string(), (program, shell));
         Some(shell)
     }
