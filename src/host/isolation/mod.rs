@@ -128,7 +128,7 @@ impl Status {
         json!({"mode": self.mode.name(), "boundary": self.boundary, "why": self.why})
     }
 
-    /// The same read back (a tmux session's saved status); `None` if malformed.
+    /// The same read back (an answer's `isolation`); `None` if malformed.
     pub fn from_json(value: &Value) -> Option<Status> {
         let mode = match value.get("mode")?.as_str()? {
             "namespaces" => Mode::Namespaces,
