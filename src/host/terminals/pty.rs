@@ -278,7 +278,12 @@ impl Shared {
     /// recorded); the kernel is asked of the shell on `master` when a command's start or
     /// end mark arrives ([`kernel::KernelProbe`]).
     /// Returns whether a waiting call should be woken for it (see [`Shared::wake`]).
-    fn record(&self, output: &mut Output, chunk: &[u8], master: &File) -> bool {
+    fn record(
+        &self,
+        output: &mut Output,
+        (chunk, reads_before): (&[u8], Option<u64>),
+        master: &File,
+    ) -> bool {
         let now = unix_millis();
         let marks_before = output.shell.as_ref().map(ShellSession::marks_applied);
         let plain = match output.shell.as_mut() {
@@ -286,6 +291,7 @@ impl Shared {
                 let mut probe = kernel::KernelProbe {
                     shell: self.program_pid,
                     master: master.as_fd(),
+                    reads_before_chunk: reads_before,
                 };
                 shell.feed(chunk, now, &mut probe)
             }
@@ -873,9 +879,15 @@ fn read_until_eof(shared: &Shared, master: &File, wake: &File) {
             continue;
         }
         let mut output = lock(&shared.output);
+        // Before the read: what an end mark in it keeps (see `shell::records`).
+        let reads_before = output
+            .shell
+            .is_some()
+            .then(|| procfs::read_calls(shared.program_pid))
+            .flatten();
         let wake = match (&*master).read(&mut buffer) {
             Ok(0) => break,
-            Ok(n) => shared.record(&mut output, &buffer[..n], master),
+            Ok(n) => shared.record(&mut output, (&buffer[..n], reads_before), master),
             Err(e)
                 if matches!(
                     e.kind(),

@@ -146,6 +146,8 @@ impl PaneShell {
         let Some(master) = self.master() else {
             return Ok(None);
         };
+        // Before the read: what an end mark in it keeps (see `shell::records`).
+        let reads_before = procfs::read_calls(self.shell);
         let n = (&*master).read(buffer)?;
         if n == 0 {
             return Ok(None);
@@ -155,6 +157,7 @@ impl PaneShell {
         let mut probe = kernel::KernelProbe {
             shell: self.shell,
             master: master.as_fd(),
+            reads_before_chunk: reads_before,
         };
         let plain = session.feed(&buffer[..n], now, &mut probe);
         self.confirm_end(&mut session);

@@ -28,6 +28,8 @@ pub struct KernelProbe<'a> {
     pub shell: libc::pid_t,
     /// The master of the shell's terminal.
     pub master: BorrowedFd<'a>,
+    /// The shell's `read` calls just before the chunk being parsed was read.
+    pub reads_before_chunk: Option<u64>,
 }
 
 impl super::ShellProbe for KernelProbe<'_> {
@@ -41,6 +43,10 @@ impl super::ShellProbe for KernelProbe<'_> {
 
     fn reads(&mut self) -> Option<u64> {
         procfs::read_calls(self.shell)
+    }
+
+    fn reads_before_chunk(&mut self) -> Option<u64> {
+        self.reads_before_chunk
     }
 }
 

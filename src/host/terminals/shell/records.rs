@@ -16,7 +16,7 @@
 //! reading it, and no output is left unread).
 //!
 //! A start counts only after an end, and then only if the shell made `read` calls since
-//! that end counted ([`ShellProbe::reads`]): a shell reads a line before it runs one,
+//! just before the output holding that end was read ([`ShellProbe::reads_before_chunk`]): a shell reads a line before it runs one,
 //! while a program that learnt the nonce prints its marks as the shell waits for it (the
 //! shell then reads nothing; zsh reads one pipe as it starts each job, before it waits). A start refused after an end leaves that end in doubt: if the
 //! shell read before the next end arrives, that end may be another line's (one typed
@@ -39,6 +39,11 @@ pub trait ShellProbe {
     fn waiting(&mut self) -> bool;
     /// How many `read` calls the shell has made (`None`: not known).
     fn reads(&mut self) -> Option<u64>;
+    /// How many it had made just before the chunk with this mark was read from the
+    /// terminal: the reference an end keeps (see the module docs). The default: now.
+    fn reads_before_chunk(&mut self) -> Option<u64> {
+        self.reads()
+    }
 }
 
 /// How many commands each terminal keeps (the oldest go first).
@@ -88,7 +93,8 @@ pub struct Commands {
     cwd: Option<String>,
     /// What the host typed at the prompt: the label of the command that starts next.
     typed_label: Option<String>,
-    /// The shell's `read` calls when the last start or end that counted was parsed.
+    /// The shell's `read` calls just before the output with the last end that counted
+    /// was read ([`ShellProbe::reads_before_chunk`]).
     reads_then: Option<u64>,
     /// A start was refused after the last end (see the module docs).
     end_in_doubt: bool,
@@ -138,17 +144,20 @@ impl Commands {
                 if !open || !probe.has_terminal() {
                     return;
                 }
-                let reads = probe.reads();
                 let Some(command) = self.kept.back_mut() else {
                     return;
                 };
-                if std::mem::take(&mut self.end_in_doubt) && read_since(reads, self.reads_then) {
+                if std::mem::take(&mut self.end_in_doubt)
+                    && read_since(probe.reads(), self.reads_then)
+                {
                     command.lost = true;
                 }
                 command.exit_code = Some(status);
                 command.ended_at = Some(now);
                 self.phase = Phase::Ended;
-                self.reads_then = reads;
+                // From before this output was read: a line the shell read right after its
+                // end, even before we woke, then counts as read since the end.
+                self.reads_then = probe.reads_before_chunk();
             }
             Mark::Cwd(path) => {
                 let ended = matches!(self.phase, Phase::Ended | Phase::Unconfirmed);
@@ -178,7 +187,6 @@ impl Commands {
         }
         let line = self.typed_label.take().unwrap_or(line);
         self.start(line, now, false);
-        self.reads_then = reads;
     }
 
     /// The host typed `line` and Enter at a prompt (POSIX `sh` reports no start): a new
