@@ -57,6 +57,26 @@ fn fails(serve: &Serve, dirs: &Dirs, term: &str, line: &str, said: &str) {
     );
 }
 
+/// `operation` with `args` called by agent `me` on a thread of its own, where the policy
+/// holds it: the thread (whose answer comes once the person decides) and the call as
+/// `approvals list --json` shows it.
+fn held_call(
+    serve: &Serve,
+    dirs: &Dirs,
+    operation: &str,
+    args: Value,
+) -> (std::thread::JoinHandle<(u16, Value)>, Value) {
+    let (port, token) = (serve.port, token(dirs, "me"));
+    let body = json!({"operation": operation, "args": args});
+    let asker = std::thread::spawn(move || post(port, &token, &body));
+    let call = poll("the held call", Duration::from_secs(10), || {
+        let out = person(dirs, &["approvals", "list", "--json"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        serde_json::from_str::<Value>(text.lines().next()?).ok()
+    });
+    (asker, call)
+}
+
 /// A shell terminal agent `node` opens, at its prompt with integration.
 fn open_terminal(serve: &Serve, dirs: &Dirs, node: &str) -> String {
     let term = serve.ok(dirs, node, "terminal_open", json!({}))["nodeId"]
@@ -149,25 +169,9 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
     serve.ok(&dirs, "b", "canvas_list", json!({})); // serve was not stopped
 
     // A call `me` asked for, held for the person: `me` cannot answer it itself.
-    let asker = {
-        let token = token(&dirs, "me");
-        let port = serve.port;
-        let args = json!({"nodeId": b_term, "text": "echo from-me\r"});
-        std::thread::spawn(move || {
-            post(
-                port,
-                &token,
-                &json!({"operation": "terminal_input", "args": args}),
-            )
-        })
-    };
-    let id = poll("the held call", Duration::from_secs(10), || {
-        let out = person(&dirs, &["approvals", "list", "--json"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let line = text.lines().next()?;
-        let call: Value = serde_json::from_str(line).ok()?;
-        call["id"].as_str().map(str::to_string)
-    });
+    let args = json!({"nodeId": b_term, "text": "echo from-me\r"});
+    let (asker, call) = held_call(&serve, &dirs, "terminal_input", args);
+    let id = call["id"].as_str().unwrap().to_string();
     let data = dirs.data.display();
     let ctl = format!("{TOOLS} approvals allow {id} --data {data}");
     fails(&serve, &dirs, &term, &ctl, "confined terminal");
@@ -382,23 +386,8 @@ fn typing_into_the_persons_own_terminal_waits_for_the_person() {
         isolation["why"].as_str().unwrap().contains("person"),
         "{listed}"
     );
-    let asker = {
-        let token = token(&dirs, "me");
-        let port = serve.port;
-        let args = json!({"nodeId": term, "command": "echo typed-by-me"});
-        std::thread::spawn(move || {
-            post(
-                port,
-                &token,
-                &json!({"operation": "terminal_submit", "args": args}),
-            )
-        })
-    };
-    let call = poll("the held call", Duration::from_secs(10), || {
-        let out = person(&dirs, &["approvals", "list", "--json"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        serde_json::from_str::<Value>(text.lines().next()?).ok()
-    });
+    let args = json!({"nodeId": term, "command": "echo typed-by-me"});
+    let (asker, call) = held_call(&serve, &dirs, "terminal_submit", args);
     assert_eq!(call["class"], "terminals-unconfined", "{call}");
     let id = call["id"].as_str().unwrap();
     let denied = person(

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::approvals::{Approvals, Asking, HOLD};
 use super::policy::{Rule, Rulebook};
 use crate::base::lock_or_recover as lock;
-use crate::protocol::{OperationClass, ToolIdentity, ToolRequest};
+use crate::protocol::{OperationClass, ToolIdentity, ToolRequest, OPERATION_CLASSES};
 use crate::server::{Admission, AgentToolServer, Wait};
 
 /// The policy's state in the runtime.
@@ -23,8 +23,9 @@ pub(super) struct Gate {
     pub(super) rules: Mutex<Rulebook>,
     /// Where the person's rules are saved (`None`: not saved).
     pub(super) saved_at: Mutex<Option<PathBuf>>,
-    /// Some rule is not `allow` (else no call needs a look).
-    restricts: AtomicBool,
+    /// The classes (bit `1 << index` in [`OPERATION_CLASSES`]) some rule does not
+    /// `allow`: a call of any other class needs no look (0: no call does).
+    restricted: AtomicU32,
     /// Changes with every rule (for `session_info`'s cached answers).
     generation: AtomicU64,
     pub(super) approvals: Arc<Approvals>,
@@ -34,7 +35,12 @@ pub(super) struct Gate {
 
 impl Gate {
     pub(super) fn changed(&self, rules: &Rulebook) {
-        self.restricts.store(rules.restricts(), Ordering::SeqCst);
+        let restricted = OPERATION_CLASSES
+            .iter()
+            .enumerate()
+            .filter(|(_, class)| rules.restricts_class(**class))
+            .fold(0, |mask, (index, _)| mask | 1 << index);
+        self.restricted.store(restricted, Ordering::SeqCst);
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -76,12 +82,15 @@ impl Gate {
         unconfined: &dyn Fn(&str) -> bool,
     ) -> Admission {
         let gate = self;
-        if !gate.restricts.load(Ordering::SeqCst) {
+        if !gate.restricts() {
             return Admission::Run;
         }
         let Some(class) = gate.class_of(identity, request, unconfined) else {
             return Admission::Run;
         };
+        if !gate.restricts_class(class) {
+            return Admission::Run;
+        }
         let (project, node) = (&identity.project_id, &identity.node_id);
         match lock(&gate.rules).rule(project, node, class) {
             Rule::Allow => return Admission::Run,
@@ -113,7 +122,7 @@ impl Gate {
     /// [`crate::server::ServerCallbacks::offers`]: every operation but those the policy
     /// denies to this agent whichever terminal they name.
     pub(super) fn offers(&self, identity: &ToolIdentity, operation: &str) -> bool {
-        if !self.restricts.load(Ordering::SeqCst) {
+        if !self.restricts() {
             return true;
         }
         let rules = lock(&self.rules);
@@ -127,9 +136,19 @@ impl Gate {
 
     /// `session_info`'s `policy`: each class's rule, while some rule is not `allow`.
     pub(super) fn summary_for(&self, identity: &ToolIdentity) -> Option<Value> {
-        self.restricts
-            .load(Ordering::SeqCst)
+        self.restricts()
             .then(|| lock(&self.rules).summary(&identity.project_id, &identity.node_id))
+    }
+
+    /// Some rule is not `allow`.
+    fn restricts(&self) -> bool {
+        self.restricted.load(Ordering::SeqCst) != 0
+    }
+
+    /// Some rule for `class` is not `allow`.
+    fn restricts_class(&self, class: OperationClass) -> bool {
+        let index = OPERATION_CLASSES.iter().position(|c| *c == class);
+        index.is_some_and(|index| self.restricted.load(Ordering::SeqCst) & 1 << index != 0)
     }
 
     /// A number that changes whenever the rules do.

@@ -280,8 +280,15 @@ impl Rulebook {
 
     /// Whether any rule is not `allow` (else no call needs a look).
     pub fn restricts(&self) -> bool {
+        OPERATION_CLASSES
+            .into_iter()
+            .any(|class| self.restricts_class(class))
+    }
+
+    /// Whether any rule for `class` is not `allow` (else no call of it needs a look).
+    pub fn restricts_class(&self, class: OperationClass) -> bool {
         let any = |policy: &Policy| {
-            let not_allow = |rules: &Rules| rules.values().any(|rule| *rule != Rule::Allow);
+            let not_allow = |rules: &Rules| rules.get(&class).is_some_and(|r| *r != Rule::Allow);
             not_allow(&policy.classes)
                 || policy.projects.values().any(|project| {
                     not_allow(&project.classes) || project.agents.values().any(not_allow)

@@ -284,13 +284,17 @@
 
   function terminalMeta(node, data, status) {
     const words = [];
+    const session = node.session;
+    // How it is confined (canvas_list's session.isolation), said second on every live
+    // terminal, so a long status never pushes it out of the line.
+    const isolation = session && !session.ended && session.isolation;
+    const confined = isolation ? [isolation.boundary ? "confined" : "not confined"] : [];
     if (data.agentId || status) {
-      words.push("agent " + ((status && status.adapter) || data.agentId || ""));
+      words.push("agent " + ((status && status.adapter) || data.agentId || ""), ...confined);
       if (status) words.push(status.state + (status.reason ? ": " + status.reason : ""));
     } else {
-      words.push("shell");
+      words.push("shell", ...confined);
     }
-    const session = node.session;
     if (!session) {
       words.push(data.agentId && !data.command ? "runs elsewhere" : "no session");
     } else if (session.ended) {
@@ -303,9 +307,6 @@
       if (session.warm) words.push("warm");
       words.push(session.backend);
       if (session.shell) words.push(session.shell.integration === "none" ? "no shell integration" : session.shell.integration);
-      // How it is confined (canvas_list's session.isolation): said on every terminal.
-      const isolation = session.isolation;
-      if (isolation) words.push(isolation.boundary ? "confined (" + isolation.mode + ")" : "not confined");
     }
     return words.join(" · ");
   }
