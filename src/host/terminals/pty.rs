@@ -935,6 +935,11 @@ fn confined_program(pid: libc::pid_t, master: &OwnedFd) -> Result<libc::pid_t, T
     if let Some(program) = bwrap::confined_program(pid, &steps, CONFINED_START_TIMEOUT) {
         return Ok(program);
     }
+    // Ended already (a program that exits at once, or bwrap's own error): the terminal
+    // shows what it printed and how it ended, as any program's.
+    if procfs::proc_stat(pid).is_some_and(|stat| !stat.running()) {
+        return Ok(pid);
+    }
     let _ = send_signal(pid, libc::SIGKILL);
     let _ = wait_child(pid, true);
     let mut said = vec![0; 2048];

@@ -60,6 +60,7 @@ use std::time::{Duration, Instant};
 
 use crate::host::isolation::Plan;
 use crate::host::terminals::pane_filter::queries::QueryFilter;
+use crate::host::terminals::procfs;
 use crate::host::terminals::shell::inject::{self, Injection, Start};
 use crate::runtime::agents::resolve_executable;
 use crate::sys::fd::poll;
@@ -349,8 +350,23 @@ fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Fail
         None => pid,
         Some(_) => {
             let steps: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
-            crate::host::isolation::bwrap::confined_program(pid, &steps, CONFINED_START_TIMEOUT)
-                .ok_or_else(|| Failure::Start("bubblewrap did not start the program".into()))?
+            let found = crate::host::isolation::bwrap::confined_program(
+                pid,
+                &steps,
+                CONFINED_START_TIMEOUT,
+            );
+            // Ended already (a program that exits at once, or bwrap's own error): relayed
+            // and ended as any program.
+            let ended = || procfs::proc_stat(pid).is_some_and(|stat| !stat.running());
+            match found {
+                Some(program) => program,
+                None if ended() => pid,
+                None => {
+                    return Err(Failure::Start(
+                        "bubblewrap did not start the program".into(),
+                    ))
+                }
+            }
         }
     };
     let copy = |fd: BorrowedFd<'_>, what: &str| {
