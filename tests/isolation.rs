@@ -102,8 +102,64 @@ fn person(dirs: &Dirs, words: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
-    let dirs = Dirs::new(&format!("iso-{backend}"));
+/// What the kernel says to each attack under a mechanism: (a hidden file, a signal to
+/// `serve`, its `/proc`, a write into `.termsprawl`).
+fn refusals(mechanism: &str) -> [&'static str; 4] {
+    match mechanism {
+        "namespaces" => [
+            "No such file",
+            "No such process",
+            "No such file",
+            "Read-only file system",
+        ],
+        _ => [
+            "Permission denied",
+            "Operation not permitted",
+            "Permission denied",
+            "Permission denied",
+        ],
+    }
+}
+
+/// Whether Landlock with signal scoping (ABI 6) works here (else skipped, with a notice).
+fn landlock_scopes_signals() -> bool {
+    let probe = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes; print(ctypes.CDLL(None).syscall(444, None, 0, 1))",
+        ])
+        .output();
+    let abi = probe.ok().and_then(|out| {
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<i64>()
+            .ok()
+    });
+    let works = abi.is_some_and(|abi| abi >= 6);
+    if !works {
+        eprintln!("NOTICE: Landlock ABI 6 is not available here ({abi:?}): skipping");
+    }
+    works
+}
+
+/// The attack list from inside a terminal agent `me` opened, confined by `mechanism`
+/// (`namespaces`: bubblewrap, or `landlock`) on `backend`.
+fn attacks_fail_inside_and_the_person_still_acts(backend: &str, mechanism: &str) {
+    // Under Landlock nothing new can be made directly in the folders on the way to the
+    // data folder: keep `/tmp` off that way, as a home folder's data folder does.
+    let base = match mechanism {
+        "landlock" => "/var/tmp",
+        _ => "/tmp",
+    };
+    let dirs = Dirs::new_in(
+        std::path::Path::new(base),
+        &format!("iso-{backend}-{mechanism}"),
+    );
+    let [hidden, no_signal, no_proc, read_only] = refusals(mechanism);
+    let isolation = match mechanism {
+        "namespaces" => "auto",
+        _ => "landlock",
+    };
     let git = |args: &[&str]| {
         let status = Command::new("git")
             .args(args)
@@ -123,10 +179,12 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
             backend,
             "--policy",
             "careful",
+            "--isolation",
+            isolation,
         ],
     );
     assert_eq!(
-        serve.ready["isolation"]["mode"], "namespaces",
+        serve.ready["isolation"]["mode"], mechanism,
         "{}",
         serve.ready
     );
@@ -137,7 +195,7 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
     let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
     assert_eq!(
         (&isolation["mode"], &isolation["boundary"]),
-        (&json!("namespaces"), &json!(true)),
+        (&json!(mechanism), &json!(true)),
         "{listed}"
     );
 
@@ -148,7 +206,7 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
         &dirs,
         &term,
         &format!("cat {}", b_file.display()),
-        "No such file",
+        hidden,
     );
     let socket = tools.join("tmux/socket");
     let send = format!(
@@ -162,10 +220,10 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
         &dirs,
         &term,
         &format!("kill -STOP {pid}"),
-        "No such process",
+        no_signal,
     );
     let environ = format!("cat /proc/{pid}/environ");
-    fails(&serve, &dirs, &term, &environ, "No such file");
+    fails(&serve, &dirs, &term, &environ, no_proc);
     serve.ok(&dirs, "b", "canvas_list", json!({})); // serve was not stopped
 
     // A call `me` asked for, held for the person: `me` cannot answer it itself.
@@ -191,7 +249,7 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
     let link = format!("env -u TERMSPRAWL_CONFINED {TOOLS} link me b --messages");
     fails(&serve, &dirs, &term, &link, "");
     let hand_made = "mkdir -p .termsprawl/links && echo '{}' > .termsprawl/links/me--b.json";
-    fails(&serve, &dirs, &term, hand_made, "Read-only file system");
+    fails(&serve, &dirs, &term, hand_made, read_only);
     let still = person(&dirs, &["approvals", "list", "--json"]);
     assert!(
         String::from_utf8_lossy(&still.stdout).contains(&id),
@@ -232,7 +290,14 @@ fn attacks_fail_inside_and_the_person_still_acts(backend: &str) {
 #[test]
 fn inside_a_confined_pty_terminal_the_person_and_other_agents_are_out_of_reach() {
     if bwrap_works() {
-        attacks_fail_inside_and_the_person_still_acts("pty");
+        attacks_fail_inside_and_the_person_still_acts("pty", "namespaces");
+    }
+}
+
+#[test]
+fn inside_a_pty_terminal_confined_by_landlock_the_person_and_other_agents_are_out_of_reach() {
+    if landlock_scopes_signals() {
+        attacks_fail_inside_and_the_person_still_acts("pty", "landlock");
     }
 }
 
@@ -243,36 +308,77 @@ fn inside_a_confined_tmux_terminal_the_person_and_other_agents_are_out_of_reach(
         return;
     }
     if bwrap_works() {
-        attacks_fail_inside_and_the_person_still_acts("tmux");
+        attacks_fail_inside_and_the_person_still_acts("tmux", "namespaces");
     }
 }
 
+/// `--isolation required` where bubblewrap is missing: Landlock confines PTY terminals (a
+/// boundary from ABI 6), and a tmux terminal, which Landlock cannot keep from the tmux
+/// server's socket, is refused with why and what to do; `off` confines nothing and says so.
 #[test]
-fn required_refuses_without_bubblewrap_and_off_says_it_confines_nothing() {
+fn required_refuses_without_a_boundary_and_off_says_it_confines_nothing() {
     let dirs = Dirs::new("iso-required");
-    // No bubblewrap on this PATH.
-    let env = [("PATH", "/nonexistent")];
-    let args = [
-        "--agent",
-        "me",
-        "--terminals",
-        "pty",
-        "--isolation",
-        "required",
-    ];
-    let serve = Serve::start_with_env(&dirs, &args, &env);
-    assert_eq!(serve.ready["isolation"]["mode"], "none", "{}", serve.ready);
-    let refused = serve.err(&dirs, "me", "terminal_open", json!({}));
-    assert!(
-        refused.contains("--isolation required") && refused.contains("apt-get install bubblewrap"),
-        "{refused}"
-    );
-    assert!(
-        serve.stderr().contains("NOT confined"),
-        "{}",
-        serve.stderr()
-    );
-    serve.stop();
+    // No bubblewrap on this PATH; tmux alone.
+    let bin = dirs.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tmux = tmux_installed();
+    if tmux {
+        let found = Command::new("sh")
+            .args(["-c", "command -v tmux"])
+            .output()
+            .unwrap();
+        let path = String::from_utf8_lossy(&found.stdout).trim().to_string();
+        std::os::unix::fs::symlink(path, bin.join("tmux")).unwrap();
+    }
+    let env = [("PATH", bin.to_str().unwrap())];
+    let landlock = landlock_scopes_signals();
+    for backend in ["pty", "tmux"] {
+        if backend == "tmux" && !tmux {
+            continue;
+        }
+        let args = [
+            "--agent",
+            "me",
+            "--terminals",
+            backend,
+            "--isolation",
+            "required",
+        ];
+        let serve = Serve::start_with_env(&dirs, &args, &env);
+        let why = serve.ready["isolation"]["why"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("apt-get install bubblewrap"),
+            "{}",
+            serve.ready
+        );
+        if landlock && backend == "pty" {
+            assert_eq!(
+                serve.ready["isolation"]["mode"], "landlock",
+                "{}",
+                serve.ready
+            );
+            let opened = serve.ok(&dirs, "me", "terminal_open", json!({}));
+            let term = opened["nodeId"].as_str().unwrap().to_string();
+            let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+            let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
+            assert_eq!(
+                (&isolation["mode"], &isolation["boundary"]),
+                (&json!("landlock"), &json!(true)),
+                "{listed}"
+            );
+        } else {
+            let refused = serve.err(&dirs, "me", "terminal_open", json!({}));
+            let said = match landlock {
+                true => "tmux server's socket",
+                false => "apt-get install bubblewrap",
+            };
+            assert!(
+                refused.contains("--isolation required") && refused.contains(said),
+                "{refused}"
+            );
+        }
+        serve.stop();
+    }
 
     let dirs = Dirs::new("iso-off");
     let serve = Serve::start(
@@ -412,16 +518,43 @@ fn typing_into_the_persons_own_terminal_waits_for_the_person() {
 /// `setpriv`.
 #[test]
 fn an_unprivileged_users_agents_are_confined_too_and_can_nest_their_own_sandbox() {
+    if unprivileged_user_can_run() && bwrap_works() {
+        unprivileged_users_agents_are_confined("namespaces");
+    }
+}
+
+/// Under Landlock, as an unprivileged user: the same refusals; an agent's own bubblewrap
+/// cannot start (Landlock refuses mounts), as the guide says.
+#[test]
+fn an_unprivileged_users_agents_are_confined_by_landlock_too() {
+    if unprivileged_user_can_run() && landlock_scopes_signals() {
+        unprivileged_users_agents_are_confined("landlock");
+    }
+}
+
+/// Whether this test runs as root with `setpriv` (to become `nobody`); else a notice.
+fn unprivileged_user_can_run() -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let root = status
         .lines()
         .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"));
     let setpriv = std::path::Path::new("/usr/bin/setpriv").exists();
-    if !root || !setpriv || !bwrap_works() {
+    if !root || !setpriv {
         eprintln!("NOTICE: not root, or no setpriv: the unprivileged run is skipped");
-        return;
     }
-    let dirs = Dirs::new("iso-nobody");
+    root && setpriv
+}
+
+fn unprivileged_users_agents_are_confined(mechanism: &str) {
+    let [hidden, no_signal, _, read_only] = refusals(mechanism);
+    let (base, isolation) = match mechanism {
+        "landlock" => ("/var/tmp", "landlock"),
+        _ => ("/tmp", "auto"),
+    };
+    let dirs = Dirs::new_in(
+        std::path::Path::new(base),
+        &format!("iso-nobody-{mechanism}"),
+    );
     // `nobody` owns the scratch folders and runs copies of the binaries it can reach.
     let bin = dirs.root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -443,6 +576,7 @@ fn an_unprivileged_users_agents_are_confined_too_and_can_nest_their_own_sandbox(
         .arg("--project")
         .arg(&dirs.project)
         .args(["--agent", "me", "--agent", "b", "--terminals", "pty"])
+        .args(["--isolation", isolation])
         .env("HOME", &dirs.root)
         .env("SHELL", "/bin/bash")
         .env_remove("TERMSPRAWL_SESSION_FILE")
@@ -450,7 +584,7 @@ fn an_unprivileged_users_agents_are_confined_too_and_can_nest_their_own_sandbox(
         .stdin(std::process::Stdio::null());
     let serve = Serve::start_command(command);
     assert_eq!(
-        serve.ready["isolation"]["mode"], "namespaces",
+        serve.ready["isolation"]["mode"], mechanism,
         "{}",
         serve.ready
     );
@@ -463,7 +597,7 @@ fn an_unprivileged_users_agents_are_confined_too_and_can_nest_their_own_sandbox(
         &dirs,
         &term,
         &format!("cat {}", b_file.display()),
-        "No such file",
+        hidden,
     );
     let pid = serve.pid();
     fails(
@@ -471,19 +605,63 @@ fn an_unprivileged_users_agents_are_confined_too_and_can_nest_their_own_sandbox(
         &dirs,
         &term,
         &format!("kill -STOP {pid}"),
-        "No such process",
+        no_signal,
     );
+    fails(&serve, &dirs, &term, "echo x > .termsprawl/x", read_only);
+    let nested = "bwrap --ro-bind / / --unshare-pid --proc /proc true && echo nested-ok";
+    match mechanism {
+        "namespaces" => assert_eq!(
+            run(&serve, &dirs, &term, nested),
+            (Some(0), "nested-ok\n".into())
+        ),
+        _ => fails(&serve, &dirs, &term, nested, "Operation not permitted"),
+    }
+    serve.stop();
+}
+
+/// Landlock on tmux: the files are kept out as on PTY, but the tmux server's socket is not,
+/// so the terminal says it is no boundary, and `serve` warns.
+#[test]
+fn a_tmux_terminal_under_landlock_says_it_is_no_boundary() {
+    if !tmux_installed() || !landlock_scopes_signals() {
+        eprintln!("NOTICE: no tmux or no Landlock ABI 6: skipping");
+        return;
+    }
+    let dirs = Dirs::new_in(std::path::Path::new("/var/tmp"), "iso-tmux-landlock");
+    let args = [
+        "--agent",
+        "me",
+        "--agent",
+        "b",
+        "--terminals",
+        "tmux",
+        "--isolation",
+        "landlock",
+    ];
+    let serve = Serve::start(&dirs, &args);
+    let term = open_terminal(&serve, &dirs, "me");
+    let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    let isolation = &node(&listed, &term).unwrap()["session"]["isolation"];
+    assert_eq!(
+        (&isolation["mode"], &isolation["boundary"]),
+        (&json!("landlock"), &json!(false)),
+        "{listed}"
+    );
+    let why = isolation["why"].as_str().unwrap();
+    assert!(why.contains("tmux server's socket"), "{why}");
+    let b_file = dirs.agent_tools().join("sessions/b.json");
+    let [hidden, ..] = refusals("landlock");
     fails(
         &serve,
         &dirs,
         &term,
-        "echo x > .termsprawl/x",
-        "Read-only file system",
+        &format!("cat {}", b_file.display()),
+        hidden,
     );
-    let nested = "bwrap --ro-bind / / --unshare-pid --proc /proc true && echo nested-ok";
-    assert_eq!(
-        run(&serve, &dirs, &term, nested),
-        (Some(0), "nested-ok\n".into())
+    assert!(
+        serve.stderr().contains("NOT a boundary"),
+        "{}",
+        serve.stderr()
     );
     serve.stop();
 }

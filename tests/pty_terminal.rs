@@ -32,6 +32,7 @@ fn sh_options(cwd: &Path) -> TerminalOptions {
         env: vec![("PS1".to_string(), "$ ".to_string())],
         size: WindowSize::default(),
         confine: None,
+        confined_in_place: false,
     }
 }
 

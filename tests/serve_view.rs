@@ -63,6 +63,9 @@ const READ_VIEW: &str = r##"() => {
       commandKind: (el.querySelector(".command") || {}).className || null,
       page: part(".page"), url: part(".url"), text: part(".text"), task: part(".task"),
       shot: (el.querySelector(".shot") || {}).src || "",
+      isolation: (el.querySelector(".isolation:not([hidden])") || {}).textContent || null,
+      isolationKind: (el.querySelector(".isolation") || {}).className || null,
+      isolationTip: (el.querySelector(".isolation") || {}).title || null,
       selected: el.classList.contains("selected"),
       elements: el.querySelectorAll("*").length,
       foreign: el.querySelectorAll("img:not(.shot), script, b, iframe").length,
@@ -728,5 +731,54 @@ fn output_after_a_quiet_spell_shows_at_once() {
         // Well before the 5 s after which a look is never reused.
         assert!(shown, "round {round}: {marker} not in the view within 3 s");
     }
+    assert!(serve.stop().success());
+}
+
+/// Each live terminal carries a badge saying how it is confined, first on its meta line,
+/// with the mechanism and why in its tooltip: an agent's terminal (confined where a
+/// mechanism works here) and the person's own (not confined).
+#[test]
+fn the_view_badges_each_terminal_with_how_it_is_confined() {
+    let Some((engine, _profile)) = chromium("isolation", &[]) else {
+        return;
+    };
+    let dirs = Dirs::new("view-isolation");
+    let serve = Serve::start(&dirs, &["--agent", "me", "--terminals", "pty"]);
+    let agents = serve.ok(&dirs, "me", "terminal_open", json!({}))["nodeId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (port, key) = view_parts(&view_url(&serve));
+    let (status, answer) = act(port, &key, "terminal_open", json!({"title": "mine"}));
+    assert_eq!(status, 200, "{answer}");
+    let persons = answer["value"]["nodeId"].as_str().unwrap().to_string();
+    let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+    let agents_isolation = node(&listed, &agents).unwrap()["session"]["isolation"].clone();
+    let confined = agents_isolation["boundary"] == json!(true);
+    let page = open_live(&engine, &view_url(&serve), Duration::from_secs(30));
+    let badges = see(
+        &engine,
+        &page,
+        "both terminals' badges",
+        Duration::from_secs(10),
+        |v| {
+            let of = |id: &str| v["nodes"][id]["isolation"].as_str().map(str::to_string);
+            Some((of(&agents)?, of(&persons)?, v["nodes"][&agents].clone()))
+        },
+    );
+    let (agent_badge, person_badge, agent_node) = badges;
+    assert_eq!(person_badge, "not confined");
+    match confined {
+        true => assert_eq!(agent_badge, "confined"),
+        false => assert!(agent_badge != "confined", "{agent_badge}"),
+    }
+    let kind = agent_node["isolationKind"].as_str().unwrap();
+    assert!(kind.starts_with("isolation state-"), "{kind}");
+    let tip = agent_node["isolationTip"].as_str().unwrap();
+    let mode = agents_isolation["mode"].as_str().unwrap();
+    assert!(tip.starts_with(&format!("{mode}: ")), "{tip}");
+    // The badge is not in the meta text, so a long status cannot push it out.
+    let meta = agent_node["meta"].as_str().unwrap();
+    assert!(!meta.contains("confined"), "{meta}");
     assert!(serve.stop().success());
 }

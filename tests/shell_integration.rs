@@ -65,6 +65,7 @@ impl Shell {
             ],
             size: WindowSize::default(),
             confine: None,
+            confined_in_place: false,
         };
         let terminal = Terminal::spawn_with_shell(&options, None, Some(injection)).unwrap();
         let shell = Shell {
@@ -479,6 +480,7 @@ fn cost_per_command_and_when_idle() {
         env: vec![("HOME".into(), home.to_string_lossy().into_owned())],
         size: WindowSize::default(),
         confine: None,
+        confined_in_place: false,
     })
     .unwrap();
     let ticks_per_second = 100.0; // USER_HZ on Linux

@@ -192,6 +192,8 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     if isolation["mode"] == "none" {
         let why = isolation["why"].as_str().unwrap_or_default();
         eprintln!("termsprawl-tools: WARNING: agents' terminals are NOT confined ({why}): any agent can act as you, read other agents' tokens and answer its own held calls");
+    } else if isolation["mode"] == "landlock" && host.terminals().backend_name() == "tmux" {
+        eprintln!("termsprawl-tools: WARNING: agents' tmux terminals are confined by Landlock, which cannot keep them from the tmux server's socket: NOT a boundary (install bubblewrap, or serve --terminals pty)");
     }
     if let Some(view) = &view {
         eprintln!(

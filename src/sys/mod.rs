@@ -15,6 +15,8 @@
 //!   descriptors a spawned program gets at fixed numbers.
 //! - `pty` (host): pseudo-terminals, terminal settings, `signalfd`, and the
 //!   `fork` + `execve` of a program on a terminal.
+//! - `landlock` (host): the Landlock system calls and `PR_SET_NO_NEW_PRIVS`, with which a
+//!   confined program's first step restricts itself before it runs the program.
 //! - `signals` (host): `serve`'s SIGINT/SIGTERM handler (a self-pipe). The library
 //!   installs no signal handler; only `serve` calls this.
 
@@ -22,6 +24,8 @@
 #![cfg_attr(not(feature = "host"), allow(dead_code))]
 
 pub mod fd;
+#[cfg(feature = "host")]
+pub mod landlock;
 pub mod process;
 #[cfg(feature = "host")]
 pub mod pty;

@@ -11,6 +11,67 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Gives up every capability, for good: the bounding set (what a program `exec`ed later,
+/// root's included, could get back), the ambient set, then the effective, permitted and
+/// inheritable sets. A process without `CAP_SETPCAP` (every unprivileged one) cannot
+/// shrink its bounding set, and has no capability to give up: that part is skipped.
+pub fn drop_all_capabilities() -> io::Result<()> {
+    for capability in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP takes plain integers and touches no memory of ours.
+        let dropped = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
+        if dropped < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                // Past the kernel's last capability.
+                Some(libc::EINVAL) => break,
+                Some(libc::EPERM) => break,
+                _ => return Err(io::Error::last_os_error()),
+            }
+        }
+    }
+    // SAFETY: as above.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    })?;
+    // `struct __user_cap_header_struct` and two `__user_cap_data_struct`s (version 3).
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let none = [
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset reads the header and the two data structures, live for the call, and
+    // (on a version mismatch) writes the header's version, which it may.
+    let set = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, none.as_ptr()) };
+    check(set as libc::c_int).map(drop)
+}
+
 /// True unless `kill(pid, 0)` says there is no such process (`pid` > 0 only; any other
 /// number is "no").
 pub fn pid_exists(pid: libc::pid_t) -> bool {

@@ -31,8 +31,14 @@ pub struct Dirs {
 
 impl Dirs {
     pub fn new(name: &str) -> Dirs {
+        Dirs::new_in(Path::new("/tmp"), name)
+    }
+
+    /// The same under `base` (a Landlock test keeps `/tmp` off the way to its data folder,
+    /// where nothing new could be made).
+    pub fn new_in(base: &Path, name: &str) -> Dirs {
         // Short: the tmux socket path under it must fit a Unix socket address.
-        let root = PathBuf::from(format!("/tmp/tss-{}-{name}", std::process::id()));
+        let root = base.join(format!("tss-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let data = root.join("data");
         let project = root.join("project");

@@ -2,9 +2,11 @@
 //! every terminal an agent opens runs inside a boundary that keeps the person's state
 //! and the other agents out of its reach, and says so ([`Status`]).
 //!
-//! The one mechanism so far is bubblewrap (`bwrap`, [`bwrap`]): mount, PID and IPC
-//! namespaces. Inside, the machine looks as before (read everything, write the project,
-//! `/tmp`, caches, the network) except:
+//! The strongest mechanism that works here is chosen once at start ([`Isolation::detect`]):
+//! bubblewrap (`bwrap`, [`bwrap`]), mount, PID and IPC namespaces; else Landlock
+//! ([`landlock`]), the kernel's own allow-list of files with signal and socket scopes,
+//! whose limits its module lists. Under bubblewrap, the machine looks as before (read
+//! everything, write the project, `/tmp`, caches, the network) except:
 //! - the data folder is an empty read-only folder, but for what this agent's own
 //!   `termsprawlctl` needs, shown read-only: its session file, `endpoint.json`, the
 //!   launcher and its own launch folder ([`Plan::for_agent`]) — so no other agent's
@@ -18,12 +20,15 @@
 //! and every `agent_launch` are; a terminal the person opens from the view, and an agent
 //! started outside `serve` (`serve --agent`), are not, and say so.
 //!
-//! `serve --isolation auto|required|off` ([`Setting`]): `auto` confines where bubblewrap
-//! works and says plainly where it does not; `required` refuses to start an agent's
-//! terminal without it, with what to install; `off` starts everything as the person's own
-//! processes, said loudly at start.
+//! `serve --isolation auto|required|landlock|off` ([`Setting`]): `auto` confines with the
+//! strongest mechanism that works and says plainly where none does or where what it
+//! gives is not a boundary (tmux under Landlock); `required` refuses to start an agent's
+//! terminal without a boundary, with what to install; `landlock` uses Landlock even where
+//! bubblewrap works; `off` starts everything as the person's own processes, said loudly
+//! at start.
 
 pub mod bwrap;
+pub mod landlock;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -45,18 +50,21 @@ pub fn person_command_refusal(command: &str) -> Option<String> {
 pub enum Setting {
     /// Confine where a mechanism works; say so where none does.
     Auto,
-    /// Refuse to start an agent's terminal where no mechanism works.
+    /// Refuse to start an agent's terminal where no mechanism makes a boundary.
     Required,
+    /// Landlock, even where bubblewrap works.
+    Landlock,
     /// Confine nothing.
     Off,
 }
 
 impl Setting {
-    /// `auto`, `required` or `off`.
+    /// `auto`, `required`, `landlock` or `off`.
     pub fn parse(text: &str) -> Option<Setting> {
         match text {
             "auto" => Some(Setting::Auto),
             "required" => Some(Setting::Required),
+            "landlock" => Some(Setting::Landlock),
             "off" => Some(Setting::Off),
             _ => None,
         }
@@ -67,6 +75,7 @@ impl Setting {
         match self {
             Setting::Auto => "auto",
             Setting::Required => "required",
+            Setting::Landlock => "landlock",
             Setting::Off => "off",
         }
     }
@@ -77,15 +86,18 @@ impl Setting {
 pub enum Mode {
     /// Mount, PID and IPC namespaces (bubblewrap).
     Namespaces,
+    /// Landlock's rules on files, signals and abstract sockets.
+    Landlock,
     /// Not confined.
     None,
 }
 
 impl Mode {
-    /// The wire name: `namespaces` or `none`.
+    /// The wire name: `namespaces`, `landlock` or `none`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Namespaces => "namespaces",
+            Mode::Landlock => "landlock",
             Mode::None => "none",
         }
     }
@@ -114,6 +126,30 @@ impl Status {
         }
     }
 
+    /// A terminal confined by Landlock ABI `abi`, on tmux or not: a boundary only with
+    /// signals scoped (ABI 6) and no tmux server's socket to reach.
+    pub fn landlock(abi: u32, tmux: bool) -> Status {
+        let mut gaps = Vec::new();
+        if abi < landlock::SCOPED_ABI {
+            gaps.push("signals to serve and other agents are not refused before Landlock ABI 6 (Linux 6.12)");
+        }
+        if tmux {
+            gaps.push("the tmux server's socket can still be connected to (Landlock cannot refuse a Unix socket's path here): use the PTY backend (serve --terminals pty) or bubblewrap for a boundary");
+        }
+        let kept = format!(
+            "Landlock ABI {abi}: the data folder unreadable but this agent's own session, .termsprawl read-only, serve and other agents neither traced nor read{}; nothing new directly in the folders above them",
+            if abi >= landlock::SCOPED_ABI { " nor signalled" } else { "" }
+        );
+        Status {
+            mode: Mode::Landlock,
+            boundary: gaps.is_empty(),
+            why: match gaps.is_empty() {
+                true => kept,
+                false => format!("{kept}; not a boundary: {}", gaps.join("; ")),
+            },
+        }
+    }
+
     /// A terminal not confined, for the reason `why`.
     pub fn none(why: impl Into<String>) -> Status {
         Status {
@@ -132,6 +168,7 @@ impl Status {
     pub fn from_json(value: &Value) -> Option<Status> {
         let mode = match value.get("mode")?.as_str()? {
             "namespaces" => Mode::Namespaces,
+            "landlock" => Mode::Landlock,
             "none" => Mode::None,
             _ => return None,
         };
@@ -211,19 +248,51 @@ impl Plan {
     }
 }
 
-/// How one terminal is to be started: the status it will report and, when confined, the
-/// bubblewrap and plan it runs under.
+/// What confines a program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confiner {
+    /// This bubblewrap runs it, in namespaces of its own.
+    Bwrap(PathBuf),
+    /// Its first step (`pane --take-terminal --landlock`) restricts itself, then runs it
+    /// in the same process.
+    Landlock,
+}
+
+impl Confiner {
+    /// As the pane filter's `--confine` takes it: bubblewrap's path, or `landlock`.
+    pub fn to_arg(&self) -> OsString {
+        match self {
+            Confiner::Bwrap(path) => path.into(),
+            Confiner::Landlock => LANDLOCK_ARG.into(),
+        }
+    }
+
+    /// The same read back.
+    pub fn from_arg(arg: &str) -> Option<Confiner> {
+        match arg {
+            "" => None,
+            LANDLOCK_ARG => Some(Confiner::Landlock),
+            path => Some(Confiner::Bwrap(PathBuf::from(path))),
+        }
+    }
+}
+
+/// `--confine landlock` (bubblewrap's path is absolute, so never this).
+const LANDLOCK_ARG: &str = "landlock";
+
+/// How one terminal is to be started: the status it will report and, when confined, what
+/// confines it and with which plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Confinement {
     /// What its `session.isolation` says.
     pub status: Status,
-    /// `bwrap` and what it keeps out; `None`: not confined.
-    pub bwrap: Option<(PathBuf, Plan)>,
-    /// The program's first step inside, before its own argv (`EXECUTABLE pane
-    /// --take-terminal --`, [`crate::host::terminals::pane_filter::first_step`]); empty:
-    /// the program starts directly (then dash, as the shell, ends with status 2 when it
-    /// exits).
-    pub first_step: Vec<OsString>,
+    /// What confines it and what it keeps out; `None`: not confined.
+    pub confine: Option<(Confiner, Plan)>,
+    /// The executable whose `pane --take-terminal` is the program's first step inside
+    /// ([`first_step`]); `None`: under bubblewrap the
+    /// program starts directly (then dash, as the shell, ends with status 2 when it exits).
+    /// Landlock needs it.
+    pub helper: Option<PathBuf>,
 }
 
 impl Confinement {
@@ -231,35 +300,97 @@ impl Confinement {
     pub fn none(why: impl Into<String>) -> Confinement {
         Confinement {
             status: Status::none(why),
-            bwrap: None,
-            first_step: Vec::new(),
+            confine: None,
+            helper: None,
         }
     }
 
-    /// `bwrap …plan… -- FIRST STEP`: the words to put before a program's argv, when
-    /// confined.
+    /// The words to put before a program's argv, when confined: `bwrap …plan… -- [HELPER
+    /// pane --take-terminal --]`, or `HELPER pane --take-terminal --landlock …plan… --`.
     pub fn prefix(&self) -> Option<Vec<OsString>> {
-        let (bwrap, plan) = self.bwrap.as_ref()?;
-        Some(bwrap::command(bwrap, plan, &self.first_step))
+        let (confiner, plan) = self.confine.as_ref()?;
+        Some(confined_words(confiner, plan, self.helper.as_deref()))
     }
+
+    /// Whether the confined program runs in the process the prefix starts (Landlock), not
+    /// as a descendant of it (bubblewrap).
+    pub fn in_place(&self) -> bool {
+        matches!(self.confine, Some((Confiner::Landlock, _)))
+    }
+}
+
+/// The flag of a confined program's first step, `pane --take-terminal` (see
+/// [`crate::host::terminals::pane_filter`], which runs it).
+pub const TAKE_TERMINAL: &str = "--take-terminal";
+
+/// The first step's flag to restrict itself with Landlock, before the plan's flags.
+pub const LANDLOCK_STEP: &str = "--landlock";
+
+/// The words that make `executable` a confined program's first step: `EXECUTABLE pane
+/// --take-terminal [--landlock PLAN…] --`, before the program's argv; with `landlock`, the
+/// step restricts itself to that plan.
+pub fn first_step(executable: &Path, landlock: Option<&Plan>) -> Vec<OsString> {
+    // `pane`: the pane filter's subcommand, which runs the first step.
+    let mut words: Vec<OsString> = vec![executable.into(), "pane".into(), TAKE_TERMINAL.into()];
+    if let Some(plan) = landlock {
+        words.push(LANDLOCK_STEP.into());
+        words.extend(plan.to_args());
+    }
+    words.push("--".into());
+    words
+}
+
+/// The words before a program's argv that confine it with `confiner` and `plan`, the first
+/// step being `helper`'s `pane --take-terminal` (Landlock needs one).
+pub fn confined_words(confiner: &Confiner, plan: &Plan, helper: Option<&Path>) -> Vec<OsString> {
+    match confiner {
+        Confiner::Bwrap(bwrap) => {
+            let step = helper.map_or_else(Vec::new, |helper| first_step(helper, None));
+            bwrap::command(bwrap, plan, &step)
+        }
+        Confiner::Landlock => helper.map_or_else(Vec::new, |helper| first_step(helper, Some(plan))),
+    }
+}
+
+/// The mechanism `serve` confines with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Mechanism {
+    Bwrap(PathBuf),
+    /// Landlock at this ABI.
+    Landlock(u32),
 }
 
 /// What `serve` confines with, found once at start.
 #[derive(Clone, Debug)]
 pub struct Isolation {
     setting: Setting,
-    /// The bubblewrap that worked, or why none did.
-    bwrap: Result<PathBuf, String>,
+    /// The mechanism that works, or why none does.
+    mechanism: Result<Mechanism, String>,
+    /// Why bubblewrap is not the mechanism, when Landlock is under `auto` or `required`.
+    no_bwrap: Option<String>,
 }
 
 impl Isolation {
-    /// Looks for a working bubblewrap (unless `setting` is `off`).
+    /// Looks for a working mechanism (unless `setting` is `off`): bubblewrap, else
+    /// Landlock; only Landlock under `landlock`.
     pub fn detect(setting: Setting) -> Isolation {
-        let bwrap = match setting {
+        let landlock = || landlock::abi().map(Mechanism::Landlock);
+        let mut no_bwrap = None;
+        let mechanism = match setting {
             Setting::Off => Err("serve --isolation off".to_string()),
-            _ => bwrap::find(),
+            Setting::Landlock => landlock(),
+            Setting::Auto | Setting::Required => {
+                bwrap::find().map(Mechanism::Bwrap).or_else(|why| {
+                    no_bwrap = Some(why.clone());
+                    landlock().map_err(|no_landlock| format!("{why}; {no_landlock}"))
+                })
+            }
         };
-        Isolation { setting, bwrap }
+        Isolation {
+            setting,
+            mechanism,
+            no_bwrap,
+        }
     }
 
     /// Nothing confined (`--isolation off`), as an embedder without the option gets.
@@ -269,7 +400,7 @@ impl Isolation {
 
     /// Whether agents' terminals are confined (a mechanism works and it is not `off`).
     pub fn confines(&self) -> bool {
-        self.bwrap.is_ok()
+        self.mechanism.is_ok()
     }
 
     /// The setting it was made with.
@@ -277,26 +408,53 @@ impl Isolation {
         self.setting
     }
 
-    /// What an agent's terminal gets, confined by `plan`. `Err` (the reason, with what to
-    /// do) under `required` when there is no mechanism.
-    pub fn for_agent(&self, plan: Plan) -> Result<Confinement, String> {
-        match (&self.bwrap, self.setting) {
-            (Ok(bwrap), _) => Ok(Confinement {
+    /// What an agent's terminal gets, confined by `plan`, on tmux or not, its first step
+    /// being `helper`'s (Landlock needs one). `Err` (the reason, with what to do) under
+    /// `required` where what there is makes no boundary.
+    pub fn for_agent(
+        &self,
+        plan: Plan,
+        tmux: bool,
+        helper: Option<PathBuf>,
+    ) -> Result<Confinement, String> {
+        let confinement = match &self.mechanism {
+            Ok(Mechanism::Bwrap(bwrap)) => Confinement {
                 status: Status::namespaces(),
-                bwrap: Some((bwrap.clone(), plan)),
-                first_step: Vec::new(),
-            }),
-            (Err(why), Setting::Required) => Err(format!(
-                "No agent terminal is started unconfined under serve --isolation required: {why}"
-            )),
-            (Err(why), _) => Ok(Confinement::none(why.clone())),
+                confine: Some((Confiner::Bwrap(bwrap.clone()), plan)),
+                helper,
+            },
+            Ok(Mechanism::Landlock(_)) if helper.is_none() => Confinement::none(
+                "Landlock needs this host's executable as the program's first step (HostConfig::pane_filter)",
+            ),
+            Ok(Mechanism::Landlock(abi)) => Confinement {
+                status: Status::landlock(*abi, tmux),
+                confine: Some((Confiner::Landlock, plan)),
+                helper,
+            },
+            Err(why) => Confinement::none(why.clone()),
+        };
+        if self.setting == Setting::Required && !confinement.status.boundary {
+            return Err(format!(
+                "No agent terminal is started without a boundary under serve --isolation required: {}",
+                confinement.status.why
+            ));
         }
+        Ok(confinement)
     }
 
     /// The ready line's and `doctor`'s summary: `{"setting", "mode", "why"}`.
     pub fn to_json(&self) -> Value {
-        let (mode, why) = match &self.bwrap {
-            Ok(path) => (Mode::Namespaces, format!("bubblewrap ({})", path.display())),
+        let (mode, why) = match &self.mechanism {
+            Ok(Mechanism::Bwrap(path)) => {
+                (Mode::Namespaces, format!("bubblewrap ({})", path.display()))
+            }
+            Ok(Mechanism::Landlock(abi)) => {
+                let mut why = Status::landlock(*abi, false).why;
+                if let Some(no_bwrap) = &self.no_bwrap {
+                    why = format!("{why}; not bubblewrap: {no_bwrap}");
+                }
+                (Mode::Landlock, why)
+            }
             Err(why) => (Mode::None, why.clone()),
         };
         json!({"setting": self.setting.name(), "mode": mode.name(), "why": why})
@@ -305,7 +463,10 @@ impl Isolation {
 
 /// How the processes under `root` (a tmux pane's program, found again after a restart)
 /// are confined, as the kernel shows it: a descendant in a PID namespace other than ours
-/// was started under bubblewrap (only `serve` starts one there, with the full plan).
+/// was started under bubblewrap (only `serve` starts one there, with the full plan); a
+/// pane filter started with `--confine landlock` confines its program with Landlock. (A
+/// Landlock-confined program tmux started without a filter is not told apart: it reads as
+/// not confined, which asks more of the person, never less.)
 pub fn of_process_tree(root: libc::pid_t) -> Status {
     let namespace = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
     let ours = namespace("self");
@@ -319,6 +480,15 @@ pub fn of_process_tree(root: libc::pid_t) -> Status {
         let theirs = namespace(&pid.to_string());
         if theirs.is_some() && theirs != ours {
             return Status::namespaces();
+        }
+        // A pane filter that confines its program with Landlock says so on its command line
+        // (only tmux panes are looked at here).
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline
+            .windows(18)
+            .any(|w| w == b"--confine\0landlock".as_slice())
+        {
+            return Status::landlock(landlock::abi().unwrap_or(0), true);
         }
         let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
         queue.extend(
@@ -337,11 +507,15 @@ mod tests {
 
     #[test]
     fn settings_and_statuses_read_back() {
-        for name in ["auto", "required", "off"] {
+        for name in ["auto", "required", "landlock", "off"] {
             assert_eq!(Setting::parse(name).unwrap().name(), name);
         }
         assert_eq!(Setting::parse("on"), None);
-        for status in [Status::namespaces(), Status::none("opened by the person")] {
+        for status in [
+            Status::namespaces(),
+            Status::landlock(7, true),
+            Status::none("opened by the person"),
+        ] {
             assert_eq!(Status::from_json(&status.to_json()), Some(status));
         }
         assert_eq!(Status::from_json(&json!({"mode": "chroot"})), None);
@@ -374,16 +548,44 @@ mod tests {
     #[test]
     fn required_refuses_without_a_mechanism_and_off_confines_nothing() {
         let off = Isolation::off();
-        let confinement = off.for_agent(Plan::default()).unwrap();
-        assert_eq!(confinement.bwrap, None);
+        let confinement = off.for_agent(Plan::default(), false, None).unwrap();
+        assert_eq!(confinement.confine, None);
         let status = confinement.status;
         assert_eq!((status.mode, status.boundary), (Mode::None, false));
         assert!(status.why.contains("--isolation off"), "{}", status.why);
         let required = Isolation {
             setting: Setting::Required,
-            bwrap: Err("bubblewrap is not installed".into()),
+            mechanism: Err("bubblewrap is not installed".into()),
+            no_bwrap: None,
         };
-        let refused = required.for_agent(Plan::default()).unwrap_err();
+        let refused = required
+            .for_agent(Plan::default(), false, None)
+            .unwrap_err();
         assert!(refused.contains("bubblewrap is not installed"), "{refused}");
+        // Landlock on tmux reaches the tmux server: no boundary, so required refuses it.
+        let landlock = Isolation {
+            setting: Setting::Required,
+            mechanism: Ok(Mechanism::Landlock(7)),
+            no_bwrap: Some("bubblewrap is not installed".into()),
+        };
+        let said = landlock.to_json()["why"].as_str().unwrap().to_string();
+        assert!(
+            said.contains("not bubblewrap: bubblewrap is not installed"),
+            "{said}"
+        );
+        let helper = Some(PathBuf::from("/bin/termsprawl-tools"));
+        let pty = landlock
+            .for_agent(Plan::default(), false, helper.clone())
+            .unwrap();
+        assert_eq!(
+            (pty.status.mode, pty.status.boundary),
+            (Mode::Landlock, true)
+        );
+        assert!(pty.in_place());
+        let refused = landlock
+            .for_agent(Plan::default(), true, helper)
+            .unwrap_err();
+        assert!(refused.contains("tmux server's socket"), "{refused}");
+        assert!(!Status::landlock(5, false).boundary);
     }
 }

@@ -287,7 +287,7 @@ pub struct HostTerminals {
     /// The data directory, which confined terminals do not see.
     data: PathBuf,
     /// The executable whose `pane --take-terminal` starts a confined program
-    /// ([`pane_filter::first_step`]); `None`: confined programs start directly.
+    /// ([`crate::host::isolation::first_step`]); `None`: confined programs start directly.
     helper: Mutex<Option<PathBuf>>,
 }
 
@@ -696,7 +696,7 @@ impl HostTerminals {
                     &env,
                     command,
                     (size.cols, size.rows),
-                    confinement.bwrap.as_ref(),
+                    confinement,
                 );
                 self.tmux_panes.forget(node_id);
                 if opened.is_ok() {
@@ -716,7 +716,7 @@ impl HostTerminals {
                     Some(_) => None,
                 };
                 let mut confinement = confinement.clone();
-                if let (Some((_, plan)), Some(injection)) = (&mut confinement.bwrap, &injection) {
+                if let (Some((_, plan)), Some(injection)) = (&mut confinement.confine, &injection) {
                     plan.writable.push(injection.dir().to_path_buf());
                 }
                 let confine = match confinement.prefix() {
@@ -737,6 +737,7 @@ impl HostTerminals {
                     env,
                     size,
                     confine,
+                    confined_in_place: confinement.in_place(),
                 };
                 let on_exit = self.wake_sender().map(|sender| {
                     Box::new(move || {
@@ -877,12 +878,9 @@ impl HostTerminals {
         }
         let launch = self.data.join("agent-tools").join("launch").join(node_id);
         let plan = Plan::for_agent(&self.data, project, session_file, Some(&launch));
-        let mut confinement = self.isolation_setup().for_agent(plan)?;
-        if confinement.bwrap.is_some() {
-            let helper = lock(&self.helper).clone();
-            confinement.first_step = helper.map_or_else(Vec::new, |h| pane_filter::first_step(&h));
-        }
-        Ok(confinement)
+        let tmux = matches!(self.backend, Backend::Tmux(_));
+        let helper = lock(&self.helper).clone();
+        self.isolation_setup().for_agent(plan, tmux, helper)
     }
 
     /// Starts confined programs with `executable`'s `pane --take-terminal` (see

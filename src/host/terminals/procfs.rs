@@ -150,6 +150,21 @@ pub fn executable(pid: libc::pid_t) -> Option<std::path::PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/exe")).ok()
 }
 
+/// Waits, at most `timeout`, until process `pid`, started as this executable (a confined
+/// program's first step under Landlock, which `exec`s the program in place), runs
+/// another program or has ended: what is read of it afterwards is the program's.
+pub fn wait_until_exec(pid: libc::pid_t, timeout: std::time::Duration) {
+    let this = std::env::current_exe().ok();
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        let running = proc_stat(pid).is_some_and(|stat| stat.running());
+        if !running || executable(pid) != this {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Whether process `pid` is blocked waiting to read the terminal `tty` (a path such as
 /// `/dev/pts/3`), as the kernel shows it in `/proc/<pid>/syscall`: a `read` of a
 /// descriptor that is `tty`, or a `select`/`pselect6` over its standard streams only

@@ -138,8 +138,11 @@ pub struct TerminalOptions {
     /// The window size.
     pub size: WindowSize,
     /// A confining program and its arguments, ending with `--`, to run the program under
-    /// (bubblewrap, [`crate::host::isolation::bwrap::command`]).
+    /// ([`crate::host::isolation::Confinement::prefix`]).
     pub confine: Option<Vec<String>>,
+    /// The confining words end by `exec`ing the program in the same process (Landlock's
+    /// first step), rather than running it as a descendant (bubblewrap).
+    pub confined_in_place: bool,
 }
 
 impl TerminalOptions {
@@ -151,6 +154,7 @@ impl TerminalOptions {
             env: Vec::new(),
             size: WindowSize::default(),
             confine: None,
+            confined_in_place: false,
         }
     }
 }
@@ -475,9 +479,13 @@ impl Terminal {
             })?;
         // Only the child holds the slave now, so the master sees EOF when it is done.
         drop(pair.slave);
-        let program_pid = match options.confine {
-            None => pid,
-            Some(_) => confined_program(pid, &pair.master)?,
+        let program_pid = match (&options.confine, options.confined_in_place) {
+            (None, _) => pid,
+            (Some(_), true) => {
+                procfs::wait_until_exec(pid, CONFINED_START_TIMEOUT);
+                pid
+            }
+            (Some(_), false) => confined_program(pid, &pair.master)?,
         };
 
         let shared = Arc::new(Shared {
@@ -926,7 +934,6 @@ fn poll_until(deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Writes all of `bytes` to the non-blocking master, waiting for room until `deadline`.
 /// The program a confining `bwrap` (the child `pid`) runs, once it runs; else `bwrap` is
 /// ended and what it printed on the terminal (`master`) is the error.
 fn confined_program(pid: libc::pid_t, master: &OwnedFd) -> Result<libc::pid_t, TerminalError> {
@@ -963,6 +970,7 @@ fn confined_program(pid: libc::pid_t, master: &OwnedFd) -> Result<libc::pid_t, T
     ))
 }
 
+/// Writes all of `bytes` to the non-blocking master, waiting for room until `deadline`.
 fn write_all_before(
     master: &File,
     mut bytes: &[u8],

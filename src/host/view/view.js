@@ -206,12 +206,14 @@
       // Beside the meta line, never over the screen: the agent's latest message, and the
       // shell's last command and how it ended. The frame is fixed (view.css), so the
       // screen keeps the size its terminal was given for the node.
+      parts.isolation = make("span", "isolation");
+      parts.isolation.hidden = true;
       parts.task = make("div", "task");
       parts.command = make("div", "command");
       parts.command.hidden = true;
       const metaLine = make("div", "meta-line");
       meta.replaceWith(metaLine);
-      metaLine.append(meta, parts.task, parts.command);
+      metaLine.append(parts.isolation, meta, parts.task, parts.command);
       parts.screen = make("pre", "screen");
       installFollow(parts);
       parts.keys = make("textarea", "keys");
@@ -261,6 +263,7 @@
     putText(parts.meta, "");
     if (node.type === "terminal") {
       putText(parts.meta, terminalMeta(node, data, status));
+      drawIsolation(parts.isolation, node.session);
       root.classList.toggle("ended", !!(node.session && node.session.ended));
       drawScreen(parts, node);
       follow(parts);
@@ -285,15 +288,11 @@
   function terminalMeta(node, data, status) {
     const words = [];
     const session = node.session;
-    // How it is confined (canvas_list's session.isolation), said second on every live
-    // terminal, so a long status never pushes it out of the line.
-    const isolation = session && !session.ended && session.isolation;
-    const confined = isolation ? [isolation.boundary ? "confined" : "not confined"] : [];
     if (data.agentId || status) {
-      words.push("agent " + ((status && status.adapter) || data.agentId || ""), ...confined);
+      words.push("agent " + ((status && status.adapter) || data.agentId || ""));
       if (status) words.push(status.state + (status.reason ? ": " + status.reason : ""));
     } else {
-      words.push("shell", ...confined);
+      words.push("shell");
     }
     if (!session) {
       words.push(data.agentId && !data.command ? "runs elsewhere" : "no session");
@@ -309,6 +308,19 @@
       if (session.shell) words.push(session.shell.integration === "none" ? "no shell integration" : session.shell.integration);
     }
     return words.join(" · ");
+  }
+
+  // How a live terminal is confined (canvas_list's session.isolation): a badge first on its
+  // meta line, so no status pushes it out; the mechanism and why in its tooltip.
+  function drawIsolation(element, session) {
+    const isolation = session && !session.ended && session.isolation;
+    element.hidden = !isolation;
+    if (!isolation) return;
+    const kind = isolation.boundary ? "confined" : isolation.mode === "none" ? "none" : "partial";
+    const words = { confined: "confined", partial: "not a boundary", none: "not confined" };
+    putText(element, words[kind]);
+    element.className = "isolation state-" + kind;
+    element.title = escapedText(isolation.mode + ": " + isolation.why);
   }
 
   // A shell terminal's last command (canvas_list's session.shell): running, waiting for

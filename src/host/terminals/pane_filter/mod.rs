@@ -7,20 +7,23 @@
 //! termsprawl-tools pane --integrate SOCKET     # the same with shell integration
 //! termsprawl-tools pane -c COMMAND             # $SHELL -c COMMAND
 //! termsprawl-tools pane -- PROGRAM [ARG...]    # PROGRAM, looked up on PATH
-//! termsprawl-tools pane --confine BWRAP [--hide P | --show P | --show-writable P | --read-only P]... ANY OF THE ABOVE
-//! termsprawl-tools pane --take-terminal -- PROGRAM [ARG...]   # see below
+//! termsprawl-tools pane --confine BWRAP|landlock [--hide P | --show P | --show-writable P | --read-only P]... ANY OF THE ABOVE
+//! termsprawl-tools pane --take-terminal [--landlock PLAN...] -- PROGRAM [ARG...]   # see below
 //! ```
 //!
-//! `--take-terminal` is a confined program's first step, inside bubblewrap: it puts itself
-//! in a process group of its own that has the terminal, then `exec`s PROGRAM. So the
+//! `--take-terminal` is a confined program's first step: it puts itself in a process group
+//! of its own that has the terminal, then `exec`s PROGRAM. So, inside bubblewrap, the
 //! shell finds the terminal held by a group it can see (the one bubblewrap's process had
 //! is outside its PID namespace: dash, which gives the terminal back to that group when it
-//! exits, would fail and end with status 2).
+//! exits, would fail and end with status 2). With `--landlock` and the plan's flags, it
+//! first restricts itself with Landlock ([`crate::host::isolation::landlock`]) while it is
+//! one thread, so PROGRAM and all it starts are confined; if it cannot, PROGRAM is not run.
 //!
-//! With `--confine`, the program runs under that bubblewrap with that plan
+//! With `--confine`, the program runs under that bubblewrap, or Landlock, with that plan
 //! ([`crate::host::isolation`]), and the filter (which holds the integration's nonce and
-//! socket) stays outside it, and shows the shell's start-up folder writable inside; a login shell is then started with `-l`, as bubblewrap
-//! cannot set an `argv[0]` of `-NAME`.
+//! socket) stays outside it, and shows the shell's start-up folder writable inside; a
+//! login shell is then started with `-l`, as the first step cannot set an `argv[0]` of
+//! `-NAME`.
 //!
 //! It starts the program on an inner PTY (its own session, the PTY as controlling
 //! terminal, the pane's line settings and size, the same environment and folder), puts
@@ -48,7 +51,7 @@
 pub mod queries;
 pub(crate) mod shell_socket;
 
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -58,7 +61,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::host::isolation::Plan;
+use crate::host::isolation::{Confiner, Plan, LANDLOCK_STEP, TAKE_TERMINAL};
 use crate::host::terminals::pane_filter::queries::QueryFilter;
 use crate::host::terminals::procfs;
 use crate::host::terminals::shell::inject::{self, Injection, Start};
@@ -84,7 +87,7 @@ const QUIET: Duration = Duration::from_millis(50);
 const LAST_OUTPUT_LIMIT: Duration = Duration::from_millis(500);
 
 const USAGE: &str =
-    "usage: termsprawl-tools pane [--confine BWRAP [--hide P|--show P|--show-writable P|--read-only P]...] [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
+    "usage: termsprawl-tools pane [--confine BWRAP|landlock [--hide P|--show P|--show-writable P|--read-only P]...] [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
 
 /// What the pane runs.
 #[derive(Debug, PartialEq, Eq)]
@@ -96,39 +99,66 @@ enum Program {
     Argv(Vec<String>),
 }
 
-/// The flag of a confined program's first step (see the module docs).
-pub const TAKE_TERMINAL: &str = "--take-terminal";
-
-/// The words that make `executable` (whose `pane` subcommand this is) a confined
-/// program's first step: `EXECUTABLE pane --take-terminal --`, before the program's argv.
-pub fn first_step(executable: &Path) -> Vec<OsString> {
-    vec![
-        executable.into(),
-        PANE_SUBCOMMAND.into(),
-        TAKE_TERMINAL.into(),
-        "--".into(),
-    ]
-}
-
-/// `pane --take-terminal -- PROGRAM [ARG...]`: takes the terminal on stdin for a process
-/// group of its own, then `exec`s PROGRAM (looked up on PATH) in this process. Returns only
-/// on failure (127, said on stderr).
-fn take_terminal_and_run(argv: &[String]) -> ExitCode {
+/// `pane --take-terminal [--landlock PLAN…] -- PROGRAM [ARG...]` (`args` after
+/// `--take-terminal`): restricts itself with Landlock when asked, takes the terminal on
+/// stdin for a process group of its own, then `exec`s PROGRAM (looked up on PATH) in this
+/// process. Returns only on failure (2 on a usage error, else 127; said on stderr).
+fn take_terminal_and_run(mut args: &[String]) -> ExitCode {
     use std::os::unix::process::CommandExt;
+    let mut landlock = None;
+    if let [flag, rest @ ..] = args {
+        if flag == LANDLOCK_STEP {
+            let mut plan = Plan::default();
+            args = rest;
+            while let [flag, path, rest @ ..] = args {
+                if !plan.take_arg(flag, PathBuf::from(path)) {
+                    break;
+                }
+                args = rest;
+            }
+            landlock = Some(plan);
+        }
+    }
+    let argv = match args {
+        [separator, argv @ ..] if separator == "--" && !argv.is_empty() => argv,
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let landlocked = landlock.is_some();
+    if let Some(plan) = landlock {
+        let restricted = crate::host::isolation::landlock::abi()
+            .map_err(io::Error::other)
+            .and_then(|abi| {
+                let rules = crate::host::isolation::landlock::rules(&plan, abi);
+                crate::host::isolation::landlock::restrict(&rules, abi)
+            });
+        if let Err(error) = restricted {
+            eprintln!("termsprawl-tools pane: cannot confine the program with Landlock, so it is not run: {error}");
+            return ExitCode::from(127);
+        }
+    }
     if let Err(error) = pty::take_foreground(io::stdin().as_fd()) {
         eprintln!("termsprawl-tools pane: cannot take the terminal: {error}");
         return ExitCode::from(127);
     }
-    let error = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    let mut program = std::process::Command::new(&argv[0]);
+    program.args(&argv[1..]);
+    if landlocked {
+        // Words the person's commands' refusal; what stops them is the rules.
+        program.env("TERMSPRAWL_CONFINED", "landlock");
+    }
+    let error = program.exec();
     eprintln!("termsprawl-tools pane: cannot run {}: {error}", argv[0]);
     ExitCode::from(127)
 }
 
-/// A confining bubblewrap and its plan.
-type Confine = (PathBuf, Plan);
+/// What confines the program and its plan.
+type Confine = (Confiner, Plan);
 
-/// The confinement at the front of `args` (`--confine BWRAP` and the plan's flags), if
-/// any, and the rest.
+/// The confinement at the front of `args` (`--confine BWRAP|landlock` and the plan's
+/// flags), if any, and the rest.
 fn parse_confinement(mut args: &[String]) -> Option<(Option<Confine>, &[String])> {
     let [flag, bwrap, rest @ ..] = args else {
         return Some((None, args));
@@ -144,7 +174,7 @@ fn parse_confinement(mut args: &[String]) -> Option<(Option<Confine>, &[String])
         }
         args = rest;
     }
-    (!bwrap.is_empty()).then(|| (Some((PathBuf::from(bwrap), plan)), args))
+    Confiner::from_arg(bwrap).map(|confiner| (Some((confiner, plan)), args))
 }
 
 fn parse(args: &[String]) -> Option<Program> {
@@ -165,9 +195,9 @@ fn parse(args: &[String]) -> Option<Program> {
 /// by a signal ends this process by the same signal, so then this does not return).
 /// Exit 2 on a usage error, 127 when the program cannot be started, 1 on another failure.
 pub fn main(args: &[String]) -> ExitCode {
-    if let [flag, separator, argv @ ..] = args {
-        if flag == TAKE_TERMINAL && separator == "--" && !argv.is_empty() {
-            return take_terminal_and_run(argv);
+    if let [flag, rest @ ..] = args {
+        if flag == TAKE_TERMINAL {
+            return take_terminal_and_run(rest);
         }
     }
     let Some((confine, args)) = parse_confinement(args) else {
@@ -181,8 +211,10 @@ pub fn main(args: &[String]) -> ExitCode {
     let ran = run(&program, confine.as_ref());
     // A confined program's end, as `bwrap` passes it on.
     let ran = match confine {
-        Some(_) => ran.map(crate::host::isolation::bwrap::program_wait_status),
-        None => ran,
+        Some((Confiner::Bwrap(_), _)) => {
+            ran.map(crate::host::isolation::bwrap::program_wait_status)
+        }
+        _ => ran,
     };
     match ran {
         Ok(status) if libc::WIFSIGNALED(status) => {
@@ -249,10 +281,11 @@ fn command(program: &Program) -> Result<(CString, Vec<CString>), Failure> {
     Ok((path, argv))
 }
 
-/// `path` and `argv` run under `bwrap` with `plan`: `bwrap`'s own path and argv. A login
-/// shell's `-NAME` becomes `PATH -l`.
+/// `path` and `argv` confined by `confiner` with `plan`: the path and argv of what runs
+/// first (`bwrap`, or this executable's first step). A login shell's `-NAME` becomes
+/// `PATH -l`.
 fn confined(
-    (bwrap, plan): &Confine,
+    (confiner, plan): &Confine,
     path: &CString,
     argv: &[CString],
 ) -> Result<(CString, Vec<CString>), Failure> {
@@ -260,7 +293,7 @@ fn confined(
     let os = |c: &CString| std::ffi::OsStr::from_bytes(c.as_bytes()).to_os_string();
     // This executable is the first step inside (`pane --take-terminal`).
     let this = std::env::current_exe().map_err(|e| Failure::Start(e.to_string()))?;
-    let mut program = first_step(&this);
+    let mut program = Vec::new();
     program.push(os(path));
     let login = argv
         .first()
@@ -269,7 +302,8 @@ fn confined(
         program.push("-l".into());
     }
     program.extend(argv.iter().skip(1).map(os));
-    let words = crate::host::isolation::bwrap::command(bwrap, plan, &program);
+    let mut words = crate::host::isolation::confined_words(confiner, plan, Some(&this));
+    words.extend(program);
     let nul = |_| Failure::Start("an argument contains a NUL byte".to_string());
     let words: Vec<CString> = words
         .into_iter()
@@ -310,11 +344,11 @@ fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Fail
         }
     }
     let (path, argv) = match confine {
-        Some((bwrap, plan)) => {
+        Some((confiner, plan)) => {
             let mut plan = plan.clone();
             plan.writable
                 .extend(injection.as_ref().map(|i| i.dir().to_path_buf()));
-            confined(&(bwrap.clone(), plan), &path, &argv)?
+            confined(&(confiner.clone(), plan), &path, &argv)?
         }
         None => (path, argv),
     };
@@ -344,11 +378,15 @@ fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Fail
         }
     })?;
     drop(pair.slave);
-    // The shell whose kernel state integration asks about: the program itself, or the one
-    // child of a confining `bwrap`.
+    // The shell whose kernel state integration asks about: the program itself (also under
+    // Landlock, where the first step `exec`s it), or the one child of a confining `bwrap`.
     let program_pid = match confine {
         None => pid,
-        Some(_) => {
+        Some((Confiner::Landlock, _)) => {
+            procfs::wait_until_exec(pid, CONFINED_START_TIMEOUT);
+            pid
+        }
+        Some((Confiner::Bwrap(_), _)) => {
             let steps: Vec<PathBuf> = std::env::current_exe().into_iter().collect();
             let found = crate::host::isolation::bwrap::confined_program(
                 pid,

@@ -31,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::base::files::{holds_private_file, private_dir, regenerated_write};
-use crate::host::isolation::Plan;
+use crate::host::isolation::Confinement;
 use crate::protocol::is_valid_node_id;
 use crate::runtime::agents::resolve_executable;
 use crate::runtime::context::last_chars;
@@ -310,13 +310,14 @@ impl TmuxServer {
         cols: u16,
         rows: u16,
     ) -> Result<(), TmuxError> {
-        self.open_confined(node, cwd, env, command, (cols, rows), None)
+        let unconfined = Confinement::none("");
+        self.open_confined(node, cwd, env, command, (cols, rows), &unconfined)
     }
 
-    /// [`TmuxServer::open`] with the pane's program confined by `confine` (bubblewrap and
-    /// its plan, [`crate::host::isolation`]): under the pane filter, the filter (which
-    /// holds the nonce and the integration's socket) stays outside and starts the program
-    /// under `bwrap`; without it, tmux starts `bwrap` with the program.
+    /// [`TmuxServer::open`] with the pane's program confined as `confinement` says
+    /// ([`crate::host::isolation`]): under the pane filter, the filter (which holds the
+    /// nonce and the integration's socket) stays outside and starts the program confined;
+    /// without it, tmux starts the confining words with the program.
     pub fn open_confined(
         &self,
         node: &str,
@@ -324,7 +325,7 @@ impl TmuxServer {
         env: &[(String, String)],
         command: Option<&str>,
         (cols, rows): (u16, u16),
-        confine: Option<&(PathBuf, Plan)>,
+        confinement: &Confinement,
     ) -> Result<(), TmuxError> {
         check_node(node)?;
         if cols == 0 || rows == 0 {
@@ -371,7 +372,7 @@ impl TmuxServer {
             self.pane_filter.as_deref(),
             command,
             integrate.as_deref(),
-            confine,
+            confinement,
         ));
         // Then the same size again with `resize-window`, which makes the window's size
         // manual: an external window attached later shows the node's size instead of
@@ -1030,11 +1031,11 @@ fn pane_command(
     filter: Option<&Path>,
     command: Option<&str>,
     integrate: Option<&Path>,
-    confine: Option<&(PathBuf, Plan)>,
+    confinement: &Confinement,
 ) -> Vec<OsString> {
     let Some(filter) = filter else {
-        // tmux runs the program itself: `bwrap … -- $SHELL -l` or `bwrap … -- $SHELL -c …`.
-        let Some((bwrap, plan)) = confine else {
+        // tmux runs the program itself: `CONFINING WORDS… $SHELL -l` or `… $SHELL -c …`.
+        let Some(mut words) = confinement.prefix() else {
             return command.map(OsString::from).into_iter().collect();
         };
         let shell = std::env::var_os("SHELL")
@@ -1044,15 +1045,16 @@ fn pane_command(
             Some(command) => vec![shell, "-c".into(), command.into()],
             None => vec![shell, "-l".into()],
         };
-        return crate::host::isolation::bwrap::command(bwrap, plan, &argv);
+        words.extend(argv);
+        return words;
     };
     let mut args: Vec<OsString> = vec![
         filter.into(),
         crate::host::terminals::pane_filter::PANE_SUBCOMMAND.into(),
     ];
-    if let Some((bwrap, plan)) = confine {
+    if let Some((confiner, plan)) = &confinement.confine {
         args.push("--confine".into());
-        args.push(bwrap.into());
+        args.push(confiner.to_arg());
         args.extend(plan.to_args());
     }
     if let (None, Some(socket)) = (command, integrate) {
