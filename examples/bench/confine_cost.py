@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """What confining agents' terminals costs: time to open a terminal and launch an agent,
-with `serve --isolation off` and `--isolation auto` (bubblewrap) side by side.
+with `serve --isolation off`, `--isolation auto` (bubblewrap where it works) and
+`--isolation landlock` side by side.
 
 For each backend (pty, tmux) and setting, one `serve` runs; each round opens a terminal
 as agent `me` and times, from the call, (1) the `terminal_open` answer and (2) the
@@ -97,7 +98,7 @@ def main():
     print("| backend | isolation | terminal_open answered | first command answered | agent up |")
     print("| --- | --- | --- | --- | --- |")
     for backend in backends:
-        serves = {setting: Serve(backend, setting) for setting in ("off", "auto")}
+        serves = {setting: Serve(backend, setting) for setting in ("off", "auto", "landlock")}
         figures = {setting: ([], [], []) for setting in serves}
         try:
             for _ in range(rounds):

@@ -249,7 +249,7 @@ fn check_host(port: u16, token: &str, timeout: Duration, report: &mut Report) {
     report.info(integration);
     report.info(match value["browserEnabled"].as_bool() {
         Some(true) => "browser control: on",
-        Some(false) => "browser control: off (enable it in Settings to use browser_* tools)",
+        Some(false) => "browser control: off (the person turns it on: termsprawl-tools browser-control on, serve --browser or the canvas view; in an app that embeds the host, its Settings)",
         None => "browser control: unknown",
     });
     let isolation = &value["isolation"];

@@ -95,9 +95,11 @@ Options (--option VALUE or --option=VALUE):
   --no-activity              write no activity trail
   --no-query-filter          run tmux terminals' programs without the pane filter
   --policy NAME|FILE         starting policy: open (default), careful, strict, or a policy file
-  --isolation auto|required|off
-                             confine agents' terminals: auto (default: with bubblewrap where it
-                             works), required (refuse to start them unconfined), off (never)
+  --isolation auto|required|landlock|off
+                             confine agents' terminals: auto (default: bubblewrap where it
+                             works, else Landlock), required (refuse to start them without a
+                             boundary), landlock (Landlock even where bubblewrap works), off
+                             (never)
   -h, --help                 print this help
 
 The data directory defaults to $XDG_DATA_HOME/termsprawl-tools, else
