@@ -66,4 +66,12 @@ for line in sys.stdin:
 for spec, rows in runs.items():
     rate, p50, p99, cpu = (statistics.median(col) for col in zip(*rows))
     print(f"median {spec}: {rate:.0f} req/s, p50 {p50:.3f} ms, p99 {p99:.3f} ms, CPU {cpu:.1f} us/req ({len(rows)} runs)")
+# Against the first SPEC, round by round (runs alternate, so each round is a pair): the
+# median of the per-pair ratios, steadier than a ratio of medians on a noisy machine.
+specs = list(runs)
+for spec in specs[1:]:
+    pairs = list(zip(runs[specs[0]], runs[spec]))
+    rate = statistics.median(b[0] / a[0] for a, b in pairs)
+    cpu = statistics.median(b[3] / a[3] for a, b in pairs)
+    print(f"pairs {spec} / {specs[0]}: throughput {rate:.3f}x, CPU per request {cpu:.3f}x ({len(pairs)} pairs)")
 '

@@ -123,11 +123,14 @@ impl ServerCallbacks for Core {
         self.gate.summary_for(identity)
     }
 
-    fn isolation(&self, identity: &ToolIdentity) -> Option<Value> {
+    fn isolation(&self, identity: &ToolIdentity) -> Option<Arc<Value>> {
         let own = self.host.terminals.isolation(&identity.node_id);
         // An agent with no terminal of this host's runs elsewhere (`serve --agent`).
+        static ELSEWHERE: std::sync::OnceLock<Arc<Value>> = std::sync::OnceLock::new();
         own.or_else(|| {
-            Some(json!({"mode": "none", "boundary": false, "why": "not started by serve (serve --agent, or run elsewhere): not confined"}))
+            Some(Arc::clone(ELSEWHERE.get_or_init(|| {
+                Arc::new(json!({"mode": "none", "boundary": false, "why": "not started by serve (serve --agent, or run elsewhere): not confined"}))
+            })))
         })
     }
 

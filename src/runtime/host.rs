@@ -142,7 +142,7 @@ pub trait Terminals: Send + Sync + 'static {
     /// How the terminal of agent node `node_id` (the one it runs in, or none) is confined,
     /// as `session_info`'s `isolation` says it: `{"mode", "boundary", "why"}`. The
     /// default: nothing said.
-    fn isolation(&self, _node_id: &str) -> Option<Value> {
+    fn isolation(&self, _node_id: &str) -> Option<std::sync::Arc<Value>> {
         None
     }
     /// What the terminal's foreground is doing now, as the host sees it from the

@@ -263,8 +263,9 @@ pub trait ServerCallbacks: Send + Sync + 'static {
         None
     }
     /// How the agent's own terminal is confined (`session_info`'s `isolation`); the
-    /// default: nothing (no field).
-    fn isolation(&self, _identity: &ToolIdentity) -> Option<Value> {
+    /// default: nothing (no field). Shared: asked for every `session_info`, which compares
+    /// it with what its kept answer was made from.
+    fn isolation(&self, _identity: &ToolIdentity) -> Option<Arc<Value>> {
         None
     }
     /// A number that changes whenever [`offers`](Self::offers) or
@@ -460,7 +461,7 @@ struct SessionInfoSource {
     /// The app's [`ServerCallbacks::offers_generation`].
     offers_generation: u64,
     /// The app's [`ServerCallbacks::isolation`].
-    isolation: Option<Value>,
+    isolation: Option<Arc<Value>>,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -976,7 +977,7 @@ impl AgentToolServer {
             guides_directory: self.launch_directory.join(&session.node_id).join("skills"),
             host: "local",
             instance_id: &self.instance_id,
-            isolation: source.isolation.as_ref(),
+            isolation: source.isolation.as_deref(),
             node_id: &session.node_id,
             operations: offered.copied().collect(),
             policy: self.callbacks.policy_summary(&identity),

@@ -279,8 +279,10 @@ pub struct HostTerminals {
     waker: OnceLock<Waker>,
     /// tmux panes with a waiting call, watched through their filters.
     pane_watcher: OnceLock<Arc<shell_socket::PaneWatcher>>,
-    /// How each terminal this host started is confined (see [`HostTerminals::isolation_status`]).
-    isolation: Mutex<HashMap<String, Status>>,
+    /// How each terminal this host started is confined, and what was found of others
+    /// (`None`: no live session when asked), so that `session_info`, asked for every agent
+    /// and often, asks tmux once per node (see [`HostTerminals::isolation_status`]).
+    isolation: Mutex<HashMap<String, Option<(Status, Arc<Value>)>>>,
     /// What agents' terminals are confined with: nothing until
     /// [`HostTerminals::set_isolation`].
     confiner: Mutex<Arc<Isolation>>,
@@ -673,7 +675,9 @@ impl HostTerminals {
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let started = self.start_confined(node_id, cwd, &env, command, size, confinement);
         if started.is_ok() {
-            lock(&self.isolation).insert(node_id.to_string(), confinement.status.clone());
+            let status = confinement.status.clone();
+            let shown = Arc::new(status.to_json());
+            lock(&self.isolation).insert(node_id.to_string(), Some((status, shown)));
         }
         started
     }
@@ -890,26 +894,34 @@ impl HostTerminals {
     }
 
     /// How node `node_id`'s terminal is confined: as it was started by this host, else (a
-    /// tmux session from before) as the kernel shows its processes.
+    /// tmux session from before) as the kernel shows its processes, found once; `None`
+    /// when it has no live session (an agent that runs elsewhere), found once too: a
+    /// terminal started later replaces it, one closed is forgotten.
     pub fn isolation_status(&self, node_id: &str) -> Option<Status> {
-        if let Some(status) = lock(&self.isolation).get(node_id) {
-            return Some(status.clone());
+        self.isolation_known(node_id).map(|(status, _)| status)
+    }
+
+    /// [`Self::isolation_status`] with its JSON, made once.
+    fn isolation_known(&self, node_id: &str) -> Option<(Status, Arc<Value>)> {
+        if let Some(known) = lock(&self.isolation).get(node_id) {
+            return known.clone();
         }
-        match &self.backend {
-            Backend::Tmux(tmux) => {
-                // A dead pane runs nothing: no status (and nothing to type into).
-                let session = tmux
-                    .session(node_id)
-                    .ok()
-                    .flatten()
-                    .filter(|s| !s.pane_dead)?;
-                let status = isolation::of_process_tree(session.pane_pid as libc::pid_t);
-                // Asked again for each typing call into it: found once.
-                lock(&self.isolation).insert(node_id.to_string(), status.clone());
-                Some(status)
-            }
-            Backend::Pty(_) => None,
-        }
+        let found = match &self.backend {
+            // A dead pane runs nothing: no status (and nothing to type into).
+            Backend::Tmux(tmux) => tmux
+                .session(node_id)
+                .ok()
+                .flatten()
+                .filter(|s| !s.pane_dead)
+                .map(|session| isolation::of_process_tree(session.pane_pid as libc::pid_t))
+                .map(|status| {
+                    let shown = Arc::new(status.to_json());
+                    (status, shown)
+                }),
+            Backend::Pty(_) => return None,
+        };
+        lock(&self.isolation).insert(node_id.to_string(), found.clone());
+        found
     }
 
     /// Whether node `node_id` has a session (running or not yet reaped).
@@ -961,6 +973,8 @@ impl HostTerminals {
                     lock(&self.isolation)
                         .get(&s.name)
                         .cloned()
+                        .flatten()
+                        .map(|(status, _)| status)
                         .unwrap_or_else(|| isolation::of_process_tree(s.pane_pid as libc::pid_t))
                 });
                 let state = SessionState {
@@ -1339,8 +1353,8 @@ impl HostTerminals {
 }
 
 impl Terminals for HostTerminals {
-    fn isolation(&self, node_id: &str) -> Option<Value> {
-        Some(self.isolation_status(node_id)?.to_json())
+    fn isolation(&self, node_id: &str) -> Option<Arc<Value>> {
+        self.isolation_known(node_id).map(|(_, shown)| shown)
     }
 
     fn person_typing(&self, node_id: &str) -> bool {
