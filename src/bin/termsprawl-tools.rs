@@ -11,6 +11,7 @@ use termsprawl_tools::host::person::activity::{self, ActivityOptions};
 use termsprawl_tools::host::person::approvals;
 use termsprawl_tools::host::person::browser_control;
 use termsprawl_tools::host::person::links;
+use termsprawl_tools::host::person::worktrees as worktrees_command;
 use termsprawl_tools::host::terminals::{self, pane_filter as pane, TerminalsStop};
 use termsprawl_tools::host::{serve, ServeOptions};
 use termsprawl_tools::protocol::{catalogue_json, validate_tool_request, ToolResult};
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
 }
 
 /// The person's own commands, which an agent's confined terminal cannot use.
-const PERSON_COMMANDS: [&str; 7] = [
+const PERSON_COMMANDS: [&str; 8] = [
     "stop-terminals",
     "activity",
     "browser-control",
@@ -51,6 +52,7 @@ const PERSON_COMMANDS: [&str; 7] = [
     "policy",
     "link",
     "unlink",
+    "worktrees",
 ];
 
 /// Runs the person's `command` with the words after it.
@@ -119,6 +121,16 @@ fn run(command: &str, args: &[String]) -> ExitCode {
             match done {
                 Ok(Ok(done)) => fail(&format!("termsprawl-tools: {done}"), 0),
                 Ok(Err(error)) => fail(&format!("termsprawl-tools {command}: {error}"), 1),
+                Err(problem) => usage_error(command, &problem),
+            }
+        }
+        "worktrees" => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            match worktrees_command::parse(args, cwd) {
+                Ok((asked, project)) => match worktrees_command::run(&asked, &project) {
+                    Ok(said) => print_text(&said),
+                    Err(error) => fail(&format!("termsprawl-tools worktrees: {error}"), 1),
+                },
                 Err(problem) => usage_error(command, &problem),
             }
         }

@@ -64,6 +64,11 @@ pub const COMMANDS: &[CommandHelp] = &[
         text: UNLINK,
     },
     CommandHelp {
+        name: "worktrees",
+        summary: "review, merge or discard what agents did in their git worktrees",
+        text: WORKTREES,
+    },
+    CommandHelp {
         name: "catalogue",
         summary: "print the operations agents can call, as JSON",
         text: CATALOGUE,
@@ -100,6 +105,8 @@ Options (--option VALUE or --option=VALUE):
                              works, else Landlock), required (refuse to start them without a
                              boundary), landlock (Landlock even where bubblewrap works), off
                              (never)
+  --worktrees                every launched agent works in a git worktree of its own, on a
+                             branch from the project's current one (see worktrees --help)
   -h, --help                 print this help
 
 The data directory defaults to $XDG_DATA_HOME/termsprawl-tools, else
@@ -199,6 +206,28 @@ Usage: termsprawl-tools unlink A B [--project DIR]
 Options:
   --project DIR   project folder (default: the current folder)
   -h, --help      print this help";
+
+const WORKTREES: &str = "\
+termsprawl-tools worktrees: the git worktrees agents work in (agent_launch with worktree,
+or serve --worktrees): list them, show one's diff against its base, merge it into its base
+branch in the project's checkout, or remove it; serve need not run.
+
+Usage: termsprawl-tools worktrees list [--json] [--project DIR]
+       termsprawl-tools worktrees diff NODE [--project DIR]
+       termsprawl-tools worktrees merge NODE [--project DIR]
+       termsprawl-tools worktrees discard NODE [--delete-branch] [--force] [--project DIR]
+
+Options:
+  --json            list: one JSON object per line
+  --delete-branch   discard: delete the branch too (only once merged, unless --force)
+  --force           discard: also when that loses uncommitted work or unmerged commits
+  --project DIR     project folder (default: the current folder)
+  -h, --help        print this help
+
+merge fast-forwards when it can, else makes a merge commit; it refuses, changing nothing,
+while a process still works in the worktree, when the worktree has uncommitted changes,
+when the project's checkout is on another branch or has uncommitted changes, and on a
+conflict (naming the files).";
 
 const CATALOGUE: &str = "\
 termsprawl-tools catalogue: prints every operation agents can call as a JSON array, with its

@@ -10,16 +10,18 @@
 //! - [`view`]: the canvas view, the page where the person watches and acts.
 //! - [`person`]: the commands the person runs besides `serve` (`activity`, `approvals`,
 //!   `policy`, `browser-control`, `link`).
-//! - [`isolation`]: confinement of what `serve` starts for agents (bubblewrap), and how
-//!   each terminal says it is confined.
+//! - [`isolation`]: confinement of what `serve` starts for agents (bubblewrap, else
+//!   Landlock), and how each terminal says it is confined.
+//! - [`worktrees`]: a git worktree per launched agent, and taking its work (merge,
+//!   discard).
 //!
 //! And the files that join them: [`workspace`] (folder projects, [`HostWorkspace`]),
 //! [`default_host`] (all of it assembled, [`DefaultHost`]), [`options`] (the command
 //! line's options), [`help`] (every command's `--help`, one table), [`serve`] (runs it),
 //! and `error.rs` ([`HostError`]).
 //!
-//! Rooms depend one way (`docs/import-circles.py` checks it): isolation and browser use
-//! no other room; terminals uses isolation; canvas uses them; view uses canvas,
+//! Rooms depend one way (`docs/import-circles.py` checks it): isolation, worktrees and
+//! browser use no other room; terminals uses isolation; canvas uses them; view uses canvas,
 //! terminals, browser and person.
 //! What a lower room needs of a higher one is handed in (the view's port to the browser
 //! policy), never imported.
@@ -36,6 +38,7 @@ pub mod serve;
 pub mod terminals;
 pub mod view;
 pub mod workspace;
+pub mod worktrees;
 
 pub use canvas::owner::HeadlessCanvas;
 pub use default_host::{DefaultHost, HostConfig};

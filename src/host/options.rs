@@ -47,9 +47,12 @@ pub struct ServeOptions {
     /// `--policy NAME|FILE`: the starting policy (a preset or a policy file; see
     /// `runtime::policy`); `None`: every call runs unless the saved rules say otherwise.
     pub policy: Option<String>,
-    /// `--isolation auto|required|off` (default auto): how agents' terminals are confined
-    /// (`crate::host::isolation`).
+    /// `--isolation auto|required|landlock|off` (default auto): how agents' terminals are
+    /// confined (`crate::host::isolation`).
     pub isolation: Setting,
+    /// `--worktrees`: every launched agent works in a git worktree of its own unless its
+    /// call says `worktree: false` (`crate::host::worktrees`).
+    pub worktrees: bool,
 }
 
 impl ServeOptions {
@@ -73,6 +76,7 @@ impl ServeOptions {
         let mut activity = true;
         let mut policy = None;
         let mut isolation = Setting::Auto;
+        let mut worktrees = false;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -97,16 +101,17 @@ impl ServeOptions {
                 "--view-only" if inline.is_none() => view_only = true,
                 "--no-query-filter" if inline.is_none() => query_filter = false,
                 "--no-activity" if inline.is_none() => activity = false,
+                "--worktrees" if inline.is_none() => worktrees = true,
                 "--policy" => policy = Some(value()?),
                 "--isolation" => {
                     let given = value()?;
                     isolation = Setting::parse(&given).ok_or_else(|| {
-                        format!("--isolation {given}: expected auto, required or off")
+                        format!("--isolation {given}: expected auto, required, landlock or off")
                     })?;
                 }
                 // Only with `=VALUE` (the arms above took them without).
                 "--browser" | "--kill-terminals" | "--no-view" | "--view-only"
-                | "--no-query-filter" | "--no-activity" => {
+                | "--no-query-filter" | "--no-activity" | "--worktrees" => {
                     return Err(format!("{flag} takes no value"))
                 }
                 _ => return Err(unknown_word("serve", word)),
@@ -136,6 +141,7 @@ impl ServeOptions {
             query_filter,
             policy,
             isolation,
+            worktrees,
         })
     }
 }

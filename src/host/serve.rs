@@ -112,6 +112,7 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         isolation: options.isolation,
     })?;
     host.set_activity_trail(options.activity);
+    host.canvas().set_worktree_default(options.worktrees)?;
     // This executable's `pane --take-terminal` starts confined programs, with or without
     // the pane filter.
     host.terminals().set_helper(std::env::current_exe().ok());

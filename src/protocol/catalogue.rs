@@ -754,7 +754,19 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         name: "agent_launch",
         title: "Launch an agent",
         description: "Starts another coding agent in a new visible terminal node of this project; the agent must be installed.",
-        args: &[req("agent", ArgKind::OneOf(AGENT_KINDS), "Which agent to start.")],
+        args: &[
+            req("agent", ArgKind::OneOf(AGENT_KINDS), "Which agent to start."),
+            opt(
+                "worktree",
+                ArgKind::Flag,
+                "Start it in a git worktree of its own, on a new branch from the project's current one (the host may make this the default).",
+            ),
+            opt(
+                "branch",
+                ArgKind::Text,
+                "With worktree: the new branch's name (default: agent/<nodeId>).",
+            ),
+        ],
         result: OPENED_ANSWER,
         hints: OPEN_WRITE,
     },

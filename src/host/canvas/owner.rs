@@ -61,6 +61,7 @@ use crate::host::isolation::{Mode, Status};
 use crate::host::terminals::shell::ShellStatus;
 use crate::host::terminals::{rfc3339_utc, EndedTerminal, HostTerminals, SessionState};
 use crate::host::workspace::HostWorkspace;
+use crate::host::worktrees::Worktrees;
 use crate::host::HostError;
 use crate::protocol::{CanvasToolReply, CanvasToolRequest, ToolIdentity, ToolResult, ToolSession};
 use crate::runtime::{unix_millis, LAUNCHER_NAME, URL_NOT_ALLOWED};
@@ -90,6 +91,11 @@ pub struct OwnerState {
     terminals: Arc<HostTerminals>,
     browsers: Arc<ChromiumBrowsers>,
     runtime: Arc<OnceLock<Weak<AgentToolRuntime>>>,
+    /// Project id -> its agents' git worktrees.
+    worktrees: HashMap<String, Arc<Worktrees>>,
+    /// Every launched agent gets a worktree (`serve --worktrees`), unless its call says
+    /// `worktree: false`.
+    worktree_default: bool,
 }
 
 /// The [`CanvasOwner`] of the default host; see the module docs.
@@ -118,6 +124,8 @@ impl HeadlessCanvas {
             terminals,
             browsers,
             runtime: runtime.clone(),
+            worktrees: HashMap::new(),
+            worktree_default: false,
         };
         Arc::new(HeadlessCanvas {
             state: Mutex::new(Some(state)),
@@ -164,11 +172,19 @@ impl HeadlessCanvas {
                     state.browsers.register(&node.id, &tab.id, &tab.url);
                 }
             }
+            let worktrees = Arc::new(Worktrees::new(&folder));
+            state.worktrees.insert(taken.clone(), worktrees);
             state.canvases.insert(taken.clone(), (folder, canvas));
             state.publish(&taken);
             Ok(())
         })?;
         added.map(|()| id)
+    }
+
+    /// Every agent launched from now on works in a git worktree of its own (`serve
+    /// --worktrees`), unless its call says `worktree: false`.
+    pub fn set_worktree_default(&self, every_launch: bool) -> Result<(), HostError> {
+        self.with(move |state| state.worktree_default = every_launch)
     }
 
     /// Runs `job` with the canvases, under the owner's lock, and returns its result.
@@ -397,8 +413,15 @@ impl OwnerState {
                     // Who opened it is not kept: restarted, it is confined as an agent's
                     // (the person opens an unconfined one from the view).
                     let place = (project_id.as_str(), folder.as_path());
-                    match start_session(&self.terminals, &runtime, place, &node, StartedBy::Launch)
-                    {
+                    let started = start_session(
+                        &self.terminals,
+                        &runtime,
+                        place,
+                        &node,
+                        StartedBy::Launch,
+                        None,
+                    );
+                    match started {
                         Ok(_) => log.push(format!("started a fresh shell for {}", node.id)),
                         Err(error) => log.push(format!("could not start {}: {error}", node.id)),
                     }
@@ -451,10 +474,15 @@ impl OwnerState {
         let runtime = self.runtime();
         let terminals = self.terminals.clone();
         let browsers = self.browsers.clone();
+        let worktree_default = self.worktree_default;
         let (folder, canvas) = self
             .canvases
             .get_mut(project_id)
             .ok_or("The project's canvas is not open")?;
+        let worktrees = match self.worktrees.get(project_id) {
+            Some(worktrees) => worktrees.clone(),
+            None => Arc::new(Worktrees::new(folder)),
+        };
         if operation != "canvas_list" {
             self.lists.remove(project_id);
         }
@@ -464,8 +492,10 @@ impl OwnerState {
                 // Taken first: a change while listing makes the answer not reused.
                 let changes = terminals.changes();
                 let list = with_sessions(canvas.apply(operation, args)?, &terminals);
+                let (list, has_worktrees) = with_worktrees(list, &worktrees);
                 let has_browser = canvas.nodes().iter().any(|n| n.kind == NodeKind::Browser);
-                if !has_browser {
+                // A worktree's state changes with no call (the agent commits): not kept.
+                if !has_browser && !has_worktrees {
                     let made = (Instant::now(), changes, Arc::new(list.clone()));
                     self.lists.insert(project_id.to_string(), made);
                 }
@@ -478,6 +508,32 @@ impl OwnerState {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
+                // An agent launched in a worktree of its own, and a terminal an agent opens
+                // in that agent's worktree.
+                let worktree = match (operation, request.caller.as_deref()) {
+                    ("agent_launch", _) => {
+                        let wanted = args
+                            .get("worktree")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(worktree_default);
+                        let branch = args.get("branch").and_then(Value::as_str);
+                        match wanted {
+                            true => match worktrees.create(&node_id, branch) {
+                                Ok(made) => Some(made.path),
+                                Err(error) => {
+                                    let _ = canvas.remove_node(&node_id);
+                                    return Err(format!("{error}; no node was added"));
+                                }
+                            },
+                            false => None,
+                        }
+                    }
+                    (_, Some(caller)) => worktrees
+                        .get(caller)
+                        .map(|w| w.path)
+                        .filter(|path| path.is_dir()),
+                    _ => None,
+                };
                 let node = canvas.node(&node_id).cloned();
                 let started = match (node, &runtime) {
                     (Some(node), Some(runtime)) => {
@@ -488,7 +544,8 @@ impl OwnerState {
                             (_, Some(caller)) => StartedBy::Agent(caller),
                             (_, None) => StartedBy::Person,
                         };
-                        start_session(&terminals, runtime, (project_id, folder), &node, by)
+                        let place = (project_id, folder.as_path());
+                        start_session(&terminals, runtime, place, &node, by, worktree.as_deref())
                     }
                     _ => Err("The host is stopping".to_string()),
                 };
@@ -606,6 +663,7 @@ fn start_session(
     (project_id, folder): (&str, &Path),
     node: &Node,
     by: StartedBy<'_>,
+    worktree: Option<&Path>,
 ) -> Result<Status, String> {
     let request = PtyRequest {
         node_id: node.id.clone(),
@@ -631,8 +689,9 @@ fn start_session(
     let size = node.size.terminal_grid();
     let session_file = prepared.env.get("TERMSPRAWL_SESSION_FILE").map(Path::new);
     let agent = by != StartedBy::Person;
-    let confinement = terminals.confinement(&node.id, folder, agent, session_file)?;
-    terminals.start(&node.id, folder, &prepared.env, command, size, &confinement)?;
+    let confinement = terminals.confinement(&node.id, folder, agent, session_file, worktree)?;
+    let cwd = worktree.unwrap_or(folder);
+    terminals.start(&node.id, cwd, &prepared.env, command, size, &confinement)?;
     Ok(confinement.status)
 }
 
@@ -677,6 +736,22 @@ pub(crate) fn sync_tabs(canvas: &mut Canvas, browsers: &ChromiumBrowsers) {
             eprintln!("termsprawl-tools: browser {node_id}: cannot record its page: {error}");
         }
     }
+}
+
+/// `canvas_list`'s nodes with each agent's `worktree` where it has one, and whether any
+/// has one.
+pub(crate) fn with_worktrees(mut list: Value, worktrees: &Worktrees) -> (Value, bool) {
+    let mut states = worktrees.states();
+    let any = !states.is_empty();
+    for node in list.as_array_mut().into_iter().flatten() {
+        let id = node["id"].as_str().unwrap_or_default();
+        if let Some(state) = states.remove(id) {
+            if let Some(object) = node.as_object_mut() {
+                object.insert("worktree".into(), state);
+            }
+        }
+    }
+    (list, any)
 }
 
 /// `canvas_list`'s nodes with each terminal's `session` (see the module docs; `null`

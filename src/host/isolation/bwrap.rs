@@ -61,8 +61,12 @@ pub fn command(bwrap: &Path, plan: &Plan, argv: &[OsString]) -> Vec<OsString> {
     for shown in plan.shown.iter().filter(|p| p.exists()) {
         add("--ro-bind", &[shown, shown]);
     }
-    for writable in plan.writable.iter().filter(|p| p.exists()) {
-        add("--bind", &[writable, writable]);
+    // A writable path inside a read-only one is bound after it (else the read-only bind
+    // would cover it); one inside a hidden folder before that folder is made read-only.
+    let under_read_only = |p: &PathBuf| plan.read_only.iter().any(|r| p.starts_with(r));
+    let writable: Vec<&PathBuf> = plan.writable.iter().filter(|p| p.exists()).collect();
+    for path in writable.iter().filter(|p| !under_read_only(p)) {
+        add("--bind", &[path, path]);
     }
     // After the binds inside it: the folder itself becomes read-only.
     for hidden in &plan.hidden {
@@ -70,6 +74,9 @@ pub fn command(bwrap: &Path, plan: &Plan, argv: &[OsString]) -> Vec<OsString> {
     }
     for read_only in plan.read_only.iter().filter(|p| p.exists()) {
         add("--ro-bind", &[read_only, read_only]);
+    }
+    for path in writable.iter().filter(|p| under_read_only(p)) {
+        add("--bind", &[path, path]);
     }
     args.push("--".into());
     args.extend(argv.iter().cloned());

@@ -215,6 +215,16 @@ impl Plan {
         }
     }
 
+    /// The same for an agent working in its own git worktree `worktree` of `project`: the
+    /// whole project folder read-only (its checkout and other agents' worktrees), but its
+    /// worktree and the repository's `.git` (what git needs to commit) writable.
+    pub fn in_worktree(mut self, project: &Path, worktree: &Path) -> Plan {
+        self.read_only = vec![project.to_path_buf()];
+        self.writable.push(worktree.to_path_buf());
+        self.writable.push(project.join(".git"));
+        self
+    }
+
     /// The plan as arguments of the pane filter (`--hide P`, `--show P`,
     /// `--show-writable P`, `--read-only P`):
     /// paths only, never a token.

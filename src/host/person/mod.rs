@@ -6,6 +6,8 @@
 //!   (and `serve`'s side: the list it writes, the requests it applies).
 //! - [`browser_control`]: `browser-control on|off`, switched while `serve` runs.
 //! - [`links`]: `link`/`unlink`, the link files `context_read` and messaging read.
+//! - [`worktrees`]: `worktrees list|diff|merge|discard`, taking (or not) what agents did
+//!   in their git worktrees.
 //!
 //! The canvas view's actions reach the same code ([`links`], [`browser_control`]).
 
@@ -13,3 +15,4 @@ pub mod activity;
 pub mod approvals;
 pub mod browser_control;
 pub mod links;
+pub mod worktrees;

@@ -237,6 +237,9 @@ enum Backend {
     Pty(PtyTerminals),
 }
 
+/// How a terminal is confined, with its JSON made once (`session_info` shares it).
+type KnownIsolation = (Status, Arc<Value>);
+
 /// The terminals of every terminal node, on one backend.
 pub struct HostTerminals {
     backend: Backend,
@@ -282,7 +285,7 @@ pub struct HostTerminals {
     /// How each terminal this host started is confined, and what was found of others
     /// (`None`: no live session when asked), so that `session_info`, asked for every agent
     /// and often, asks tmux once per node (see [`HostTerminals::isolation_status`]).
-    isolation: Mutex<HashMap<String, Option<(Status, Arc<Value>)>>>,
+    isolation: Mutex<HashMap<String, Option<KnownIsolation>>>,
     /// What agents' terminals are confined with: nothing until
     /// [`HostTerminals::set_isolation`].
     confiner: Mutex<Arc<Isolation>>,
@@ -874,6 +877,7 @@ impl HostTerminals {
         project: &Path,
         agent: bool,
         session_file: Option<&Path>,
+        worktree: Option<&Path>,
     ) -> Result<Confinement, String> {
         if !agent {
             return Ok(Confinement::none(
@@ -881,7 +885,10 @@ impl HostTerminals {
             ));
         }
         let launch = self.data.join("agent-tools").join("launch").join(node_id);
-        let plan = Plan::for_agent(&self.data, project, session_file, Some(&launch));
+        let mut plan = Plan::for_agent(&self.data, project, session_file, Some(&launch));
+        if let Some(worktree) = worktree {
+            plan = plan.in_worktree(project, worktree);
+        }
         let tmux = matches!(self.backend, Backend::Tmux(_));
         let helper = lock(&self.helper).clone();
         self.isolation_setup().for_agent(plan, tmux, helper)
@@ -902,7 +909,7 @@ impl HostTerminals {
     }
 
     /// [`Self::isolation_status`] with its JSON, made once.
-    fn isolation_known(&self, node_id: &str) -> Option<(Status, Arc<Value>)> {
+    fn isolation_known(&self, node_id: &str) -> Option<KnownIsolation> {
         if let Some(known) = lock(&self.isolation).get(node_id) {
             return known.clone();
         }
