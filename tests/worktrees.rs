@@ -9,6 +9,8 @@
 #![deny(unsafe_code)]
 
 mod serve_harness;
+use serve_harness::view::*;
+use std::time::Instant;
 mod sys;
 
 use std::path::Path;
@@ -56,6 +58,11 @@ fn worktrees(project: &Path, args: &[&str]) -> (bool, String) {
 /// A project repository on `main` with `a.txt`, and a `custom` agent that writes its node
 /// id into `a.txt` where it starts, commits, tries the project's own checkout, and waits.
 fn setup(dirs: &Dirs) {
+    setup_agent(dirs, "exec sleep 600");
+}
+
+/// [`setup`], the agent doing `then` once it committed.
+fn setup_agent(dirs: &Dirs, then: &str) {
     git(&dirs.project, &["init", "-q", "-b", "main"]);
     std::fs::write(dirs.project.join("a.txt"), "first\n").unwrap();
     git(&dirs.project, &["add", "a.txt"]);
@@ -79,8 +86,10 @@ fn setup(dirs: &Dirs) {
          echo \"from $node\" > a.txt\n\
          git -c user.email=a@b -c user.name=agent commit -qam \"work of $node\" && echo committed-$node\n\
          if (echo hack >> ../../../a.txt) 2>/dev/null; then echo checkout-writable; else echo checkout-protected; fi\n\
-         echo \"seen: $(cat a.txt)\"\nexec sleep 600\n",
+         echo \"seen: $(cat a.txt)\"\n",
     );
+    let body = std::fs::read_to_string(&agent).unwrap() + then + "\n";
+    script(&agent, &body);
     std::fs::create_dir_all(dirs.agent_tools()).unwrap();
     std::fs::write(
         dirs.agent_tools().join("preferences.json"),
@@ -230,5 +239,89 @@ fn a_folder_that_is_not_a_repository_refuses_a_worktree_and_adds_no_node() {
     );
     let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert!(serve.stop().success());
+}
+
+/// The person reviews and merges from the canvas view (real Chromium): an agent that
+/// committed and ended shows its branch and counts; its diff shows as text (a hostile
+/// line inert); "merge" puts its commit on the base branch.
+#[test]
+fn the_person_reads_the_diff_and_merges_from_the_view() {
+    let Some((engine, _profile)) = chromium("worktrees", &[]) else {
+        return;
+    };
+    let dirs = Dirs::new("worktrees-view");
+    setup_agent(
+        &dirs,
+        "printf '<img src=x onerror=document.body.dataset.pwned=1>\\033[31m\\n' >> a.txt; \
+         git -c user.email=a@b -c user.name=agent commit -qam hostile; exit 0",
+    );
+    let serve = Serve::start(
+        &dirs,
+        &["--terminals", "pty", "--agent", "me", "--worktrees"],
+    );
+    let (node_id, _) = launch(&serve, &dirs, json!({"agent": "custom"}));
+    let page = open_live(&engine, &view_url(&serve), Duration::from_secs(30));
+    let item = format!(r#"#worktrees li[data-node-id="{node_id}"]"#);
+    let read = |script: &str| eval(&engine, &page, script, json!({"s": item.clone()}));
+    poll(
+        "the worktree with its commits",
+        Duration::from_secs(20),
+        || {
+            let text = read("(a) => { const e = document.querySelector(a.s); return e ? e.textContent : null; }")?;
+            text.as_str()?.contains("2 ahead").then_some(())
+        },
+    );
+    // Ended: merge is allowed once the program has gone.
+    poll("the agent's end", Duration::from_secs(10), || {
+        let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+        (node(&listed, &node_id)?["session"]["live"] == json!(false)).then_some(())
+    });
+    engine
+        .click(
+            &page,
+            &format!("{item} button.diff"),
+            Instant::now() + Duration::from_secs(10),
+        )
+        .unwrap();
+    let diff = poll("the diff", Duration::from_secs(10), || {
+        let text = read("() => { const d = document.getElementById('diff'); return d.closest('[hidden]') ? null : d.textContent; }")?;
+        let text = text.as_str()?.to_string();
+        text.contains(&format!("+from {node_id}")).then_some(text)
+    });
+    assert!(
+        diff.contains("<img src=x") && diff.contains("\\x1b[31m"),
+        "{diff}"
+    );
+    let inert = read("() => [document.body.dataset.pwned || null, document.querySelectorAll('#diff img, #diff script').length]").unwrap();
+    assert_eq!(inert, json!([null, 0]));
+    engine
+        .click(
+            &page,
+            &format!("{item} button.merge"),
+            Instant::now() + Duration::from_secs(10),
+        )
+        .unwrap();
+    poll("the merge", Duration::from_secs(10), || {
+        let content = std::fs::read_to_string(dirs.project.join("a.txt")).ok()?;
+        content
+            .starts_with(&format!("from {node_id}"))
+            .then_some(())
+    });
+    let log = git(&dirs.project, &["log", "--format=%s", "-3"]);
+    assert!(
+        log.contains("hostile") && log.contains(&format!("work of {node_id}")),
+        "{log}"
+    );
+    // The trail says the person did it.
+    poll(
+        "the person's merge in the trail",
+        Duration::from_secs(10),
+        || {
+            let lines = trail(&serve, &dirs);
+            let merged = |l: &Value| l["operation"] == "worktree_merge" && l["by"] == "person";
+            lines.iter().any(merged).then_some(())
+        },
+    );
     assert!(serve.stop().success());
 }

@@ -268,6 +268,11 @@ impl OwnerState {
         self.canvases.get(project_id).map(|(_, canvas)| canvas)
     }
 
+    /// The agents' worktrees of project `project_id`.
+    pub fn worktrees(&self, project_id: &str) -> Option<Arc<Worktrees>> {
+        self.worktrees.get(project_id).cloned()
+    }
+
     /// The folder of project `project_id`.
     pub fn folder(&self, project_id: &str) -> Option<&Path> {
         self.canvases

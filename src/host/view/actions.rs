@@ -18,7 +18,11 @@
 //!   ([`AgentToolRuntime::decide`], as the `approvals` command); "allow all shown" is one
 //!   `approve` per call shown;
 //! - `rule` (`nodeId`, `class`, `rule`): one agent's rule for a class
-//!   ([`AgentToolRuntime::set_rule`], saved in `policy.json`, as the `policy` command).
+//!   ([`AgentToolRuntime::set_rule`], saved in `policy.json`, as the `policy` command);
+//! - `worktree_diff` (`nodeId`, `offset`), `worktree_merge` (`nodeId`),
+//!   `worktree_discard` (`nodeId`, `deleteBranch`): an agent's work in its git worktree
+//!   ([`crate::host::worktrees`], as the `worktrees` command); a merge is refused while
+//!   the agent's terminal is live or a process works in the worktree.
 //!
 //! Each is recorded in the project's activity trail as done by the person (`by:
 //! "person"`), with its arguments; for `keys` and `paste` only the node and how many
@@ -35,10 +39,13 @@ use serde_json::{json, Map, Value};
 
 use super::keys;
 use super::ViewSource;
+use crate::host::person::worktrees::works_in;
 use crate::host::person::{browser_control, links};
+use crate::host::worktrees::Worktrees;
 use crate::protocol::{validate_tool_request, OperationClass, ToolResult, OPERATION_CLASSES};
 use crate::runtime::approvals::{Decision, Shown};
 use crate::runtime::policy::Rule;
+use crate::runtime::Terminals;
 
 /// The largest `POST /api/act` body taken, as on `/call` (a paste of
 /// [`keys::MAX_TEXT_CHARS`] characters fits, even with every one escaped in JSON).
@@ -164,9 +171,17 @@ fn run(
             (outcome, Some(("approve", recorded)))
         }
         "rule" => (rule(source, args), Some(("policy_rule", args.clone()))),
+        "worktree_diff" => (worktree_diff(source, args), None),
+        "worktree_merge" | "worktree_discard" => {
+            let name = match action {
+                "worktree_merge" => "worktree_merge",
+                _ => "worktree_discard",
+            };
+            (worktree_act(source, action, args), Some((name, args.clone())))
+        }
         _ => (
             Err(format!(
-                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys, paste, approve, rule",
+                "Unknown action {:?}: use one of {}, link, unlink, browser_control, keys, paste, approve, rule, worktree_diff, worktree_merge, worktree_discard",
                 action.chars().take(40).collect::<String>(),
                 CANVAS_ACTIONS.join(", ")
             )),
@@ -212,6 +227,74 @@ fn link(source: &ViewSource, action: &str, args: &Map<String, Value>) -> Result<
     Ok(
         json!({ "a": request.a, "b": request.b, "agentMessages": request.messages, "message": said }),
     )
+}
+
+/// Lines of a diff one `worktree_diff` answers.
+pub const DIFF_PAGE_LINES: usize = 400;
+
+/// The project's agents' worktrees.
+fn worktrees_of(source: &ViewSource) -> Result<std::sync::Arc<Worktrees>, String> {
+    let project = source.project_id.clone();
+    source
+        .canvas
+        .read(move |state| state.worktrees(&project))
+        .ok()
+        .flatten()
+        .ok_or_else(|| "This project has no folder: worktrees live in a folder project".into())
+}
+
+/// `worktree_diff`: a page of [`DIFF_PAGE_LINES`] lines of agent `nodeId`'s diff against
+/// its base, from line `offset`: `{nodeId, branch, base, text, offset, lines, total, cut}`.
+/// The text is the agent's: the page shows it escaped, as all text.
+fn worktree_diff(source: &ViewSource, args: &Map<String, Value>) -> Result<Value, String> {
+    let node_id = text_arg(args, "nodeId")?;
+    let offset = match args.get("offset") {
+        None => 0,
+        Some(offset) => offset
+            .as_u64()
+            .ok_or("Invalid offset: expected a line number from 0")?
+            as usize,
+    };
+    let (worktree, text, cut) = worktrees_of(source)?.diff(node_id)?;
+    let all: Vec<&str> = text.lines().collect();
+    let page: Vec<&str> = all
+        .iter()
+        .skip(offset)
+        .take(DIFF_PAGE_LINES)
+        .copied()
+        .collect();
+    Ok(json!({
+        "nodeId": node_id,
+        "branch": worktree.branch,
+        "base": worktree.base,
+        "text": page.join("\n"),
+        "offset": offset,
+        "lines": page.len(),
+        "total": all.len(),
+        "cut": cut,
+    }))
+}
+
+/// `worktree_merge` / `worktree_discard` of agent `nodeId`'s worktree.
+fn worktree_act(
+    source: &ViewSource,
+    action: &str,
+    args: &Map<String, Value>,
+) -> Result<Value, String> {
+    let node_id = text_arg(args, "nodeId")?;
+    let worktrees = worktrees_of(source)?;
+    let said = match action {
+        "worktree_merge" => {
+            let live = source.terminals.has_live_session(node_id);
+            let working = worktrees.get(node_id).is_some_and(|w| works_in(&w.path));
+            worktrees.merge(node_id, live || working)?
+        }
+        _ => {
+            let delete_branch = matches!(args.get("deleteBranch"), Some(Value::Bool(true)));
+            worktrees.discard(node_id, delete_branch, false)?
+        }
+    };
+    Ok(json!({ "nodeId": node_id, "message": said }))
 }
 
 /// Most characters of the reason the person gives with a denial (it goes to the agent).

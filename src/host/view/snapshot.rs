@@ -96,9 +96,10 @@ impl ViewSource {
                 })
                 .collect();
             let folder: Option<PathBuf> = state.folder(&project_id).map(PathBuf::from);
-            Some((nodes, canvas.selection().to_vec(), folder))
+            let worktrees = state.worktrees(&project_id);
+            Some((nodes, canvas.selection().to_vec(), folder, worktrees))
         })?;
-        let Some((nodes, selection, folder)) = copied else {
+        let Some((nodes, selection, folder, worktrees)) = copied else {
             return Err(HostError::Other("the project is not open".into()));
         };
         if screens.taken.map_or(true, |t| t.elapsed() >= screens_every) {
@@ -120,6 +121,17 @@ impl ViewSource {
         }
         let backend = self.terminals.backend_name();
         let mut nodes = with_states(Value::Array(nodes), backend, &screens.states);
+        // Every agent's worktree, also of agents closed since (kept until merged or
+        // discarded), each with its node id.
+        let worktrees: Vec<Value> = worktrees
+            .map(|w| w.states())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(node_id, mut state)| {
+                state["nodeId"] = json!(node_id);
+                state
+            })
+            .collect();
         for node in nodes.as_array_mut().into_iter().flatten() {
             self.add_live_parts(node, visible, screens);
         }
@@ -160,6 +172,7 @@ impl ViewSource {
             "nodes": nodes,
             "selection": selection,
             "links": links,
+            "worktrees": worktrees,
             "agents": agents,
         }))
     }

@@ -182,6 +182,7 @@
     drawLinks();
     fillLinkChoices();
     renderAgents(statuses);
+    renderWorktrees();
     renderActivity(canvas.activity || []);
     renderApprovals(canvas.approvals || {});
     if (!view.moved) fit();
@@ -366,6 +367,65 @@
       list.append(item);
     }
     if (!statuses.size) list.append(make("li", "empty", "no agents"));
+  }
+
+  // Each agent's git worktree (canvas_list's worktree): its branch and counts, and the
+  // person's review: its diff (paged, shown as text), merge into its base, discard.
+  const diffShown = { nodeId: null, offset: 0 };
+  function renderWorktrees() {
+    const list = $("worktrees");
+    list.replaceChildren();
+    const worktrees = canvas.worktrees || [];
+    $("worktrees-panel").hidden = !worktrees.length;
+    const titles = new Map(canvas.nodes.map((n) => [n.id, (n.data && n.data.title) || n.id]));
+    for (const w of worktrees) {
+      const node = { id: w.nodeId };
+      const item = make("li", "worktree");
+      item.dataset.nodeId = node.id;
+      const closed = titles.has(node.id) ? "" : " (closed)";
+      item.append(make("span", "name", (titles.get(node.id) || node.id) + closed + " · " + w.branch + " ← " + w.base));
+      if (w.missing) {
+        item.append(make("span", "missing", "its folder was removed"));
+      } else {
+        item.append(make("span", "counts", w.ahead + " ahead · " + w.behind + " behind · " + w.changedFiles + " changed" + (w.dirty ? " (not committed)" : "")));
+      }
+      const buttons = make("div", "control");
+      const diff = make("button", "diff", "diff");
+      const merge = make("button", "merge", "merge into " + w.base);
+      const discard = make("button", "discard", "discard");
+      for (const b of [diff, merge, discard]) b.type = "button";
+      diff.addEventListener("click", () => showDiff(node.id, 0));
+      merge.addEventListener("click", async (e) => {
+        if (!realClick(e)) return;
+        const done = await act("worktree_merge", { nodeId: node.id });
+        if (done) notice("worktree_merge: " + done.message, false);
+      });
+      discard.addEventListener("click", async (e) => {
+        if (!realClick(e)) return;
+        const done = await act("worktree_discard", { nodeId: node.id });
+        if (done) notice("worktree_discard: " + done.message, false);
+      });
+      buttons.append(diff, merge, discard);
+      item.append(buttons);
+      list.append(item);
+    }
+  }
+
+  async function showDiff(nodeId, offset) {
+    const page = await act("worktree_diff", { nodeId, offset });
+    if (!page) return;
+    diffShown.nodeId = nodeId;
+    diffShown.offset = offset + page.lines;
+    $("diff-view").hidden = false;
+    putText($("diff-title"), page.branch + " against " + page.base + " · lines " + (offset + 1) + "–" + (offset + page.lines) + " of " + page.total + (page.cut ? " (cut)" : ""));
+    // The agent's text: every hidden or reordering character shows as its escape.
+    putText($("diff"), page.text, "\n\t");
+    $("diff-more").hidden = diffShown.offset >= page.total;
+  }
+
+  function installWorktrees() {
+    $("diff-more").addEventListener("click", () => showDiff(diffShown.nodeId, diffShown.offset));
+    $("diff-close").addEventListener("click", () => { $("diff-view").hidden = true; });
   }
 
   // A time (Unix ms) as the person's local 24-hour clock, HH:MM:SS ("" if not a time).
@@ -1009,6 +1069,7 @@
   }
   installPanZoom();
   installControls();
+  installWorktrees();
   poll();
   setInterval(takeScreenshots, 2000);
 })();
