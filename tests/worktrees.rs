@@ -156,6 +156,24 @@ fn agents_work_side_by_side_and_the_person_takes_their_work() {
         node(&listed, &two).unwrap()["worktree"]["branch"],
         "feature/two"
     );
+    // The agent is told its own; its peers see its branch.
+    let info = serve.ok(&dirs, &one, "session_info", json!({}));
+    assert_eq!(
+        (&info["worktree"]["branch"], &info["worktree"]["base"]),
+        (&json!(format!("agent/{one}")), &json!("main")),
+        "{info}"
+    );
+    let status = serve.ok(&dirs, "me", "agent_status", json!({}));
+    let peer = status["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["nodeId"] == json!(two));
+    assert_eq!(
+        peer.unwrap()["worktree"]["branch"],
+        "feature/two",
+        "{status}"
+    );
 
     // The person's view of it: list, diff.
     let (ok, list) = worktrees(&dirs.project, &["list", "--json"]);

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
 
 use crate::protocol::{IntegrationState, IntegrationStatus};
 use crate::runtime::{ProjectSnapshot, Workspace};
@@ -22,6 +24,9 @@ pub struct HostWorkspace {
     /// Project id -> the device and inode of its `.termsprawl/` when first published
     /// ([`Workspace::state_intact`]).
     state_dirs: Mutex<HashMap<String, (u64, u64)>>,
+    /// (Project id, node id) -> its worktree's `{path, branch, base}`, as the canvas owner
+    /// last found them ([`HostWorkspace::publish_worktrees`]).
+    worktrees: Mutex<HashMap<String, HashMap<String, Arc<Value>>>>,
 }
 
 /// The device and inode of `<cwd>/.termsprawl`, if it is there.
@@ -38,6 +43,7 @@ impl HostWorkspace {
             projects: Mutex::default(),
             browser: AtomicBool::new(browser),
             state_dirs: Mutex::default(),
+            worktrees: Mutex::default(),
         }
     }
 
@@ -51,6 +57,15 @@ impl HostWorkspace {
         }
         drop(state_dirs);
         self.lock().insert(id.to_string(), (cwd, node_ids));
+    }
+
+    /// The worktrees of project `id`'s agents: node id -> `{path, branch, base}`.
+    pub fn publish_worktrees(&self, id: &str, worktrees: Vec<(String, Value)>) {
+        let facts = worktrees
+            .into_iter()
+            .map(|(node, facts)| (node, Arc::new(facts)))
+            .collect();
+        crate::base::lock_or_recover(&self.worktrees).insert(id.to_string(), facts);
     }
 
     /// Forgets project `id` (its agents' calls are then refused).
@@ -77,6 +92,11 @@ impl HostWorkspace {
 }
 
 impl Workspace for HostWorkspace {
+    fn worktree(&self, project_id: &str, node_id: &str) -> Option<Arc<Value>> {
+        let known = crate::base::lock_or_recover(&self.worktrees);
+        known.get(project_id)?.get(node_id).cloned()
+    }
+
     fn project(&self, project_id: &str) -> Option<ProjectSnapshot> {
         let projects = self.lock();
         let (cwd, node_ids) = projects.get(project_id)?;

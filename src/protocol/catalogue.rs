@@ -336,7 +336,9 @@ const ISOLATION: &[FieldSpec] = &[
     text("why"),
 ];
 /// Confinement mechanisms on the wire (`none`: not confined).
-pub const ISOLATION_MODES: &[&str] = &["namespaces", "none"];
+pub const ISOLATION_MODES: &[&str] = &["namespaces", "landlock", "none"];
+/// The git worktree an agent works in (`session_info`, `agent_status`).
+const WORKTREE_FACTS: &[FieldSpec] = &[text("path"), text("branch"), text("base")];
 /// A waited command's states on the wire.
 pub const COMMAND_STATES: &[&str] = &[
     "exited",
@@ -422,6 +424,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             text("preferencesFile"),
             field("activityDropped", FieldKind::Integer),
             maybe("isolation", FieldKind::Object(ISOLATION)),
+            maybe("worktree", FieldKind::Object(WORKTREE_FACTS)),
         ]),
         hints: READ,
     },
@@ -443,7 +446,11 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         args: &[],
         result: ResultShape::Object(&[field(
             "agents",
-            FieldKind::ListOf(&[text("nodeId"), field("status", STATUS)]),
+            FieldKind::ListOf(&[
+                text("nodeId"),
+                field("status", STATUS),
+                maybe("worktree", FieldKind::Object(WORKTREE_FACTS)),
+            ]),
         )]),
         hints: READ,
     },

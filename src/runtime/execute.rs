@@ -134,6 +134,11 @@ impl ServerCallbacks for Core {
         })
     }
 
+    fn worktree(&self, identity: &ToolIdentity) -> Option<Arc<Value>> {
+        let workspace = &self.host.workspace;
+        workspace.worktree(&identity.project_id, &identity.node_id)
+    }
+
     fn offers_generation(&self) -> u64 {
         self.gate.generation()
     }

@@ -57,6 +57,12 @@ pub trait Workspace: Send + Sync + 'static {
     fn state_intact(&self, _project_id: &str) -> bool {
         true
     }
+    /// The git worktree agent `node_id` of project `project_id` works in, as
+    /// `session_info` and `agent_status` say it (`{path, branch, base}`); the default:
+    /// none. Asked on the accept thread: answer from memory.
+    fn worktree(&self, _project_id: &str, _node_id: &str) -> Option<std::sync::Arc<Value>> {
+        None
+    }
 }
 
 /// Live browser guests of browser nodes.

@@ -268,6 +268,11 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     fn isolation(&self, _identity: &ToolIdentity) -> Option<Arc<Value>> {
         None
     }
+    /// The git worktree the agent works in (`session_info`'s and `agent_status`'s
+    /// `worktree`: `{path, branch, base}`); the default: none. Shared, as `isolation`.
+    fn worktree(&self, _identity: &ToolIdentity) -> Option<Arc<Value>> {
+        None
+    }
     /// A number that changes whenever [`offers`](Self::offers) or
     /// [`policy_summary`](Self::policy_summary) may answer differently (cached
     /// `session_info` answers are made again); the default: 0.
@@ -462,6 +467,8 @@ struct SessionInfoSource {
     offers_generation: u64,
     /// The app's [`ServerCallbacks::isolation`].
     isolation: Option<Arc<Value>>,
+    /// The app's [`ServerCallbacks::worktree`].
+    worktree: Option<Arc<Value>>,
 }
 
 /// At most this many `session_info` answers are kept (then all are dropped and made
@@ -488,6 +495,8 @@ struct SessionInfo<'a> {
     preferences_file: &'a Path,
     project_id: &'a str,
     status: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worktree: Option<&'a Value>,
 }
 
 /// Every operation's name, without the browser's unless `browser_enabled`; built once.
@@ -913,10 +922,21 @@ impl AgentToolServer {
                 });
             }
             "agent_status" => {
+                let project_id = &session.project_id;
                 let agents: Vec<Value> = self
-                    .statuses(&session.project_id)
+                    .statuses(project_id)
                     .into_iter()
-                    .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
+                    .map(|(node_id, status)| {
+                        let identity = ToolIdentity {
+                            node_id: node_id.clone(),
+                            project_id: project_id.clone(),
+                        };
+                        let mut agent = json!({ "nodeId": node_id, "status": status });
+                        if let Some(worktree) = self.callbacks.worktree(&identity) {
+                            agent["worktree"] = (*worktree).clone();
+                        }
+                        agent
+                    })
                     .collect();
                 return Some(ToolResult::Ok(json!({ "agents": agents })));
             }
@@ -985,6 +1005,7 @@ impl AgentToolServer {
             project_id: &session.project_id,
             // Through a `Value`, so its keys stay sorted as they always were.
             status: serde_json::to_value(&source.status).unwrap_or(Value::Null),
+            worktree: source.worktree.as_deref(),
         };
         let answer = wire_ok(value);
         if answers.len() >= SESSION_INFO_ANSWERS_MAX {
@@ -1016,6 +1037,7 @@ impl AgentToolServer {
             activity_dropped: self.activity_dropped(),
             offers_generation: self.callbacks.offers_generation(),
             isolation: self.callbacks.isolation(&session.identity()),
+            worktree: self.callbacks.worktree(&session.identity()),
         }
     }
 

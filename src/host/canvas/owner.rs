@@ -173,6 +173,7 @@ impl HeadlessCanvas {
                 }
             }
             let worktrees = Arc::new(Worktrees::new(&folder));
+            state.workspace.publish_worktrees(&taken, worktrees.facts());
             state.worktrees.insert(taken.clone(), worktrees);
             state.canvases.insert(taken.clone(), (folder, canvas));
             state.publish(&taken);
@@ -480,6 +481,7 @@ impl OwnerState {
         let terminals = self.terminals.clone();
         let browsers = self.browsers.clone();
         let worktree_default = self.worktree_default;
+        let workspace = self.workspace.clone();
         let (folder, canvas) = self
             .canvases
             .get_mut(project_id)
@@ -498,6 +500,7 @@ impl OwnerState {
                 let changes = terminals.changes();
                 let list = with_sessions(canvas.apply(operation, args)?, &terminals);
                 let (list, has_worktrees) = with_worktrees(list, &worktrees);
+                workspace.publish_worktrees(project_id, worktrees.facts());
                 let has_browser = canvas.nodes().iter().any(|n| n.kind == NodeKind::Browser);
                 // A worktree's state changes with no call (the agent commits): not kept.
                 if !has_browser && !has_worktrees {
@@ -524,7 +527,10 @@ impl OwnerState {
                         let branch = args.get("branch").and_then(Value::as_str);
                         match wanted {
                             true => match worktrees.create(&node_id, branch) {
-                                Ok(made) => Some(made.path),
+                                Ok(made) => {
+                                    workspace.publish_worktrees(project_id, worktrees.facts());
+                                    Some(made.path)
+                                }
                                 Err(error) => {
                                     let _ = canvas.remove_node(&node_id);
                                     return Err(format!("{error}; no node was added"));

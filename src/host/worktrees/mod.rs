@@ -90,6 +90,18 @@ impl Worktrees {
         found
     }
 
+    /// What `session_info` and `agent_status` say of each: node -> `{path, branch, base}`.
+    pub fn facts(&self) -> Vec<(String, Value)> {
+        self.list()
+            .into_values()
+            .map(|w| {
+                let facts =
+                    json!({"path": w.path.to_string_lossy(), "branch": w.branch, "base": w.base});
+                (w.node, facts)
+            })
+            .collect()
+    }
+
     /// Node `node`'s worktree, if it has one.
     pub fn get(&self, node: &str) -> Option<Worktree> {
         self.list().remove(node)
