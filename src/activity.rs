@@ -81,6 +81,48 @@ pub fn trail_file(dir: &Path, project_id: &str) -> Option<PathBuf> {
     crate::protocol::is_valid_node_id(project_id).then(|| dir.join(format!("{project_id}.jsonl")))
 }
 
+/// Appends what the person did outside `serve` (`termsprawl-tools worktrees merge`, …) to
+/// `project_id`'s trail in `dir`, as the canvas view's actions are recorded (`by:
+/// "person"`): one whole line, appended (`serve`'s writer appends too), never through a
+/// link. Nothing when the trail folder does not exist (no `serve` ever ran there).
+pub fn append_person(
+    dir: &Path,
+    project_id: &str,
+    operation: &str,
+    args: &Map<String, Value>,
+    result: &ToolResult,
+) -> io::Result<()> {
+    let Some(file) = trail_file(dir, project_id) else {
+        return Err(io::Error::other(format!(
+            "{project_id:?} is not a project id"
+        )));
+    };
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let error = match result {
+        ToolResult::Ok(_) => None,
+        ToolResult::Err(error) => Some(error.as_str()),
+    };
+    let time = now_rfc3339();
+    let mut line = line_of(
+        time.as_str(),
+        None,
+        operation,
+        Some(args),
+        error,
+        Instant::now(),
+    );
+    line.by = Some(PERSON);
+    let mut trail = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(file)?;
+    trail.write_all(&to_line(&line))
+}
+
 /// The file a trail was rotated into: `<projectId>.jsonl.1`.
 pub fn previous_file(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_owned();

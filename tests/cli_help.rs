@@ -67,6 +67,7 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("browser-control", &["on", "off"]),
     ("link", &[]),
     ("unlink", &[]),
+    ("worktrees", &[]),
     ("catalogue", &[]),
     ("validate", &[]),
 ];
@@ -200,6 +201,7 @@ const ACCEPTED: &[(&str, &[Probe])] = &[
             ("--no-query-filter", &["serve", "--no-query-filter"]),
             ("--policy", &["serve", "--policy", "careful"]),
             ("--isolation", &["serve", "--isolation", "off"]),
+            ("--worktrees", &["serve", "--worktrees"]),
         ],
     ),
     (
@@ -253,6 +255,19 @@ const ACCEPTED: &[(&str, &[Probe])] = &[
     (
         "unlink",
         &[("--project", &["unlink", "a", "b", "--project", "/p"])],
+    ),
+    (
+        "worktrees",
+        &[
+            ("--json", &["worktrees", "list", "--json"]),
+            (
+                "--delete-branch",
+                &["worktrees", "discard", "a", "--delete-branch"],
+            ),
+            ("--force", &["worktrees", "discard", "a", "--force"]),
+            ("--project", &["worktrees", "list", "--project", "/p"]),
+            ("--data", &["worktrees", "list", "--data", "/d"]),
+        ],
     ),
     ("catalogue", &[]),
     ("validate", &[]),

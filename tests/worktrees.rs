@@ -9,7 +9,7 @@
 #![deny(unsafe_code)]
 
 mod serve_harness;
-use serve_harness::view::*;
+
 use std::time::Instant;
 mod sys;
 
@@ -18,6 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use serve_harness::view::*;
 use serve_harness::*;
 
 const TOOLS: &str = env!("CARGO_BIN_EXE_termsprawl-tools");
@@ -37,13 +38,16 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `termsprawl-tools worktrees ARGS --project PROJECT`: (success, stdout + stderr).
-fn worktrees(project: &Path, args: &[&str]) -> (bool, String) {
+/// `termsprawl-tools worktrees ARGS --project PROJECT --data DATA`: (success, stdout +
+/// stderr).
+fn worktrees(dirs: &Dirs, args: &[&str]) -> (bool, String) {
     let out = Command::new(TOOLS)
         .arg("worktrees")
         .args(args)
         .arg("--project")
-        .arg(project)
+        .arg(&dirs.project)
+        .arg("--data")
+        .arg(&dirs.data)
         .env_remove("TERMSPRAWL_CONFINED")
         .output()
         .unwrap();
@@ -176,13 +180,13 @@ fn agents_work_side_by_side_and_the_person_takes_their_work() {
     );
 
     // The person's view of it: list, diff.
-    let (ok, list) = worktrees(&dirs.project, &["list", "--json"]);
+    let (ok, list) = worktrees(&dirs, &["list", "--json"]);
     assert!(ok && list.lines().count() == 2, "{list}");
-    let (ok, diff) = worktrees(&dirs.project, &["diff", &one]);
+    let (ok, diff) = worktrees(&dirs, &["diff", &one]);
     assert!(ok && diff.contains(&format!("+from {one}")), "{diff}");
 
     // Not while the agent runs; then a fast-forward; then the second conflicts.
-    let (ok, said) = worktrees(&dirs.project, &["merge", &one]);
+    let (ok, said) = worktrees(&dirs, &["merge", &one]);
     assert!(!ok && said.contains("still running"), "{said}");
     serve.ok(&dirs, "me", "terminal_close", json!({"nodeId": one}));
     serve.ok(&dirs, "me", "terminal_close", json!({"nodeId": two}));
@@ -190,23 +194,32 @@ fn agents_work_side_by_side_and_the_person_takes_their_work() {
         "the merge once the agent ended",
         Duration::from_secs(10),
         || {
-            let (ok, said) = worktrees(&dirs.project, &["merge", &one]);
+            let (ok, said) = worktrees(&dirs, &["merge", &one]);
             (ok || !said.contains("still running")).then_some((ok, said))
         },
     );
     assert!(ok && said.contains("fast-forwarded"), "{said}");
+    poll(
+        "the person's merge in the trail",
+        Duration::from_secs(10),
+        || {
+            let lines = trail(&serve, &dirs);
+            let merged = |l: &Value| l["operation"] == "worktree_merge" && l["by"] == "person";
+            lines.iter().any(merged).then_some(())
+        },
+    );
     let content = std::fs::read_to_string(dirs.project.join("a.txt")).unwrap();
     assert_eq!(content, format!("from {one}\n"));
     let head = git(&dirs.project, &["rev-parse", "HEAD"]);
-    let (ok, said) = worktrees(&dirs.project, &["merge", &two]);
+    let (ok, said) = worktrees(&dirs, &["merge", &two]);
     assert!(!ok && said.contains("conflicts in a.txt"), "{said}");
     assert_eq!(git(&dirs.project, &["rev-parse", "HEAD"]), head);
     assert_eq!(git(&dirs.project, &["status", "--porcelain"]), "");
 
     // Discard: the unmerged branch is kept unless forced; the merged one may go.
-    let (ok, said) = worktrees(&dirs.project, &["discard", &two, "--delete-branch"]);
+    let (ok, said) = worktrees(&dirs, &["discard", &two, "--delete-branch"]);
     assert!(!ok && said.contains("not merged"), "{said}");
-    let (ok, said) = worktrees(&dirs.project, &["discard", &two]);
+    let (ok, said) = worktrees(&dirs, &["discard", &two]);
     assert!(ok && said.contains("stays"), "{said}");
     git(&dirs.project, &["rev-parse", "--verify", "feature/two"]);
 
@@ -220,20 +233,17 @@ fn agents_work_side_by_side_and_the_person_takes_their_work() {
         format!("agent/{three}"),
         "{listed}"
     );
-    let (_, list) = worktrees(&dirs.project, &["list"]);
+    let (_, list) = worktrees(&dirs, &["list"]);
     assert!(list.contains(&format!("agent/{one}")), "{list}");
     serve.ok(&dirs, "me", "terminal_close", json!({"nodeId": three}));
     poll("three's worktree left", Duration::from_secs(10), || {
-        worktrees(
-            &dirs.project,
-            &["discard", &three, "--force", "--delete-branch"],
-        )
-        .0
-        .then_some(())
+        worktrees(&dirs, &["discard", &three, "--force", "--delete-branch"])
+            .0
+            .then_some(())
     });
-    let (ok, said) = worktrees(&dirs.project, &["discard", &one, "--delete-branch"]);
+    let (ok, said) = worktrees(&dirs, &["discard", &one, "--delete-branch"]);
     assert!(ok && said.contains("deleted its branch"), "{said}");
-    let (_, list) = worktrees(&dirs.project, &["list"]);
+    let (_, list) = worktrees(&dirs, &["list"]);
     assert!(list.contains("no agent works in a worktree"), "{list}");
     assert!(serve.stop().success());
 }

@@ -126,11 +126,15 @@ fn run(command: &str, args: &[String]) -> ExitCode {
         }
         "worktrees" => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
-            match worktrees_command::parse(args, cwd) {
-                Ok((asked, project)) => match worktrees_command::run(&asked, &project) {
-                    Ok(said) => print_text(&said),
-                    Err(error) => fail(&format!("termsprawl-tools worktrees: {error}"), 1),
-                },
+            match worktrees_command::parse_with_data(args, cwd, env) {
+                Ok((asked, project, data)) => {
+                    let done = worktrees_command::run(&asked, &project);
+                    worktrees_command::record(&asked, &project, data.as_deref(), &done);
+                    match done {
+                        Ok(said) => print_text(&said),
+                        Err(error) => fail(&format!("termsprawl-tools worktrees: {error}"), 1),
+                    }
+                }
                 Err(problem) => usage_error(command, &problem),
             }
         }

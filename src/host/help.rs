@@ -222,6 +222,8 @@ Options:
   --delete-branch   discard: delete the branch too (only once merged, unless --force)
   --force           discard: also when that loses uncommitted work or unmerged commits
   --project DIR     project folder (default: the current folder)
+  --data DIR        data folder, whose activity trail records merges and discards
+                    (default: as serve's)
   -h, --help        print this help
 
 merge fast-forwards when it can, else makes a merge commit; it refuses, changing nothing,

@@ -1,7 +1,9 @@
 //! `termsprawl-tools worktrees list [--json] | diff NODE | merge NODE | discard NODE
-//! [--delete-branch] [--force]`, with `--project DIR` (default: the current folder): the
-//! person's review of what agents did in their worktrees ([`crate::host::worktrees`]),
-//! from a shell, with or without `serve` running.
+//! [--delete-branch] [--force]`, with `--project DIR` (default: the current folder) and
+//! `--data DIR` (where the trail is): the person's review of what agents did in their
+//! worktrees ([`crate::host::worktrees`]), from a shell, with or without `serve` running.
+//! A merge or a discard is recorded in the project's activity trail as the person's, as
+//! from the canvas view.
 //!
 //! `merge` refuses while a process still works in the agent's worktree (its current folder
 //! is there: the agent, or a terminal it opened), so work is not taken half done.
@@ -29,7 +31,18 @@ pub enum Asked {
 
 /// Parses the words after `worktrees`; the project folder defaults to `cwd`.
 pub fn parse(args: &[String], cwd: PathBuf) -> Result<(Asked, PathBuf), String> {
-    let (mut words, mut project) = (Vec::new(), None);
+    let (asked, project, _) = parse_with_data(args, cwd, |_| None)?;
+    Ok((asked, project))
+}
+
+/// [`parse`], with `--data DIR` (else the default data folder, from `env`): what was
+/// asked, the project folder and the data folder (`None`: no default could be made).
+pub fn parse_with_data(
+    args: &[String],
+    cwd: PathBuf,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(Asked, PathBuf, Option<PathBuf>), String> {
+    let (mut words, mut project, mut data) = (Vec::new(), None, None);
     let (mut json, mut delete_branch, mut force) = (false, false, false);
     let mut given = args.iter();
     while let Some(word) = given.next() {
@@ -41,6 +54,12 @@ pub fn parse(args: &[String], cwd: PathBuf) -> Result<(Asked, PathBuf), String> 
                 ));
             }
             "--project" => return Err("--project is given twice".into()),
+            "--data" if data.is_none() => {
+                let dir = given.next().filter(|d| !d.is_empty());
+                let dir = dir.ok_or("--data needs a value (the data folder)")?;
+                data = Some(crate::host::options::data_folder(PathBuf::from(dir)));
+            }
+            "--data" => return Err("--data is given twice".into()),
             "--json" => json = true,
             "--delete-branch" => delete_branch = true,
             "--force" => force = true,
@@ -73,7 +92,43 @@ pub fn parse(args: &[String], cwd: PathBuf) -> Result<(Asked, PathBuf), String> 
     if json && !matches!(asked, Asked::List(_)) {
         return Err("--json goes only with list".into());
     }
-    Ok((asked, project.unwrap_or(cwd)))
+    let data = data.or_else(|| crate::host::options::default_data_dir(&env).ok());
+    Ok((asked, project.unwrap_or(cwd), data))
+}
+
+/// Records a merge or a discard in `project`'s trail under `data` (said on stderr when it
+/// cannot be: the action itself is done).
+pub fn record(asked: &Asked, project: &Path, data: Option<&Path>, result: &Result<String, String>) {
+    let (operation, args) = match asked {
+        Asked::Merge(node) => ("worktree_merge", json!({ "nodeId": node })),
+        Asked::Discard(node, delete_branch, force) => (
+            "worktree_discard",
+            json!({ "nodeId": node, "deleteBranch": delete_branch, "force": force }),
+        ),
+        _ => return,
+    };
+    let Some(data) = data else {
+        return;
+    };
+    let canvas = crate::base::files::read_json(&project.join(".termsprawl/project.json"));
+    let Some(project_id) = canvas
+        .ok()
+        .flatten()
+        .and_then(|c| c["projectId"].as_str().map(str::to_string))
+    else {
+        return;
+    };
+    let result = match result {
+        Ok(said) => crate::protocol::ToolResult::Ok(json!({ "message": said })),
+        Err(error) => crate::protocol::ToolResult::Err(error.clone()),
+    };
+    let args = args.as_object().cloned().unwrap_or_default();
+    let trail = data.join("agent-tools").join("activity");
+    if let Err(error) =
+        crate::activity::append_person(&trail, &project_id, operation, &args, &result)
+    {
+        eprintln!("termsprawl-tools worktrees: not recorded in the activity trail: {error}");
+    }
 }
 
 /// Runs `asked` on `project`'s worktrees: what to print (every line with what a terminal
