@@ -1,6 +1,7 @@
-//! `cargo run --release --example view_screenshot -- VIEW_URL OUT.png`: opens a canvas view
-//! in headless Chromium (the library's own engine), waits until the page is live and has
-//! drawn every terminal's screen, and writes a PNG of it (1280 x 720). Used by
+//! `cargo run --release --example view_screenshot -- VIEW_URL OUT.png [CLICK...]`: opens a
+//! canvas view in headless Chromium (the library's own engine), waits until the page is
+//! live and has drawn every terminal's screen, clicks each CSS selector CLICK in turn (a
+//! real click; 1.5 s after each), and writes a PNG of it (1280 x 720). Used by
 //! `docs/view-screenshot.sh` for the README's picture (`docs/canvas-view.png`).
 #![deny(unsafe_code)]
 
@@ -21,8 +22,8 @@ const DRAWN: &str = r#"() => {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, out] = args.as_slice() else {
-        return Err("usage: view_screenshot VIEW_URL OUT.png".into());
+    let [url, out, clicks @ ..] = args.as_slice() else {
+        return Err("usage: view_screenshot VIEW_URL OUT.png [CLICK_SELECTOR...]".into());
     };
     let profile = std::env::temp_dir().join(format!("view-screenshot-{}", std::process::id()));
     let engine = BrowserEngine::new(EngineConfig {
@@ -43,6 +44,12 @@ fn main() -> Result<(), String> {
             return Err("the view did not finish drawing within 20 s".into());
         }
         std::thread::sleep(Duration::from_millis(200));
+    }
+    for selector in clicks {
+        engine
+            .click(&page, selector, deadline(10))
+            .map_err(|e| format!("click {selector}: {e}"))?;
+        std::thread::sleep(Duration::from_millis(1500));
     }
     let png = engine
         .screenshot(&page, deadline(10))

@@ -302,6 +302,13 @@ impl ActivityLine {
             (Some(operation), _) if crate::protocol::find_tool(operation).is_some() => {
                 operation.clone()
             }
+            // What only the person does (the canvas view's actions, `worktrees`).
+            (Some(operation), _)
+                if self.by.as_deref() == Some(PERSON)
+                    && PERSON_OPERATIONS.contains(&operation.as_str()) =>
+            {
+                operation.clone()
+            }
             (Some(operation), _) => format!(
                 "(unknown) {}",
                 quoted(&cut_chars(operation, UNKNOWN_OPERATION_CHARS))
@@ -1034,6 +1041,18 @@ fn call_line(
 
 /// The `by` of what the person did.
 pub const PERSON: &str = "person";
+
+/// The operations only the person does, named as such in their lines (beside the
+/// catalogue's, which the person's actions from the view also use).
+const PERSON_OPERATIONS: [&str; 7] = [
+    "link",
+    "unlink",
+    "browser_control",
+    "approve",
+    "policy_rule",
+    "worktree_merge",
+    "worktree_discard",
+];
 
 /// A call's line, by `node_id` (an agent) or nobody yet (the caller sets `by`).
 fn line_of<'a>(
