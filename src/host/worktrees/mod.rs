@@ -654,6 +654,30 @@ mod tests {
     }
 
     #[test]
+    fn a_worktree_removed_by_hand_says_so_and_is_forgotten_on_discard() {
+        let project = repo("removed");
+        let worktrees = Worktrees::new(&project);
+        let made = worktrees.create("gone", None).unwrap();
+        std::fs::remove_dir_all(&made.path).unwrap();
+        assert_eq!(worktrees.state_now(&made)["missing"], json!(true));
+        let refused = worktrees.merge("gone", false).unwrap_err();
+        assert!(
+            refused.contains("was removed") && refused.contains("discard gone"),
+            "{refused}"
+        );
+        assert!(worktrees
+            .discard("gone", false, false)
+            .unwrap()
+            .contains("stays"));
+        assert!(worktrees.list().is_empty());
+        // git's own record of it is pruned: the branch can have a worktree again.
+        assert!(!git(&project, &["worktree", "list"])
+            .unwrap()
+            .contains("gone"));
+        let _ = std::fs::remove_dir_all(&project);
+    }
+
+    #[test]
     fn what_cannot_be_done_is_refused_with_what_to_do() {
         let plain = std::env::temp_dir().join(format!("ts-worktrees-{}-plain", std::process::id()));
         std::fs::create_dir_all(&plain).unwrap();
