@@ -319,7 +319,7 @@ fn the_person_reads_the_diff_and_merges_from_the_view() {
         text.contains(&format!("+from {node_id}")).then_some(text)
     });
     assert!(
-        diff.contains("<img src=x") && diff.contains("\\x1b[31m"),
+        diff.contains("<img src=x") && diff.contains("\\x1b[31m") && diff.contains("<b>evil</b>"),
         "{diff}"
     );
     let inert = read("() => [document.body.dataset.pwned || null, document.querySelectorAll('#diff img, #diff script, #diff b').length]").unwrap();
