@@ -282,7 +282,7 @@ fn the_person_reads_the_diff_and_merges_from_the_view() {
     setup_agent(
         &dirs,
         "printf '<img src=x onerror=document.body.dataset.pwned=1>\\033[31m\\n' >> a.txt; \
-         touch \"$(printf '<b>evil</b>\\033[2J')\"; git add -A; \
+         touch \"$(printf '<b>evil\\033[2J')\"; git add -A; \
          git -c user.email=a@b -c user.name=agent commit -qam hostile; exit 0",
     );
     let serve = Serve::start(
@@ -319,7 +319,7 @@ fn the_person_reads_the_diff_and_merges_from_the_view() {
         text.contains(&format!("+from {node_id}")).then_some(text)
     });
     assert!(
-        diff.contains("<img src=x") && diff.contains("\\x1b[31m") && diff.contains("<b>evil</b>"),
+        diff.contains("<img src=x") && diff.contains("\\x1b[31m") && diff.contains("<b>evil"),
         "{diff}"
     );
     let inert = read("() => [document.body.dataset.pwned || null, document.querySelectorAll('#diff img, #diff script, #diff b').length]").unwrap();
