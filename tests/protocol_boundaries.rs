@@ -296,7 +296,15 @@ fn catalogue_matches_the_operation_table() {
         ("terminal_interrupt", &[("nodeId", Text, true)]),
         ("terminal_external", &[("nodeId", Text, true)]),
         ("terminal_close", &[("nodeId", Text, true)]),
-        ("agent_launch", &[("agent", OneOf(AGENT_KINDS), true)]),
+        (
+            "agent_launch",
+            &[
+                ("agent", OneOf(AGENT_KINDS), true),
+                // Beyond the spec: a git worktree of its own.
+                ("worktree", Flag, false),
+                ("branch", Text, false),
+            ],
+        ),
         // Beyond the spec: agent messaging.
         ("agent_cards", &[]),
         (
