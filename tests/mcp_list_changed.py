@@ -54,7 +54,7 @@ async def legacy_run(ctl, session_file, tools, data):
         await asyncio.wait_for(changed.wait(), WITHIN)
         waited = time.monotonic() - started
         after = len((await client.list_tools()).tools)
-        check(after == 35, f"legacy: {after} tools after browser control on")
+        check(after == 38, f"legacy: {after} tools after browser control on")
         version = client.protocol_version
     browser_control(tools, data, "off")
     return f"legacy {version}: {before} tools, list_changed after {waited:.1f} s, {after} tools"
@@ -71,7 +71,7 @@ async def modern_run(ctl, session_file, tools, data, version):
             event = await asyncio.wait_for(sub.__anext__(), WITHIN)
             waited = time.monotonic() - started
         after = len((await client.list_tools()).tools)
-        check(after == 35, f"modern: {after} tools after browser control on")
+        check(after == 38, f"modern: {after} tools after browser control on")
     browser_control(tools, data, "off")
     return f"modern {version}: {before} tools, {type(event).__name__} after {waited:.1f} s, {after} tools"
 

@@ -155,6 +155,14 @@ async def every_operation(run, project, url):
     await run.ok("browser_dialog", {"nodeId": browser, "accept": True})
     await run.error("browser_dialog", {"nodeId": browser, "accept": True})
     await run.ok("browser_screenshot", {"nodeId": browser})
+    # Keys, history and the viewport.
+    await run.ok("browser_press", {"nodeId": browser, "key": "Tab"})
+    await run.ok("browser_press", {"nodeId": browser, "key": "Control+A", "ref": refs["- textbox"]})
+    await run.error("browser_press", {"nodeId": browser, "key": "Hyper+Q"})
+    await run.ok("browser_history", {"nodeId": browser, "action": "back"})
+    await run.ok("browser_history", {"nodeId": browser, "action": "reload"})
+    sized = await run.ok("browser_resize", {"nodeId": browser, "width": 390, "height": 844})
+    check(sized["innerWidth"] == 390, f"{run.label}: resize {sized}")
     await run.ok("browser_transfer", {"nodeId": browser, "agentNodeId": "other"})
     await run.ok("browser_list")
 
@@ -194,7 +202,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 35, f"{label}: {len(schemas)} tools listed (browser control on: 35)")
+        check(len(schemas) == 38, f"{label}: {len(schemas)} tools listed (browser control on: 38)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

@@ -337,6 +337,12 @@ const ISOLATION: &[FieldSpec] = &[
 ];
 /// Confinement mechanisms on the wire (`none`: not confined).
 pub const ISOLATION_MODES: &[&str] = &["namespaces", "landlock", "none"];
+/// `browser_history`'s actions.
+pub const HISTORY_ACTIONS: &[&str] = &["back", "forward", "reload"];
+/// `browser_resize`'s bounds, in CSS pixels.
+const VIEWPORT_MIN: i64 = 200;
+const VIEWPORT_MAX_WIDTH: i64 = 3840;
+const VIEWPORT_MAX_HEIGHT: i64 = 2160;
 /// The git worktree an agent works in (`session_info`, `agent_status`).
 const WORKTREE_FACTS: &[FieldSpec] = &[text("path"), text("branch"), text("base")];
 /// A waited command's states on the wire.
@@ -670,6 +676,60 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
             AFTER_FIELDS[0],
             AFTER_FIELDS[1],
             AFTER_FIELDS[2],
+        ]),
+        hints: OPEN_WRITE,
+    },
+    // Beyond the spec: keys, history and the viewport.
+    ToolSpec {
+        name: "browser_press",
+        title: "Press a key in a page",
+        description: "Presses a key or chord by name (Enter, Tab, Escape, Backspace, Delete, Space, ArrowUp/Down/Left/Right, Home, End, PageUp, PageDown, F1-F12, a single character; Control+A, Shift+Tab) on the element a ref names (focused first), or on what has the focus. Then waits briefly for what it started, as browser_click.",
+        args: &[
+            BROWSER_NODE,
+            req("key", ArgKind::Text, "The key's name, with Control+, Shift+, Alt+ or Meta+ before it for a chord."),
+            opt("ref", ArgKind::Key, "An element's ref from a snapshot (browser_inspect mode snapshot): focus it first."),
+        ],
+        result: ResultShape::Object(&[
+            text("key"),
+            maybe("ref", FieldKind::Text),
+            maybe("url", FieldKind::TextOrNull),
+            AFTER_FIELDS[0],
+            AFTER_FIELDS[1],
+            AFTER_FIELDS[2],
+        ]),
+        hints: OPEN_WRITE,
+    },
+    ToolSpec {
+        name: "browser_history",
+        title: "Go back, forward or reload",
+        description: "Goes back or forward in the browser's history, or reloads the page, then waits briefly for the page, as browser_click; refused when there is no page to go to.",
+        args: &[
+            BROWSER_NODE,
+            req("action", ArgKind::OneOf(HISTORY_ACTIONS), "back, forward or reload."),
+        ],
+        result: ResultShape::Object(&[
+            text("action"),
+            maybe("url", FieldKind::TextOrNull),
+            AFTER_FIELDS[0],
+            AFTER_FIELDS[1],
+            AFTER_FIELDS[2],
+        ]),
+        hints: OPEN_WRITE,
+    },
+    ToolSpec {
+        name: "browser_resize",
+        title: "Resize a page's viewport",
+        description: "Sets the page's viewport to width x height CSS pixels (a phone: 390 x 844), which screenshots and snapshots then show; answers the size the page sees.",
+        args: &[
+            BROWSER_NODE,
+            req("width", ArgKind::Whole(VIEWPORT_MIN, VIEWPORT_MAX_WIDTH), "Width in CSS pixels (200 to 3840)."),
+            req("height", ArgKind::Whole(VIEWPORT_MIN, VIEWPORT_MAX_HEIGHT), "Height in CSS pixels (200 to 2160)."),
+        ],
+        result: ResultShape::Object(&[
+            field("width", FieldKind::Integer),
+            field("height", FieldKind::Integer),
+            field("innerWidth", FieldKind::Integer),
+            field("innerHeight", FieldKind::Integer),
         ]),
         hints: OPEN_WRITE,
     },
@@ -1029,11 +1089,11 @@ mod tests {
     fn thirty_five_unique_operations() {
         // The spec's 28, the four of agent messaging, terminal_wait, browser_wait and
         // browser_dialog.
-        assert_eq!(AGENT_TOOLS.len(), 35);
+        assert_eq!(AGENT_TOOLS.len(), 38);
         let mut names: Vec<_> = AGENT_TOOLS.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 35);
+        assert_eq!(names.len(), 38);
     }
 
     #[test]

@@ -806,6 +806,33 @@ fn described(seen: &Value) -> String {
     what
 }
 
+/// Focuses `element_ref`'s element (it must be visible), for `browser_press`: returns the
+/// session of its frame, where the keys then go.
+pub fn focus(
+    connection: &Arc<Connection>,
+    page: &Page,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<String, EngineError> {
+    let element = resolve(connection, page, refs, element_ref, deadline)?;
+    let function = format!(
+        "function () {{\n{COMMON_JS}\nif (!visible(this)) return {{ hidden: true }};\nthis.focus();\nreturn {{}};\n}}"
+    );
+    let result = call_on(
+        connection,
+        &element.session,
+        &element.object,
+        &function,
+        &[],
+        deadline,
+    )?;
+    if result["hidden"] == true {
+        return Err(EngineError::Ref(RefError::Hidden(element_ref.to_string())));
+    }
+    Ok(element.session)
+}
+
 /// Sets the value of `element_ref`'s element (a visible, editable input or textarea) as
 /// `browser_type` does for a selector.
 pub fn type_text(

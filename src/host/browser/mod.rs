@@ -55,6 +55,7 @@ mod dialogs;
 mod elements;
 mod frames;
 pub mod guests;
+mod keys;
 mod policy;
 mod process;
 pub mod refs;
@@ -107,6 +108,11 @@ const GUARD_JS: &str = include_str!("js/guard.js");
 const INSPECT_JS: &str = include_str!("js/inspect.js");
 const LOCATE_JS: &str = include_str!("js/locate.js");
 const TYPE_JS: &str = include_str!("js/type.js");
+/// Arms the click guard for the whole main document (what a key press may click).
+const ARM_DOCUMENT_JS: &str =
+    "() => { const guard = globalThis.termsprawlGuard; if (guard) guard.arm(document, false); return null; }";
+/// The viewport's size as the page sees it (after `browser_resize`).
+const INNER_SIZE_JS: &str = "() => ({ w: innerWidth, h: innerHeight })";
 /// What the click guard saw of the click it armed; disarms it.
 const TAKE_JS: &str =
     "() => { const guard = globalThis.termsprawlGuard; return guard ? guard.take() : null; }";
@@ -747,7 +753,12 @@ impl BrowserEngine {
     ) -> Result<Value, EngineError> {
         let acts = matches!(
             operation,
-            "browser_click" | "browser_type" | "browser_navigate" | "browser_dialog"
+            "browser_click"
+                | "browser_type"
+                | "browser_navigate"
+                | "browser_dialog"
+                | "browser_press"
+                | "browser_history"
         );
         if operation != "browser_dialog" {
             if let Some(dialog) = self.open_dialog(page) {
@@ -786,6 +797,109 @@ impl BrowserEngine {
         match operation {
             "browser_navigate" => {
                 Ok(json!({ "url": self.navigate(page, text("url")?, deadline)? }))
+            }
+            "browser_press" => {
+                let name = text("key")?;
+                let key = keys::parse(name).map_err(EngineError::Page)?;
+                let element_ref = args.get("ref").and_then(Value::as_str);
+                let refs = self.shared.refs_of(page);
+                let frames = self.shared.frame_sessions(page);
+                self.on_page(page, deadline, |connection, session| {
+                    let target = match element_ref {
+                        Some(element_ref) => {
+                            let page = elements::Page {
+                                session,
+                                frames: &frames,
+                            };
+                            elements::focus(connection, &page, &refs, element_ref, deadline)?
+                        }
+                        None => session.to_string(),
+                    };
+                    // A key may click (Enter submits a form through its default button,
+                    // Space presses a focused button): the click guard lets this document
+                    // take it, as for a click by selector, until the keys are done.
+                    evaluate(
+                        connection,
+                        page,
+                        session,
+                        ARM_DOCUMENT_JS,
+                        &json!({}),
+                        deadline,
+                    )?;
+                    for event in key.events() {
+                        let sent = dialogs::call_unless_dialog(
+                            connection,
+                            "Input.dispatchKeyEvent",
+                            event,
+                            &target,
+                            deadline,
+                        )?;
+                        // The press opened a dialog: the answer's `after` says so.
+                        if sent.is_none() {
+                            break;
+                        }
+                    }
+                    // Disarms (a navigation the key started may have replaced the document).
+                    let _ = evaluate(connection, page, session, TAKE_JS, &json!({}), deadline);
+                    Ok(())
+                })?;
+                let mut answer = json!({ "key": name });
+                if let Some(element_ref) = element_ref {
+                    answer["ref"] = json!(element_ref);
+                }
+                Ok(answer)
+            }
+            "browser_history" => {
+                let action = text("action")?;
+                self.on_page(page, deadline, |connection, session| {
+                    if action == "reload" {
+                        connection.call("Page.reload", json!({}), Some(session), deadline)?;
+                        return Ok(());
+                    }
+                    let history = connection.call(
+                        "Page.getNavigationHistory",
+                        json!({}),
+                        Some(session),
+                        deadline,
+                    )?;
+                    let current = history["currentIndex"].as_i64().unwrap_or(0);
+                    let step = if action == "back" { -1 } else { 1 };
+                    let entry = usize::try_from(current + step)
+                        .ok()
+                        .and_then(|i| history["entries"].get(i));
+                    let Some(id) = entry.and_then(|e| e["id"].as_i64()) else {
+                        return Err(EngineError::Page(format!(
+                            "There is no page to go {action} to in this browser's history"
+                        )));
+                    };
+                    connection.call(
+                        "Page.navigateToHistoryEntry",
+                        json!({ "entryId": id }),
+                        Some(session),
+                        deadline,
+                    )?;
+                    Ok(())
+                })?;
+                Ok(json!({ "action": action }))
+            }
+            "browser_resize" => {
+                let size = |key: &str| args.get(key).and_then(Value::as_u64).unwrap_or(0);
+                let (width, height) = (size("width"), size("height"));
+                let inner = self.on_page(page, deadline, |connection, session| {
+                    connection.call(
+                        "Emulation.setDeviceMetricsOverride",
+                        json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": false }),
+                        Some(session),
+                        deadline,
+                    )?;
+                    evaluate(connection, page, session, INNER_SIZE_JS, &json!({}), deadline)
+                })?;
+                Ok(json!({
+                    "width": width,
+                    "height": height,
+                    "innerWidth": inner["w"],
+                    "innerHeight": inner["h"],
+                }))
             }
             "browser_inspect" if args.contains_key("mode") => self.snapshot(page, args, deadline),
             "browser_inspect" if SNAPSHOT_ONLY.iter().any(|key| args.contains_key(*key)) => {
