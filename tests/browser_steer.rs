@@ -1,7 +1,9 @@
 //! Steering a page through the real `serve` and headless Chromium, on pages this test
 //! serves: `browser_press` (Enter submits a form, Escape closes a dialog element,
 //! Control+A then typing replaces a field's text, keys to the element a ref names, unknown
-//! names refused with the known ones), `browser_history` (back, forward, reload; nothing
+//! names refused with the known ones), `browser_select` (by an option's text; a value no
+//! option has, or an element that is no select, refused), `browser_hover` (a menu item
+//! shown on hover becomes clickable), `browser_history` (back, forward, reload; nothing
 //! to go back to is refused) and `browser_resize` (the page sees a phone's width). Each is
 //! refused for an agent that does not own the browser and with browser control off.
 //! Skipped, with a notice, where no Chromium is installed.
@@ -31,6 +33,16 @@ const FORM_PAGE: &str = r#"<!doctype html><title>Form</title>
   addEventListener('keydown', (e) => { if (e.key === 'Escape') document.getElementById('d').close(); });
 </script>"#;
 
+/// A menu item shown only while the mouse is over its menu, and a select.
+const MENU_PAGE: &str = r#"<!doctype html><title>Menu</title>
+<style>.wrap .item { display: none; } .wrap:hover .item { display: inline-block; }</style>
+<div class="wrap"><button id="menu">Settings</button>
+<button class="item" onclick="document.title = 'deleted'">Delete all</button></div>
+<select id="color"><option value="red">Red</option><option value="blue">Blue</option></select>
+<script>
+  document.getElementById('color').addEventListener('change', (e) => { document.title = 'color ' + e.target.value; });
+</script>"#;
+
 fn serve_pages() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -56,6 +68,7 @@ fn answer(mut stream: TcpStream) {
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let body = match path {
         "/form" => FORM_PAGE.to_string(),
+        "/menu" => MENU_PAGE.to_string(),
         other => format!("<!doctype html><title>Page {other}</title><p>{other}</p>"),
     };
     let response = format!(
@@ -228,6 +241,55 @@ fn keys_history_and_the_viewport_steer_the_page() {
         json!({ "nodeId": browser, "action": "back" }),
     );
     assert!(refused.contains("no page to go back"), "{refused}");
+
+    // A select by ref, by its option's text; a menu item shown on hover, then clicked.
+    serve.ok(
+        &dirs,
+        "me",
+        "browser_navigate",
+        json!({ "nodeId": browser, "url": format!("{base}/menu") }),
+    );
+    let select = ref_of(&serve, &dirs, &browser, "combobox");
+    let chosen = serve.ok(
+        &dirs,
+        "me",
+        "browser_select",
+        json!({ "nodeId": browser, "ref": select, "values": ["Blue"] }),
+    );
+    assert_eq!(chosen["selected"], json!(["blue"]), "{chosen}");
+    assert_eq!(title(&serve, &dirs, &browser), "color blue");
+    let refused = serve.err(
+        &dirs,
+        "me",
+        "browser_select",
+        json!({ "nodeId": browser, "ref": select, "values": ["green"] }),
+    );
+    assert!(
+        refused.contains("no option") && refused.contains("\"red\""),
+        "{refused}"
+    );
+    let menu = ref_of(&serve, &dirs, &browser, "button \"Settings\"");
+    let not_select = serve.err(
+        &dirs,
+        "me",
+        "browser_select",
+        json!({ "nodeId": browser, "ref": menu, "values": ["x"] }),
+    );
+    assert!(not_select.contains("not a select"), "{not_select}");
+    serve.ok(
+        &dirs,
+        "me",
+        "browser_hover",
+        json!({ "nodeId": browser, "ref": menu }),
+    );
+    let item = ref_of(&serve, &dirs, &browser, "button \"Delete all\"");
+    serve.ok(
+        &dirs,
+        "me",
+        "browser_click",
+        json!({ "nodeId": browser, "ref": item }),
+    );
+    assert_eq!(title(&serve, &dirs, &browser), "deleted");
 
     // A phone's viewport.
     let sized = serve.ok(

@@ -38,6 +38,7 @@ PAGE = (
     b"<h1>Structured results</h1><input id=\"q\"><button id=\"go\" "
     b"onclick=\"document.title = 'typed ' + document.getElementById('q').value\">Go</button>"
     b"<button id=\"ask\" onclick=\"document.title = confirm('Sure?') ? 'yes' : 'no'\">Ask</button>"
+    b"<select id=\"c\"><option value=\"red\">Red</option><option value=\"blue\">Blue</option></select>"
     b"</body></html>"
 )
 
@@ -155,9 +156,17 @@ async def every_operation(run, project, url):
     await run.ok("browser_dialog", {"nodeId": browser, "accept": True})
     await run.error("browser_dialog", {"nodeId": browser, "accept": True})
     await run.ok("browser_screenshot", {"nodeId": browser})
-    # Keys, history and the viewport.
+    # Keys, options, hover, history and the viewport, by refs of a fresh snapshot.
+    snap = await run.ok("browser_inspect", {"nodeId": browser, "mode": "snapshot"})
+    refs = {}
+    for line in snap["text"].splitlines()[1:]:
+        if "[ref=" in line:
+            refs.setdefault(" ".join(line.split()[:2]), line.rsplit("[ref=", 1)[1].rstrip("]"))
     await run.ok("browser_press", {"nodeId": browser, "key": "Tab"})
     await run.ok("browser_press", {"nodeId": browser, "key": "Control+A", "ref": refs["- textbox"]})
+    chosen = await run.ok("browser_select", {"nodeId": browser, "ref": refs["- combobox"], "values": ["Blue"]})
+    check(chosen["selected"] == ["blue"], f"{run.label}: select {chosen}")
+    await run.ok("browser_hover", {"nodeId": browser, "ref": refs["- button"]})
     await run.error("browser_press", {"nodeId": browser, "key": "Hyper+Q"})
     await run.ok("browser_history", {"nodeId": browser, "action": "back"})
     await run.ok("browser_history", {"nodeId": browser, "action": "reload"})
@@ -202,7 +211,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 38, f"{label}: {len(schemas)} tools listed (browser control on: 38)")
+        check(len(schemas) == 40, f"{label}: {len(schemas)} tools listed (browser control on: 40)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

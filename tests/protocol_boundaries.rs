@@ -265,6 +265,18 @@ fn catalogue_matches_the_operation_table() {
             ],
         ),
         (
+            "browser_select",
+            &[
+                ("nodeId", Text, true),
+                ("ref", Key, true),
+                ("values", Ids, true),
+            ],
+        ),
+        (
+            "browser_hover",
+            &[("nodeId", Text, true), ("ref", Key, true)],
+        ),
+        (
             "browser_history",
             &[
                 ("nodeId", Text, true),
@@ -349,7 +361,7 @@ fn catalogue_matches_the_operation_table() {
             ],
         ),
     ];
-    assert_eq!(table.len(), 38);
+    assert_eq!(table.len(), 40);
     assert_eq!(AGENT_TOOLS.len(), table.len());
     for (name, expected) in table {
         let tool = find_tool(name).unwrap_or_else(|| panic!("{name} is in AGENT_TOOLS"));
@@ -1065,13 +1077,13 @@ fn cli_validate_exits_2_on_input_that_is_not_json() {
 }
 
 #[test]
-fn cli_catalogue_prints_38_operations_whose_schemas_carry_the_limits() {
+fn cli_catalogue_prints_40_operations_whose_schemas_carry_the_limits() {
     let output = run_cli(&["catalogue"], b"");
     assert_eq!(output.status.code(), Some(0));
     let catalogue = stdout_json(&output);
     assert_eq!(catalogue, catalogue_json());
     let entries = catalogue.as_array().expect("an array");
-    assert_eq!(entries.len(), 38);
+    assert_eq!(entries.len(), 40);
     for (entry, tool) in entries.iter().zip(AGENT_TOOLS) {
         assert_eq!(entry["name"], json!(tool.name));
         assert!(entry["description"].as_str().is_some_and(|d| !d.is_empty()));

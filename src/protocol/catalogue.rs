@@ -700,6 +700,42 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         hints: OPEN_WRITE,
     },
     ToolSpec {
+        name: "browser_select",
+        title: "Choose options of a select",
+        description: "Chooses the options whose value or text is one of values in the <select> a ref names, as a person's choice (input and change events); refused, as browser_click by ref is, when stale, gone or hidden, and when it is not a select or a value matches no option. Then waits briefly for what it started.",
+        args: &[
+            BROWSER_NODE,
+            req("ref", ArgKind::Key, "The select's ref from a snapshot (browser_inspect mode snapshot)."),
+            req("values", ArgKind::Ids, "The options' values or visible texts (one, or several for a multiple select)."),
+        ],
+        result: ResultShape::Object(&[
+            text("ref"),
+            field("selected", FieldKind::Texts),
+            maybe("url", FieldKind::TextOrNull),
+            AFTER_FIELDS[0],
+            AFTER_FIELDS[1],
+            AFTER_FIELDS[2],
+        ]),
+        hints: OPEN_WRITE,
+    },
+    ToolSpec {
+        name: "browser_hover",
+        title: "Hover over an element",
+        description: "Moves the mouse onto the element a ref names (in the page's main document), so what shows on hover (a menu) can be snapshot and clicked; refused, as browser_click by ref is, when stale, gone, hidden or covered.",
+        args: &[
+            BROWSER_NODE,
+            req("ref", ArgKind::Key, "The element's ref from a snapshot (browser_inspect mode snapshot)."),
+        ],
+        result: ResultShape::Object(&[
+            text("ref"),
+            maybe("url", FieldKind::TextOrNull),
+            AFTER_FIELDS[0],
+            AFTER_FIELDS[1],
+            AFTER_FIELDS[2],
+        ]),
+        hints: OPEN_WRITE,
+    },
+    ToolSpec {
         name: "browser_history",
         title: "Go back, forward or reload",
         description: "Goes back or forward in the browser's history, or reloads the page, then waits briefly for the page, as browser_click; refused when there is no page to go to.",
@@ -1089,11 +1125,11 @@ mod tests {
     fn thirty_five_unique_operations() {
         // The spec's 28, the four of agent messaging, terminal_wait, browser_wait and
         // browser_dialog.
-        assert_eq!(AGENT_TOOLS.len(), 38);
+        assert_eq!(AGENT_TOOLS.len(), 40);
         let mut names: Vec<_> = AGENT_TOOLS.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 40);
     }
 
     #[test]

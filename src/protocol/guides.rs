@@ -69,7 +69,8 @@ open no chooser here: nothing can be uploaded. \
 To steer a page: browser_press {key, ref?} presses a key or chord by name (Enter, Tab, \
 Escape, ArrowDown, Control+A, Shift+Tab, F5, a single character) on the element a ref \
 names or on what has the focus, and says what it started as browser_click does; \
-browser_history {action: back|forward|reload}; browser_resize {width, height} sets the \
+browser_select {ref, values} chooses options of a <select>; browser_hover {ref} shows \
+what a hover shows; browser_history {action: back|forward|reload}; browser_resize {width, height} sets the \
 viewport (390 x 844 is a phone) and answers what the page sees. \
 browser_inspect without mode returns the page's text and visible controls with CSS \
 selectors; a selector must match exactly one visible control. Only http and https \

@@ -806,6 +806,121 @@ fn described(seen: &Value) -> String {
     what
 }
 
+/// Moves the mouse onto `element_ref`'s element (`browser_hover`), in the page's main
+/// document: refused as a click by ref is when stale, gone, hidden or covered; an element
+/// inside a frame is refused (not offered yet). What the page shows on hover is then
+/// there to snapshot and click.
+pub fn hover(
+    connection: &Arc<Connection>,
+    page: &Page,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let element = resolve(connection, page, refs, element_ref, deadline)?;
+    if !element.in_main_frame || element.session != page.session {
+        return Err(EngineError::Page(format!(
+            "{element_ref} is inside a frame: hovering there is not offered yet; click it instead"
+        )));
+    }
+    let hidden = || EngineError::Ref(RefError::Hidden(element_ref.to_string()));
+    let centre = call_on(
+        connection,
+        page.session,
+        &element.object,
+        CENTRE_JS,
+        &[],
+        deadline,
+    )?;
+    let field = |key: &str| centre[key].as_f64();
+    let (Some(x), Some(y), Some(page_x), Some(page_y)) =
+        (field("x"), field("y"), field("pageX"), field("pageY"))
+    else {
+        return Err(hidden());
+    };
+    let hit = connection
+        .call(
+            "DOM.getNodeForLocation",
+            json!({ "x": page_x.floor() as i64, "y": page_y.floor() as i64, "includeUserAgentShadowDOM": false,
+                    "ignorePointerEventsNone": true }),
+            Some(page.session),
+            deadline,
+        )
+        .or_else(refused_as(Value::Null))?;
+    let hit_backend = hit["backendNodeId"].as_i64();
+    if hit_backend != Some(element.key.backend) {
+        let covered_by = match hit_backend {
+            Some(backend) => describe_hit(connection, page.session, &element, backend, deadline)?,
+            None => Some("nothing (no element is at that point)".to_string()),
+        };
+        if let Some(by) = covered_by {
+            return Err(EngineError::Ref(RefError::Covered(
+                element_ref.to_string(),
+                by,
+            )));
+        }
+    }
+    let moved = json!({ "type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0 });
+    call_unless_dialog(
+        connection,
+        "Input.dispatchMouseEvent",
+        moved,
+        page.session,
+        deadline,
+    )?;
+    Ok(())
+}
+
+/// Chooses the options of `element_ref`'s `<select>` whose value or visible text is one of
+/// `values` (`browser_select`), then tells the page as a person's choice does (`input`,
+/// `change`): the values chosen. Refused when the element is not a visible, enabled select,
+/// when a value matches no option, or when several are given to a single select.
+pub fn select(
+    connection: &Arc<Connection>,
+    page: &Page,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    values: &[String],
+    deadline: Instant,
+) -> Result<Value, EngineError> {
+    let element = resolve(connection, page, refs, element_ref, deadline)?;
+    let function = format!("function (values) {{\n{COMMON_JS}\n{SELECT_BODY}\n}}");
+    let result = call_on(
+        connection,
+        &element.session,
+        &element.object,
+        &function,
+        &[json!({ "value": values })],
+        deadline,
+    )?;
+    if result["hidden"] == true {
+        return Err(EngineError::Ref(RefError::Hidden(element_ref.to_string())));
+    }
+    if let Some(message) = result["error"].as_str() {
+        return Err(EngineError::Page(format!("{element_ref}: {message}")));
+    }
+    Ok(result["selected"].clone())
+}
+
+/// The body of [`select`]'s function (`this`: the element, `values`: the wanted ones).
+const SELECT_BODY: &str = "
+if (!visible(this)) return { hidden: true };
+if (this.localName !== 'select') return { error: 'not a select element (a ' + this.localName + '): click it instead' };
+if (this.disabled) return { error: 'the select is disabled' };
+if (values.length > 1 && !this.multiple) return { error: 'this select takes one value, not ' + values.length };
+const options = Array.from(this.options);
+const chosen = [];
+for (const wanted of values) {
+  const option = options.find((o) => o.value === wanted) || options.find((o) => o.label.trim() === wanted.trim());
+  if (!option) return { error: 'no option has the value or text ' + JSON.stringify(wanted).slice(0, 100) + '; its options: ' + options.map((o) => JSON.stringify(o.value)).join(', ').slice(0, 300) };
+  if (option.disabled) return { error: 'the option ' + JSON.stringify(wanted).slice(0, 100) + ' is disabled' };
+  chosen.push(option);
+}
+for (const option of options) option.selected = chosen.includes(option);
+this.dispatchEvent(new Event('input', { bubbles: true, composed: true }));
+this.dispatchEvent(new Event('change', { bubbles: true }));
+return { selected: chosen.map((o) => o.value) };";
+
 /// Focuses `element_ref`'s element (it must be visible), for `browser_press`: returns the
 /// session of its frame, where the keys then go.
 pub fn focus(

@@ -759,6 +759,8 @@ impl BrowserEngine {
                 | "browser_dialog"
                 | "browser_press"
                 | "browser_history"
+                | "browser_select"
+                | "browser_hover"
         );
         if operation != "browser_dialog" {
             if let Some(dialog) = self.open_dialog(page) {
@@ -846,6 +848,46 @@ impl BrowserEngine {
                 let mut answer = json!({ "key": name });
                 if let Some(element_ref) = element_ref {
                     answer["ref"] = json!(element_ref);
+                }
+                Ok(answer)
+            }
+            "browser_hover" | "browser_select" => {
+                let element_ref = text("ref")?;
+                let refs = self.shared.refs_of(page);
+                let frames = self.shared.frame_sessions(page);
+                let values: Vec<String> = args
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let selected = self.on_page(page, deadline, |connection, session| {
+                    let page = elements::Page {
+                        session,
+                        frames: &frames,
+                    };
+                    match operation {
+                        "browser_hover" => {
+                            elements::hover(connection, &page, &refs, element_ref, deadline)
+                                .map(|()| Value::Null)
+                        }
+                        _ => elements::select(
+                            connection,
+                            &page,
+                            &refs,
+                            element_ref,
+                            &values,
+                            deadline,
+                        ),
+                    }
+                })?;
+                let mut answer = json!({ "ref": element_ref });
+                if operation == "browser_select" {
+                    answer["selected"] = selected;
                 }
                 Ok(answer)
             }
