@@ -761,7 +761,7 @@ fn a_legacy_client_hears_of_a_changed_tool_list_and_lists_the_new_one() {
         json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     );
     assert!(server.check_tools(&mut host).is_empty(), "told once");
-    assert_eq!(listed(&mut server, &mut host, None), 35);
+    assert_eq!(listed(&mut server, &mut host, None), AGENT_TOOLS.len());
 }
 
 #[test]
@@ -794,7 +794,10 @@ fn a_modern_listen_stream_is_acknowledged_notified_by_id_and_cancelled() {
         json!(7)
     );
     assert!(ack.get("id").is_none(), "the listen request stays open");
-    assert_eq!(listed(&mut server, &mut host, Some(meta.clone())), 35);
+    assert_eq!(
+        listed(&mut server, &mut host, Some(meta.clone())),
+        AGENT_TOOLS.len()
+    );
     browser.set(false);
     let notes = server.check_tools(&mut host);
     let note: Value = serde_json::from_str(&notes[0]).unwrap();
