@@ -232,7 +232,7 @@ impl Worktrees {
 
     /// `canvas_list`'s `worktree` of node `node`: `{path, branch, base, ahead, behind,
     /// dirty, changedFiles}` (`missing: true` when its folder was removed by hand), found
-    /// again at most every [`STATE_FOR`].
+    /// again at most every 2 s (`STATE_FOR`).
     pub fn state(&self, node: &str) -> Option<Value> {
         let worktree = self.get(node)?;
         Some(self.state_of(&worktree))
