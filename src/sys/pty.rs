@@ -112,11 +112,12 @@ pub fn foreground_group(fd: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
 /// of its controlling terminal `fd` (`setpgid(0, 0)`, then `tcsetpgrp`, with SIGTTOU
 /// ignored for that call only, as a shell taking its terminal does).
 pub fn take_foreground(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: getpgrp and getpid cannot fail; setpgid(0, 0) changes only this process's
-    // own group (a session leader, as a PTY terminal's first process is, leads its group
-    // already and may not call it).
-    if unsafe { libc::getpgrp() != libc::getpid() } {
-        // SAFETY: as above.
+    // A session leader (a PTY terminal's first process) leads its group already, and may
+    // not call setpgid.
+    // SAFETY: getpgrp and getpid take nothing and cannot fail.
+    let leads_its_group = unsafe { libc::getpgrp() == libc::getpid() };
+    if !leads_its_group {
+        // SAFETY: setpgid(0, 0) changes only this process's own group.
         check(unsafe { libc::setpgid(0, 0) })?;
     }
     // SAFETY: SIG_IGN installs no handler; the old disposition is restored below.
