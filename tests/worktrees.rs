@@ -90,6 +90,7 @@ fn setup_agent(dirs: &Dirs, then: &str) {
          echo \"from $node\" > a.txt\n\
          git -c user.email=a@b -c user.name=agent commit -qam \"work of $node\" && echo committed-$node\n\
          if (echo hack >> ../../../a.txt) 2>/dev/null; then echo checkout-writable; else echo checkout-protected; fi\n\
+         if git config core.fsmonitor /tmp/run-as-the-person 2>/dev/null; then echo config-writable; else echo config-protected; fi\n\
          echo \"seen: $(cat a.txt)\"\n",
     );
     let body = std::fs::read_to_string(&agent).unwrap() + then + "\n";
@@ -143,6 +144,8 @@ fn agents_work_side_by_side_and_the_person_takes_their_work() {
     let confined = node(&listed, &one).unwrap()["session"]["isolation"]["boundary"] == json!(true);
     if confined {
         assert!(screen_one.contains("checkout-protected"), "{screen_one}");
+        // The repository's config (what git runs as the person) is out of reach too.
+        assert!(screen_one.contains("config-protected"), "{screen_one}");
     }
     let worktree = &node(&listed, &one).unwrap()["worktree"];
     assert_eq!(worktree["branch"], format!("agent/{one}"), "{listed}");

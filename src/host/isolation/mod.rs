@@ -217,11 +217,17 @@ impl Plan {
 
     /// The same for an agent working in its own git worktree `worktree` of `project`: the
     /// whole project folder read-only (its checkout and other agents' worktrees), but its
-    /// worktree and the repository's `.git` (what git needs to commit) writable.
+    /// worktree and what git writes to commit there writable: the repository's objects,
+    /// refs, reflogs and worktrees' administrative folders. Not `.git`'s config, hooks or
+    /// `info/`: what there would run as the person when the person, or `serve` looking at
+    /// a worktree, runs git.
     pub fn in_worktree(mut self, project: &Path, worktree: &Path) -> Plan {
         self.read_only = vec![project.to_path_buf()];
         self.writable.push(worktree.to_path_buf());
-        self.writable.push(project.join(".git"));
+        let git = project.join(".git");
+        for written in ["objects", "refs", "logs", "worktrees"] {
+            self.writable.push(git.join(written));
+        }
         self
     }
 

@@ -4,8 +4,11 @@
 //! Where they live: `<project>/.termsprawl/worktrees/<node-id>`, inside the project
 //! folder so `artifact_open` and the canvas view reach their files, and inside
 //! `.termsprawl/`, which confined agents see read-only: an agent writes its own worktree
-//! (shown writable again) and the repository's `.git` (what git needs), not the project's
-//! checkout nor another agent's worktree. `.termsprawl/` is added to the repository's own
+//! (shown writable again) and what git writes to commit (objects, refs, reflogs), not the project's
+//! checkout nor another agent's worktree, nor `.git`'s config, hooks or `info/`.
+//! `serve` reads a worktree's state through the project's own repository, never through
+//! the worktree's `.git` file or administrative folder, which its agent can rewrite.
+//! `.termsprawl/` is added to the repository's own
 //! `.git/info/exclude` (never to a tracked file) when git does not ignore it yet, so the
 //! project's checkout shows nothing new. Which node has which worktree, on which branch,
 //! from which base branch, is kept in `.termsprawl/worktrees.json` (agents cannot write
@@ -19,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -51,6 +54,8 @@ pub struct Worktrees {
     project: PathBuf,
     /// Each node's state and when it was found.
     states: Mutex<BTreeMap<String, (Instant, Value)>>,
+    /// The repository's own git folder (`--git-common-dir`), once found.
+    common: OnceLock<PathBuf>,
 }
 
 impl Worktrees {
@@ -59,6 +64,7 @@ impl Worktrees {
         Worktrees {
             project: project.to_path_buf(),
             states: Mutex::new(BTreeMap::new()),
+            common: OnceLock::new(),
         }
     }
 
@@ -186,6 +192,14 @@ impl Worktrees {
             ));
         }
         self.exclude_state_folder()?;
+        // Its agent may write the reflogs (the folder is shown to it as it is): make sure
+        // the folder exists.
+        if let Ok(common) = git(
+            project,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        ) {
+            let _ = std::fs::create_dir_all(Path::new(common.trim()).join("logs"));
+        }
         std::fs::create_dir_all(path.parent().unwrap_or(project))
             .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
         let folder = path.to_string_lossy().into_owned();
@@ -281,7 +295,7 @@ impl Worktrees {
                 .unwrap_or(0)
         };
         let (behind, ahead) = (next(), next());
-        let changed = changed_files(&worktree.path);
+        let changed = self.uncommitted(worktree);
         state["ahead"] = json!(ahead);
         state["behind"] = json!(behind);
         state["dirty"] = json!(!changed.is_empty());
@@ -294,12 +308,24 @@ impl Worktrees {
     /// show it escaped.
     pub fn diff(&self, node: &str) -> Result<(Worktree, String, bool), String> {
         let worktree = self.existing(node)?;
-        let path = &worktree.path;
-        let fork = git(path, &["merge-base", &worktree.base, "HEAD"])?;
+        let fork = git(
+            &self.project,
+            &["merge-base", &worktree.base, &worktree.branch],
+        )?;
         // New files count: `add --intent-to-add` would change the agent's index, so they
         // are listed after the diff of what git tracks.
-        let mut text = git(path, &["diff", "--no-color", "--no-ext-diff", fork.trim()])?;
-        let untracked = git(path, &["ls-files", "--others", "--exclude-standard", "-z"])?;
+        let diff = [
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            fork.trim(),
+        ];
+        let mut text = self.git_in(&worktree, &diff)?;
+        let untracked = self.git_in(
+            &worktree,
+            &["ls-files", "--others", "--exclude-standard", "-z"],
+        )?;
         for file in untracked.split('\0').filter(|f| !f.is_empty()) {
             text.push_str(&format!("new file, not committed: {file}\n"));
         }
@@ -312,6 +338,60 @@ impl Worktrees {
             text.truncate(end);
         }
         Ok((worktree, text, cut))
+    }
+
+    /// The files of `worktree` that differ from its branch's last commit, and the new ones
+    /// git does not ignore.
+    fn uncommitted(&self, worktree: &Worktree) -> Vec<String> {
+        let tracked = self.git_in(
+            worktree,
+            &[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-ext-diff",
+                &worktree.branch,
+            ],
+        );
+        let new = self.git_in(
+            worktree,
+            &["ls-files", "--others", "--exclude-standard", "-z"],
+        );
+        let mut files: Vec<String> = [tracked, new]
+            .iter()
+            .flat_map(|out| out.as_deref().unwrap_or("").split('\0'))
+            .filter(|f| !f.is_empty())
+            .map(str::to_string)
+            .collect();
+        files.dedup();
+        files
+    }
+
+    /// `git ARGS` on the files of `worktree`, read through the project's own repository:
+    /// its `.git` (config, hooks, attributes: out of agents' reach, see
+    /// [`crate::host::isolation::Plan::in_worktree`]) with the worktree's index, never
+    /// through the `.git` file and administrative folder in the worktree, which its agent
+    /// may rewrite (a `commondir` pointing at a repository of its own would have this run
+    /// its `core.fsmonitor` program as the person).
+    fn git_in(&self, worktree: &Worktree, args: &[&str]) -> Result<String, String> {
+        let common = match self.common.get() {
+            Some(common) => common.clone(),
+            None => {
+                let asked = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
+                let found = git(&self.project, &asked)?;
+                self.common
+                    .get_or_init(|| PathBuf::from(found.trim()))
+                    .clone()
+            }
+        };
+        let index = common.join("worktrees").join(&worktree.node).join("index");
+        let mut words = vec![
+            format!("--git-dir={}", common.display()),
+            format!("--work-tree={}", worktree.path.display()),
+        ];
+        words.extend(args.iter().map(|a| a.to_string()));
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        git_with_index(&self.project, &words, &index)
     }
 
     fn existing(&self, node: &str) -> Result<Worktree, String> {
@@ -342,7 +422,7 @@ impl Worktrees {
                 "Agent {node} is still running: close its terminal (or wait for it to end), then merge"
             ));
         }
-        let uncommitted = changed_files(&worktree.path);
+        let uncommitted = self.uncommitted(&worktree);
         if !uncommitted.is_empty() {
             return Err(format!(
                 "{node}'s worktree has changes not committed ({}): commit or discard them in {}, then merge",
@@ -466,7 +546,7 @@ impl Worktrees {
         }
         let folder = worktree.path.to_string_lossy().into_owned();
         if worktree.path.is_dir() {
-            let uncommitted = changed_files(&worktree.path);
+            let uncommitted = self.uncommitted(&worktree);
             if !uncommitted.is_empty() && !force {
                 return Err(format!(
                     "{node}'s worktree has changes not committed ({}): commit them, or discard with --force to lose them",
@@ -514,10 +594,22 @@ fn changed_files(folder: &Path) -> Vec<String> {
 
 /// `git -C folder ARGS`: its output, or its error output (or why it could not run).
 fn git(folder: &Path, args: &[&str]) -> Result<String, String> {
-    let output = Command::new("git")
+    run_git(Command::new("git").arg("-C").arg(folder).args(args), args)
+}
+
+/// [`git`] with `index` as the index file.
+fn git_with_index(folder: &Path, args: &[&str], index: &Path) -> Result<String, String> {
+    let mut command = Command::new("git");
+    command
         .arg("-C")
         .arg(folder)
         .args(args)
+        .env("GIT_INDEX_FILE", index);
+    run_git(&mut command, args)
+}
+
+fn run_git(command: &mut Command, args: &[&str]) -> Result<String, String> {
+    let output = command
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null())
