@@ -560,28 +560,14 @@ fn click_once(
         let point = point.ok_or_else(hidden)?;
         (point.x, point.y, point.page_x, point.page_y)
     };
-    let hit = connection
-        .call(
-            "DOM.getNodeForLocation",
-            json!({ "x": hit_x.floor() as i64, "y": hit_y.floor() as i64, "includeUserAgentShadowDOM": false,
-                    "ignorePointerEventsNone": true }),
-            Some(session),
-            deadline,
-        )
-        .or_else(refused_as(Value::Null))?;
-    let hit_backend = hit["backendNodeId"].as_i64();
-    if hit_backend != Some(element.key.backend) {
-        let covered_by = match hit_backend {
-            Some(backend) => describe_hit(connection, session, &element, backend, deadline)?,
-            None => Some("nothing (no element is at that point)".to_string()),
-        };
-        if let Some(by) = covered_by {
-            return Err(EngineError::Ref(RefError::Covered(
-                element_ref.to_string(),
-                by,
-            )));
-        }
-    }
+    refuse_if_covered(
+        connection,
+        session,
+        &element,
+        element_ref,
+        (hit_x, hit_y),
+        deadline,
+    )?;
     let arm =
         format!("function () {{\n{GUARD_JS}\nglobalThis.termsprawlGuard.arm(this, true);\n}}");
     call_on(connection, session, &element.object, &arm, &[], deadline)?;
@@ -608,6 +594,42 @@ fn click_once(
             let was = element.key.shown.clone();
             refused(RefError::Changed(element_ref.to_string(), was, now))
         }
+    }
+}
+
+/// Refuses (`Covered`) when what is at the document point `at` of `session` is not the
+/// element nor inside it (as [`describe_hit`] tells).
+fn refuse_if_covered(
+    connection: &Arc<Connection>,
+    session: &str,
+    element: &Resolved,
+    element_ref: &str,
+    (x, y): (f64, f64),
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let hit = connection
+        .call(
+            "DOM.getNodeForLocation",
+            json!({ "x": x.floor() as i64, "y": y.floor() as i64, "includeUserAgentShadowDOM": false,
+                    "ignorePointerEventsNone": true }),
+            Some(session),
+            deadline,
+        )
+        .or_else(refused_as(Value::Null))?;
+    let hit_backend = hit["backendNodeId"].as_i64();
+    if hit_backend == Some(element.key.backend) {
+        return Ok(());
+    }
+    let covered_by = match hit_backend {
+        Some(backend) => describe_hit(connection, session, element, backend, deadline)?,
+        None => Some("nothing (no element is at that point)".to_string()),
+    };
+    match covered_by {
+        Some(by) => Err(EngineError::Ref(RefError::Covered(
+            element_ref.to_string(),
+            by,
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -838,28 +860,14 @@ pub fn hover(
     else {
         return Err(hidden());
     };
-    let hit = connection
-        .call(
-            "DOM.getNodeForLocation",
-            json!({ "x": page_x.floor() as i64, "y": page_y.floor() as i64, "includeUserAgentShadowDOM": false,
-                    "ignorePointerEventsNone": true }),
-            Some(page.session),
-            deadline,
-        )
-        .or_else(refused_as(Value::Null))?;
-    let hit_backend = hit["backendNodeId"].as_i64();
-    if hit_backend != Some(element.key.backend) {
-        let covered_by = match hit_backend {
-            Some(backend) => describe_hit(connection, page.session, &element, backend, deadline)?,
-            None => Some("nothing (no element is at that point)".to_string()),
-        };
-        if let Some(by) = covered_by {
-            return Err(EngineError::Ref(RefError::Covered(
-                element_ref.to_string(),
-                by,
-            )));
-        }
-    }
+    refuse_if_covered(
+        connection,
+        page.session,
+        &element,
+        element_ref,
+        (page_x, page_y),
+        deadline,
+    )?;
     let moved = json!({ "type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0 });
     call_unless_dialog(
         connection,
