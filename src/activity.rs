@@ -525,9 +525,38 @@ struct Lines {
 }
 
 impl Lines {
-    fn push(&mut self, line: &[u8]) {
-        self.bytes.extend_from_slice(line);
+    fn push(&mut self, line: &(impl PutLine + ?Sized)) {
+        line.put(&mut self.bytes);
         self.count += 1;
+    }
+}
+
+/// A line as the calls hand it to the trail: made into its bytes (with the newline)
+/// straight in the buffer it is queued in, so a call's line costs no allocation of its
+/// own and no copy.
+trait PutLine {
+    fn put(&self, bytes: &mut Vec<u8>);
+}
+
+impl PutLine for [u8] {
+    fn put(&self, bytes: &mut Vec<u8>) {
+        bytes.extend_from_slice(self);
+    }
+}
+
+impl PutLine for Vec<u8> {
+    fn put(&self, bytes: &mut Vec<u8>) {
+        bytes.extend_from_slice(self);
+    }
+}
+
+impl PutLine for Line<'_> {
+    fn put(&self, bytes: &mut Vec<u8>) {
+        let start = bytes.len();
+        if serde_json::to_writer(&mut *bytes, self).is_err() {
+            bytes.truncate(start); // never a partial line (these values always serialize)
+        }
+        bytes.push(b'\n');
     }
 }
 
@@ -554,7 +583,7 @@ struct Pending {
 impl Pending {
     /// Queues `line` for `project_id`, or for every project with sessions when `None`;
     /// never waits but for the lock.
-    fn queue(&self, project_id: Option<&str>, line: &[u8]) {
+    fn queue(&self, project_id: Option<&str>, line: &(impl PutLine + ?Sized)) {
         let mut queued = lock_or_recover(&self.queued);
         let first = queued.lines == 0;
         if queued.stop {
@@ -655,8 +684,8 @@ impl Trail {
         self.pending.dropped.load(Ordering::Relaxed)
     }
 
-    /// Queues a call's line; never waits (but for a lock held for a copy).
-    pub(crate) fn record(&self, project_id: &str, line: &[u8]) {
+    /// Queues a call's line; never waits (but for a lock held while the line is made).
+    fn record(&self, project_id: &str, line: &(impl PutLine + ?Sized)) {
         self.pending.queue(Some(project_id), line);
     }
 
@@ -771,7 +800,9 @@ impl Recorder {
         };
         let command = CommandEnd::of_answer(operation, result);
         let unconfined = unconfined_of(operation, result);
-        let line = call_line(
+        let time = now_rfc3339();
+        let line = call_line_of(
+            time.as_str(),
             &session.node_id,
             operation,
             args,
@@ -803,7 +834,7 @@ impl Recorder {
         let mut line = line_of(time.as_str(), None, operation, args, error, started);
         line.by = Some(PERSON);
         line.unconfined = unconfined_of(operation, result).map(|why| Cut(why, ERROR_CHARS));
-        trail.record(project_id, &to_line(&line));
+        trail.record(project_id, &line);
     }
 
     /// Records a request refused by the HTTP front before its call was known: its
@@ -1015,28 +1046,43 @@ fn ends_with_newline(file: &File, size: u64) -> bool {
     file.read_exact_at(&mut last, size - 1).is_ok() && last[0] == b'\n'
 }
 
-/// A call's line (see the module docs), with who let it run if it was held.
+/// [`call_line_of`] as the bytes written, for the tests.
+#[cfg(test)]
 fn call_line(
     node_id: &str,
     operation: &str,
     args: Option<&Map<String, Value>>,
     error: Option<&str>,
     started: Instant,
-    (decided, command, unconfined): (Option<&str>, Option<&CommandEnd>, Option<&str>),
+    extra: (Option<&str>, Option<&CommandEnd>, Option<&str>),
 ) -> Vec<u8> {
     let time = now_rfc3339();
-    let mut line = line_of(
+    to_line(&call_line_of(
         time.as_str(),
-        Some(node_id),
+        node_id,
         operation,
         args,
         error,
         started,
-    );
+        extra,
+    ))
+}
+
+/// A call's line (see the module docs), with who let it run if it was held.
+fn call_line_of<'a>(
+    time: &'a str,
+    node_id: &'a str,
+    operation: &'a str,
+    args: Option<&'a Map<String, Value>>,
+    error: Option<&'a str>,
+    started: Instant,
+    (decided, command, unconfined): (Option<&'a str>, Option<&'a CommandEnd>, Option<&'a str>),
+) -> Line<'a> {
+    let mut line = line_of(time, Some(node_id), operation, args, error, started);
     line.decided = decided.map(|d| Cut(d, TEXT_CHARS));
     line.command = command;
     line.unconfined = unconfined.map(|why| Cut(why, ERROR_CHARS));
-    to_line(&line)
+    line
 }
 
 /// The `by` of what the person did.
@@ -1108,10 +1154,7 @@ fn refused_line(
 
 fn to_line(line: &Line<'_>) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(256); // most lines fit: one allocation
-    if serde_json::to_writer(&mut bytes, line).is_err() {
-        bytes.clear(); // never a partial line (these values always serialize)
-    }
-    bytes.push(b'\n');
+    line.put(&mut bytes);
     bytes
 }
 
