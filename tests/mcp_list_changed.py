@@ -1,7 +1,7 @@
 """The Python MCP SDK sees the tool list follow the session: `termsprawlctl mcp` against a
 real `serve` with browser control off lists 24 tools; `termsprawl-tools browser-control on`
 must reach the client as `notifications/tools/list_changed` within 10 s (legacy era: an
-unsolicited notification; 2026-07-28: on a `subscriptions/listen` stream), after which 40
+unsolicited notification; 2026-07-28: on a `subscriptions/listen` stream), after which 43
 tools are listed. Browser control is switched off again after each run.
 
 usage: mcp_list_changed.py TERMSPRAWLCTL SESSION_FILE TERMSPRAWL_TOOLS DATA_DIR
@@ -54,7 +54,7 @@ async def legacy_run(ctl, session_file, tools, data):
         await asyncio.wait_for(changed.wait(), WITHIN)
         waited = time.monotonic() - started
         after = len((await client.list_tools()).tools)
-        check(after == 40, f"legacy: {after} tools after browser control on")
+        check(after == 43, f"legacy: {after} tools after browser control on")
         version = client.protocol_version
     browser_control(tools, data, "off")
     return f"legacy {version}: {before} tools, list_changed after {waited:.1f} s, {after} tools"
@@ -71,7 +71,7 @@ async def modern_run(ctl, session_file, tools, data, version):
             event = await asyncio.wait_for(sub.__anext__(), WITHIN)
             waited = time.monotonic() - started
         after = len((await client.list_tools()).tools)
-        check(after == 40, f"modern: {after} tools after browser control on")
+        check(after == 43, f"modern: {after} tools after browser control on")
     browser_control(tools, data, "off")
     return f"modern {version}: {before} tools, {type(event).__name__} after {waited:.1f} s, {after} tools"
 

@@ -39,6 +39,8 @@ PAGE = (
     b"onclick=\"document.title = 'typed ' + document.getElementById('q').value\">Go</button>"
     b"<button id=\"ask\" onclick=\"document.title = confirm('Sure?') ? 'yes' : 'no'\">Ask</button>"
     b"<select id=\"c\"><option value=\"red\">Red</option><option value=\"blue\">Blue</option></select>"
+    b"<label>Attach <input type=\"file\" id=\"up\"></label>"
+    b"<script>console.log('schema page loaded')</script>"
     b"</body></html>"
 )
 
@@ -172,6 +174,19 @@ async def every_operation(run, project, url):
     await run.ok("browser_history", {"nodeId": browser, "action": "reload"})
     sized = await run.ok("browser_resize", {"nodeId": browser, "width": 390, "height": 844})
     check(sized["innerWidth"] == 390, f"{run.label}: resize {sized}")
+    # What the page logged and fetched, and a file for its input.
+    logged = await run.ok("browser_console", {"nodeId": browser})
+    check(any("schema page loaded" in m["text"] for m in logged["messages"]), f"{run.label}: console {logged}")
+    fetched = await run.ok("browser_network", {"nodeId": browser, "maxChars": 2000})
+    check(len(fetched["requests"]) > 0, f"{run.label}: network {fetched}")
+    await run.ok("browser_network", {"nodeId": browser, "requestId": fetched["requests"][-1]["requestId"]})
+    snap = await run.ok("browser_inspect", {"nodeId": browser, "mode": "snapshot"})
+    attach = [line for line in snap["text"].splitlines() if "Attach" in line and "[ref=" in line]
+    check(len(attach) > 0, f"{run.label}: no file input in {snap['text']}")
+    up = attach[0].rsplit("[ref=", 1)[1].rstrip("]")
+    notes = os.path.realpath(os.path.join(project, "notes.md"))
+    uploaded = await run.ok("browser_upload", {"nodeId": browser, "ref": up, "paths": [notes]})
+    check(uploaded["files"] == ["notes.md"], f"{run.label}: upload {uploaded}")
     await run.ok("browser_transfer", {"nodeId": browser, "agentNodeId": "other"})
     await run.ok("browser_list")
 
@@ -211,7 +226,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 40, f"{label}: {len(schemas)} tools listed (browser control on: 40)")
+        check(len(schemas) == 43, f"{label}: {len(schemas)} tools listed (browser control on: 43)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

@@ -291,6 +291,35 @@ fn catalogue_matches_the_operation_table() {
                 ("height", Whole(200, 2160), true),
             ],
         ),
+        // Beyond the spec: what a page logged and fetched, and files for its inputs.
+        (
+            "browser_console",
+            &[
+                ("nodeId", Text, true),
+                ("since", Whole(0, 1_000_000), false),
+                ("levels", Ids, false),
+                ("maxChars", Whole(500, 100_000), false),
+            ],
+        ),
+        (
+            "browser_network",
+            &[
+                ("nodeId", Text, true),
+                ("since", Whole(0, 1_000_000), false),
+                ("urlContains", Text, false),
+                ("failedOnly", Flag, false),
+                ("maxChars", Whole(500, 100_000), false),
+                ("requestId", Text, false),
+            ],
+        ),
+        (
+            "browser_upload",
+            &[
+                ("nodeId", Text, true),
+                ("ref", Key, true),
+                ("paths", Ids, true),
+            ],
+        ),
         ("terminal_open", &[("title", Text, false)]),
         (
             "terminal_read",
@@ -361,7 +390,7 @@ fn catalogue_matches_the_operation_table() {
             ],
         ),
     ];
-    assert_eq!(table.len(), 40);
+    assert_eq!(table.len(), 43);
     assert_eq!(AGENT_TOOLS.len(), table.len());
     for (name, expected) in table {
         let tool = find_tool(name).unwrap_or_else(|| panic!("{name} is in AGENT_TOOLS"));
@@ -1077,13 +1106,13 @@ fn cli_validate_exits_2_on_input_that_is_not_json() {
 }
 
 #[test]
-fn cli_catalogue_prints_40_operations_whose_schemas_carry_the_limits() {
+fn cli_catalogue_prints_43_operations_whose_schemas_carry_the_limits() {
     let output = run_cli(&["catalogue"], b"");
     assert_eq!(output.status.code(), Some(0));
     let catalogue = stdout_json(&output);
     assert_eq!(catalogue, catalogue_json());
     let entries = catalogue.as_array().expect("an array");
-    assert_eq!(entries.len(), 40);
+    assert_eq!(entries.len(), 43);
     for (entry, tool) in entries.iter().zip(AGENT_TOOLS) {
         assert_eq!(entry["name"], json!(tool.name));
         assert!(entry["description"].as_str().is_some_and(|d| !d.is_empty()));

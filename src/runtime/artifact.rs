@@ -54,6 +54,57 @@ pub fn check_artifact_path(project_dir: &Path, path: &str, view: &str) -> Result
     Ok(real)
 }
 
+/// At most this many files a `browser_upload`.
+pub const UPLOAD_FILES_MAX: usize = 10;
+/// At most this many bytes a file of a `browser_upload`.
+pub const UPLOAD_BYTES_MAX: u64 = 20 * 1024 * 1024;
+
+/// Checks the `paths` of a `browser_upload` in the project folder `project_dir`: 1 to
+/// [`UPLOAD_FILES_MAX`] absolute paths of regular files inside it (after every symlink is
+/// resolved) of at most [`UPLOAD_BYTES_MAX`] bytes. Returns their real paths.
+pub fn check_upload_paths(project_dir: &Path, paths: &[&str]) -> Result<Vec<String>, String> {
+    if paths.is_empty() || paths.len() > UPLOAD_FILES_MAX {
+        return Err(format!(
+            "Give 1 to {UPLOAD_FILES_MAX} files to upload, not {}",
+            paths.len()
+        ));
+    }
+    let root = project_dir
+        .canonicalize()
+        .map_err(|_| "Project folder is not readable".to_string())?;
+    let mut real_paths = Vec::new();
+    for path in paths {
+        let requested = Path::new(path);
+        if !requested.is_absolute() {
+            return Err(format!(
+                "Upload path must be absolute: use the project folder's full path, not {path}"
+            ));
+        }
+        let real = requested
+            .canonicalize()
+            .map_err(|_| format!("File to upload not found: {path}"))?;
+        if !real.starts_with(&root) {
+            return Err(format!(
+                "Files to upload must stay inside the project folder (symlinks are resolved): {path}"
+            ));
+        }
+        let meta = real
+            .metadata()
+            .map_err(|e| format!("Cannot upload {path}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!("Cannot upload {path}: not a regular file"));
+        }
+        if meta.len() > UPLOAD_BYTES_MAX {
+            return Err(format!(
+                "Cannot upload {path}: larger than {} MiB",
+                UPLOAD_BYTES_MAX >> 20
+            ));
+        }
+        real_paths.push(real.to_string_lossy().into_owned());
+    }
+    Ok(real_paths)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

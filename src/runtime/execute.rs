@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use super::agents::find_preset;
-use super::artifact::check_artifact_path;
+use super::artifact::{check_artifact_path, check_upload_paths};
 use super::canvas_node::node_field;
 use super::commands::{typed_as_one, Watched};
 use super::context::{last_chars, read_context, read_links};
@@ -187,7 +187,9 @@ impl ServerCallbacks for Core {
             }
             "browser_list" => Ok(self.browser_list(nodes)),
             "browser_open" => self.browser_open(identity, request),
-            op if is_browser_operation(op) => self.browser_operation(identity, nodes, request),
+            op if is_browser_operation(op) => {
+                self.browser_operation(identity, &project, nodes, request)
+            }
             op if op.starts_with("terminal_") => self.terminal_operation(identity, nodes, request),
             _ => self.canvas(identity, operation, request.args.clone()),
         }
@@ -409,6 +411,7 @@ impl Core {
     fn browser_operation(
         &self,
         identity: &ToolIdentity,
+        project: &ProjectSnapshot,
         nodes: &[Value],
         request: &ToolRequest,
     ) -> Result<Value, String> {
@@ -441,6 +444,23 @@ impl Core {
                 if operation == "browser_navigate" {
                     let url = normalize_browser_url(arg(request, "url"))?;
                     args.insert("url".into(), json!(url));
+                }
+                if operation == "browser_upload" {
+                    // The files' real paths, and the folder the host checks them against
+                    // again when it opens them (a checked file can be swapped).
+                    let cwd = project
+                        .cwd
+                        .as_ref()
+                        .ok_or("browser_upload needs a folder project")?;
+                    let paths = request.args.get("paths").and_then(Value::as_array);
+                    let paths: Vec<&str> = paths
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    let real = check_upload_paths(cwd, &paths)?;
+                    args.insert("paths".into(), json!(real));
+                    args.insert("projectRoot".into(), json!(cwd.to_string_lossy()));
                 }
                 let target = self.guest(node)?;
                 // The user may have turned browser control off while this call waited.

@@ -25,7 +25,7 @@ pub use agents::{
     find_preset, probe_agent, select_launch_adapter, shell_quote, AgentPreset, AgentProbe,
     LaunchAdapter, AGENT_REGISTRY, PROBE_OUTPUT_CAP, PROBE_TIMEOUT,
 };
-pub use artifact::check_artifact_path;
+pub use artifact::{check_artifact_path, UPLOAD_BYTES_MAX, UPLOAD_FILES_MAX};
 pub use canvas::{
     CanvasOwner, CanvasReplier, CANVAS_ACK_TIMEOUT, CANVAS_CLOSED_ERROR, CANVAS_EXPIRY,
     CANVAS_TIMEOUT_ERROR,

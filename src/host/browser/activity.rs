@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::logs::{ConsoleLog, NetworkLog};
+
 /// The isolated world our watcher script runs in, in every frame of a page.
 pub const WATCH_WORLD: &str = "termsprawl-watch";
 /// The binding the watcher calls (at most ten times a second per frame) when the DOM
@@ -112,6 +114,12 @@ pub struct Activity {
     choosers: u64,
     /// Our watcher's execution contexts: (session, context id) -> frame id.
     contexts: HashMap<(String, i64), String>,
+    /// The main frame's document URL, as last committed.
+    document: String,
+    /// What the page logged (`logs.rs`).
+    pub console: ConsoleLog,
+    /// What the page fetched (`logs.rs`).
+    pub network: NetworkLog,
 }
 
 impl Activity {
@@ -131,6 +139,9 @@ impl Activity {
             dialog: None,
             choosers: 0,
             contexts: HashMap::new(),
+            document: String::new(),
+            console: ConsoleLog::default(),
+            network: NetworkLog::default(),
         }
     }
 
@@ -156,6 +167,9 @@ impl Activity {
         if frame_event && main_frame.is_none() {
             return;
         }
+        self.console.on_event(method, params, &self.document);
+        self.network
+            .on_event(session, method, params, &self.document);
         match method {
             "Network.requestWillBeSent" => {
                 let id = params["requestId"].as_str().unwrap_or_default();
@@ -218,6 +232,10 @@ impl Activity {
             "Page.frameStoppedLoading" if of_main => self.loading = false,
             "Page.frameNavigated" if params["frame"].get("parentId").is_none() => {
                 self.committed += 1;
+                self.document = params["frame"]["url"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 // A new document: its DOM counts as changed.
                 self.mutated = now;
             }

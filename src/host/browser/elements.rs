@@ -929,6 +929,46 @@ this.dispatchEvent(new Event('input', { bubbles: true, composed: true }));
 this.dispatchEvent(new Event('change', { bubbles: true }));
 return { selected: chosen.map((o) => o.value) };";
 
+/// Gives the file input `element_ref` names the files at `files` (`browser_upload`; copies
+/// `upload.rs` made). A hidden input is allowed: pages often hide theirs behind a styled
+/// label, which a person clicks instead.
+pub fn upload(
+    connection: &Arc<Connection>,
+    page: &Page,
+    refs: &Mutex<PageRefs>,
+    element_ref: &str,
+    files: &[String],
+    deadline: Instant,
+) -> Result<(), EngineError> {
+    let element = resolve(connection, page, refs, element_ref, deadline)?;
+    let result = call_on(
+        connection,
+        &element.session,
+        &element.object,
+        UPLOAD_CHECK_JS,
+        &[json!({ "value": files.len() })],
+        deadline,
+    )?;
+    if let Some(message) = result["error"].as_str() {
+        return Err(EngineError::Page(format!("{element_ref}: {message}")));
+    }
+    connection.call(
+        "DOM.setFileInputFiles",
+        json!({ "files": files, "objectId": element.object }),
+        Some(&element.session),
+        deadline,
+    )?;
+    Ok(())
+}
+
+/// Whether the element can take `count` files (`this`: the element).
+const UPLOAD_CHECK_JS: &str = "function (count) {
+  if (this.localName !== 'input' || this.type !== 'file') return { error: 'not a file input (a ' + this.localName + (this.type ? ' of type ' + this.type : '') + ')' };
+  if (this.disabled) return { error: 'the file input is disabled' };
+  if (count > 1 && !this.multiple) return { error: 'this file input takes one file, not ' + count };
+  return {};
+}";
+
 /// Focuses `element_ref`'s element (it must be visible), for `browser_press`: returns the
 /// session of its frame, where the keys then go.
 pub fn focus(

@@ -58,6 +58,8 @@ pub fn session_setup() -> Vec<(&'static str, Value)> {
             json!({ "source": GUARD_JS, "worldName": TOOLS_WORLD, "runImmediately": true }),
         ),
         ("Runtime.enable", json!({})),
+        // What `logs.rs` keeps beside the console: failed loads, security and the like.
+        ("Log.enable", json!({})),
         (
             "Target.setAutoAttach",
             json!({ "autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true,

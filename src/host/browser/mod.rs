@@ -5,7 +5,8 @@
 //! [`BrowserEngine`] with its [`EngineConfig`] and [`PageId`], and [`refuse_port`] (the
 //! canvas view hands in its port: no page may load it). Below it: `cdp.rs` (the DevTools
 //! pipe), `process.rs`, `policy.rs`, `snapshot.rs`/`refs.rs`/`elements.rs`/`frames.rs`,
-//! `activity.rs`/`waits.rs`, `dialogs.rs`.
+//! `activity.rs`/`waits.rs`, `dialogs.rs`, `keys.rs`, `logs.rs` (what a page logged and
+//! fetched), `upload.rs` (files for a file input).
 //!
 //! A headless Chromium behind the `browser_*` operations, driven over the DevTools pipe.
 //!
@@ -27,7 +28,8 @@
 //! - Schemes Chromium loads without a network request (`data:`, `chrome:` ...) are not seen
 //!   by `Fetch`; a main frame that commits such a URL anyway is sent to `about:blank`.
 //! - Downloads are denied, pages opened by pages (popups) are closed and file choosers are
-//!   intercepted (nothing is uploaded; the action's answer says one opened). JavaScript
+//!   intercepted (the action's answer says one opened; `browser_upload` gives a file
+//!   input copies of project files instead, `upload.rs`). JavaScript
 //!   dialogs stay open for the agent to answer (`dialogs.rs`).
 //!
 //! Waits: each page's activity (requests in flight, DOM changes, navigations, an open
@@ -56,10 +58,12 @@ mod elements;
 mod frames;
 pub mod guests;
 mod keys;
+mod logs;
 mod policy;
 mod process;
 pub mod refs;
 pub mod snapshot;
+mod upload;
 pub mod waits;
 
 use std::collections::HashMap;
@@ -761,7 +765,15 @@ impl BrowserEngine {
                 | "browser_history"
                 | "browser_select"
                 | "browser_hover"
+                | "browser_upload"
         );
+        // Reading what the page logged and fetched does not touch it: allowed while a
+        // dialog is open (the dialog may be why the agent looks).
+        match operation {
+            "browser_console" => return self.console(page, args, deadline),
+            "browser_network" => return self.network(page, args, deadline),
+            _ => {}
+        }
         if operation != "browser_dialog" {
             if let Some(dialog) = self.open_dialog(page) {
                 return Err(dialogs::open_error(&dialog));
@@ -890,6 +902,43 @@ impl BrowserEngine {
                     answer["selected"] = selected;
                 }
                 Ok(answer)
+            }
+            "browser_upload" => {
+                let element_ref = text("ref")?;
+                let paths: Vec<String> = args
+                    .get("paths")
+                    .and_then(Value::as_array)
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let profile = lock(&self.running).as_ref().map(|r| r.profile.clone());
+                let profile = profile.ok_or(EngineError::EngineStopped)?;
+                let stage = profile.join("uploads").join(page.as_str());
+                let root = std::path::Path::new(text("projectRoot")?);
+                let staged = upload::stage(root, &paths, &stage)?;
+                let staged: Vec<String> = staged
+                    .iter()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                let refs = self.shared.refs_of(page);
+                let frames = self.shared.frame_sessions(page);
+                self.on_page(page, deadline, |connection, session| {
+                    let page = elements::Page {
+                        session,
+                        frames: &frames,
+                    };
+                    elements::upload(connection, &page, &refs, element_ref, &staged, deadline)
+                })?;
+                let names: Vec<String> = staged
+                    .iter()
+                    .filter_map(|p| std::path::Path::new(p).file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .collect();
+                Ok(json!({ "ref": element_ref, "files": names }))
             }
             "browser_history" => {
                 let action = text("action")?;
