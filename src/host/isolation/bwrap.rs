@@ -167,6 +167,9 @@ fn check(argv: &[OsString]) -> Result<(), String> {
         .spawn()
         .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + CHECK_TIMEOUT;
+    // A sandbox starts in a few milliseconds: look again soon, then less often (this
+    // check runs before `serve`'s ready line).
+    let mut pause = Duration::from_micros(500);
     let status = loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             break status;
@@ -179,7 +182,8 @@ fn check(argv: &[OsString]) -> Result<(), String> {
                 CHECK_TIMEOUT.as_secs()
             ));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
     };
     if status.success() {
         return Ok(());
