@@ -837,6 +837,28 @@ impl Recorder {
         trail.record(project_id, &line);
     }
 
+    /// Records that agent `node_id`'s state changed (see `AgentToolServer::record_attention`);
+    /// never waits.
+    pub(crate) fn attention(&self, project_id: &str, node_id: &str, state: &Map<String, Value>) {
+        let Some(trail) = self.trail.get() else {
+            return;
+        };
+        let time = now_rfc3339();
+        let line = line_of(
+            time.as_str(),
+            Some(node_id),
+            "attention",
+            Some(state),
+            None,
+            Instant::now(),
+        );
+        let line = Line {
+            duration_ms: None,
+            ..line
+        };
+        trail.record(project_id, &line);
+    }
+
     /// Records a request refused by the HTTP front before its call was known: its
     /// status, reason and client port; with the `session` it authenticated as, if any
     /// (then in that project's trail only).

@@ -202,6 +202,10 @@ const ACCEPTED: &[(&str, &[Probe])] = &[
             ("--policy", &["serve", "--policy", "careful"]),
             ("--isolation", &["serve", "--isolation", "off"]),
             ("--worktrees", &["serve", "--worktrees"]),
+            (
+                "--notify-command",
+                &["serve", "--notify-command", "notify-send"],
+            ),
         ],
     ),
     (

@@ -1,7 +1,7 @@
 """The Python MCP SDK sees the tool list follow the session: `termsprawlctl mcp` against a
-real `serve` with browser control off lists 24 tools; `termsprawl-tools browser-control on`
+real `serve` with browser control off lists 25 tools; `termsprawl-tools browser-control on`
 must reach the client as `notifications/tools/list_changed` within 10 s (legacy era: an
-unsolicited notification; 2026-07-28: on a `subscriptions/listen` stream), after which 43
+unsolicited notification; 2026-07-28: on a `subscriptions/listen` stream), after which 44
 tools are listed. Browser control is switched off again after each run.
 
 usage: mcp_list_changed.py TERMSPRAWLCTL SESSION_FILE TERMSPRAWL_TOOLS DATA_DIR
@@ -48,13 +48,13 @@ async def legacy_run(ctl, session_file, tools, data):
         caps = client.server_capabilities
         check(caps is not None and caps.tools is not None and caps.tools.list_changed, f"listChanged: {caps}")
         before = len((await client.list_tools()).tools)
-        check(before == 24, f"legacy: {before} tools with browser control off")
+        check(before == 25, f"legacy: {before} tools with browser control off")
         browser_control(tools, data, "on")
         started = time.monotonic()
         await asyncio.wait_for(changed.wait(), WITHIN)
         waited = time.monotonic() - started
         after = len((await client.list_tools()).tools)
-        check(after == 43, f"legacy: {after} tools after browser control on")
+        check(after == 44, f"legacy: {after} tools after browser control on")
         version = client.protocol_version
     browser_control(tools, data, "off")
     return f"legacy {version}: {before} tools, list_changed after {waited:.1f} s, {after} tools"
@@ -64,14 +64,14 @@ async def modern_run(ctl, session_file, tools, data, version):
     params = StdioServerParameters(command=ctl, args=["--session", session_file, "mcp"])
     async with Client(params, mode=version, cache=None) as client:
         before = len((await client.list_tools()).tools)
-        check(before == 24, f"modern: {before} tools with browser control off")
+        check(before == 25, f"modern: {before} tools with browser control off")
         async with client.listen(tools_list_changed=True) as sub:
             browser_control(tools, data, "on")
             started = time.monotonic()
             event = await asyncio.wait_for(sub.__anext__(), WITHIN)
             waited = time.monotonic() - started
         after = len((await client.list_tools()).tools)
-        check(after == 43, f"modern: {after} tools after browser control on")
+        check(after == 44, f"modern: {after} tools after browser control on")
     browser_control(tools, data, "off")
     return f"modern {version}: {before} tools, {type(event).__name__} after {waited:.1f} s, {after} tools"
 

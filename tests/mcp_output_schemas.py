@@ -200,6 +200,9 @@ async def every_operation(run, project, url):
     # every run repeats the same send (one messageId) and the same reply, which are
     # accepted again without delivering anything twice.
     await run.ok("agent_cards")
+    said = await run.ok("agent_state", {"state": "waiting", "why": "question", "reason": "Which branch should I use?"})
+    check(said["attention"]["state"] == "waiting", f"{run.label}: agent_state {said}")
+    await run.ok("agent_state", {"state": "working"})
     sent = await run.ok("agent_send", {"nodeId": "other", "text": "check the schemas", "messageId": "schema-check"})
     await run.ok("agent_task", {"taskId": sent["taskId"]})
     inbox = (await run.ok("agent_task"))["tasks"]
@@ -226,7 +229,7 @@ async def structured_run(ctl, session_file, project, url, label, mode, handshake
             check(schema.get("type") == "object", f"{label}: {tool.name}: outputSchema is not an object schema")
             jsonschema.Draft202012Validator.check_schema(schema)
             schemas[tool.name] = schema
-        check(len(schemas) == 43, f"{label}: {len(schemas)} tools listed (browser control on: 43)")
+        check(len(schemas) == 44, f"{label}: {len(schemas)} tools listed (browser control on: 44)")
         run = Run(client, label, schemas)
         await every_operation(run, project, url)
         return negotiated, run.validated

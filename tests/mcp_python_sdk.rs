@@ -219,12 +219,12 @@ fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
         );
         return;
     }
-    // terminal_external needs tmux; without it the other 42 operations are validated.
+    // terminal_external needs tmux; without it the other 43 operations are validated.
     let (backend, expected) = if tmux_installed() {
-        ("tmux", 43)
+        ("tmux", 44)
     } else {
         eprintln!("NOTICE: tmux is not installed; terminal_external is not validated");
-        ("pty", 42)
+        ("pty", 43)
     };
     let dirs = Dirs::new("pyschema");
     let path = schema_fixtures(&dirs);

@@ -164,6 +164,15 @@ fn catalogue_matches_the_operation_table() {
         ("session_info", &[]),
         ("canvas_list", &[]),
         ("browser_list", &[]),
+        // Beyond the spec: an agent tells the person what it is doing.
+        (
+            "agent_state",
+            &[
+                ("state", OneOf(&["working", "waiting", "done"]), true),
+                ("why", OneOf(&["question", "permission"]), false),
+                ("reason", Text, false),
+            ],
+        ),
         ("agent_status", &[]),
         ("context_read", &[]),
         ("guide_read", &[("topic", OneOf(GUIDE_TOPICS), true)]),
@@ -390,7 +399,7 @@ fn catalogue_matches_the_operation_table() {
             ],
         ),
     ];
-    assert_eq!(table.len(), 43);
+    assert_eq!(table.len(), 44);
     assert_eq!(AGENT_TOOLS.len(), table.len());
     for (name, expected) in table {
         let tool = find_tool(name).unwrap_or_else(|| panic!("{name} is in AGENT_TOOLS"));
@@ -1106,13 +1115,13 @@ fn cli_validate_exits_2_on_input_that_is_not_json() {
 }
 
 #[test]
-fn cli_catalogue_prints_43_operations_whose_schemas_carry_the_limits() {
+fn cli_catalogue_prints_44_operations_whose_schemas_carry_the_limits() {
     let output = run_cli(&["catalogue"], b"");
     assert_eq!(output.status.code(), Some(0));
     let catalogue = stdout_json(&output);
     assert_eq!(catalogue, catalogue_json());
     let entries = catalogue.as_array().expect("an array");
-    assert_eq!(entries.len(), 43);
+    assert_eq!(entries.len(), 44);
     for (entry, tool) in entries.iter().zip(AGENT_TOOLS) {
         assert_eq!(entry["name"], json!(tool.name));
         assert!(entry["description"].as_str().is_some_and(|d| !d.is_empty()));

@@ -13,7 +13,7 @@ use termsprawl_tools::protocol::{
     catalogue_json, find_tool, validate_tool_request, ArgKind, ToolSpec, NO_NUL_PATTERN,
 };
 
-/// Cases generated per operation (43 operations: about 13,000 requests).
+/// Cases generated per operation (44 operations: about 13,000 requests).
 const CASES_PER_OPERATION: usize = 300;
 
 /// Strings at and around every string limit, plus NULs at different places.

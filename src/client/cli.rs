@@ -30,6 +30,7 @@ Commands:
   call OPERATION [JSON_ARGS]   send one call and print its answer as JSON
   doctor                       check the session file, the endpoint, the server and the token
   mcp                          speak MCP over stdin and stdout, for an MCP client
+  hook claude|codex [JSON]     tell the person what the agent is doing, from its CLI's hook
 
 Options:
   --session FILE   the agent's session file (default: $TERMSPRAWL_SESSION_FILE)
@@ -85,11 +86,32 @@ Options:
   --session FILE   the agent's session file, before mcp (default: $TERMSPRAWL_SESSION_FILE)
   -h, --help       print this help";
 
+/// What `termsprawlctl hook --help` prints.
+const HOOK_HELP: &str = "\
+termsprawlctl hook: what an agent CLI's hook runs to tell the person what the agent is doing
+(agent_state). agent_launch sets it up in the agent's own launch configuration.
+
+Usage: termsprawlctl [--session FILE] hook claude     (the hook's JSON on stdin)
+       termsprawlctl [--session FILE] hook codex JSON (Codex's notify program)
+
+  claude   Notification: waiting (a permission when its message says so, else a question,
+           with the message as the reason); Stop: done; UserPromptSubmit, PostToolUse:
+           working
+  codex    agent-turn-complete: done, with the start of its last message as the reason
+
+Options:
+  --session FILE   the agent's session file, before hook (default: $TERMSPRAWL_SESSION_FILE)
+  -h, --help       print this help
+
+It prints nothing and exits 0 whatever happens (a failed hook must not stop the agent); a
+problem is said on stderr.";
+
 /// The commands, with their help.
-const COMMANDS: [(&str, &str); 3] = [
+const COMMANDS: [(&str, &str); 4] = [
     ("call", CALL_HELP),
     ("doctor", DOCTOR_HELP),
     ("mcp", MCP_HELP),
+    ("hook", HOOK_HELP),
 ];
 
 /// Runs `termsprawlctl` with `args` (without the program's name) and returns its exit
@@ -126,7 +148,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         _ => {}
     }
     let Some((command, rest)) = args.split_first() else {
-        return usage_error("", "missing COMMAND (call, doctor or mcp)");
+        return usage_error("", "missing COMMAND (call, doctor, mcp or hook)");
     };
     let Some((command, help)) = COMMANDS.into_iter().find(|(name, _)| name == command) else {
         return usage_error("", &unknown_command(command));
@@ -155,9 +177,14 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
         ("call", [operation, json_args]) => call(session_file, timeout, operation, Some(json_args)),
         ("doctor", []) => run_doctor(session_file, timeout),
         ("mcp", []) => run_mcp(session_file, timeout),
+        ("hook", [agent]) => run_hook(session_file, agent, None),
+        ("hook", [agent, json]) => run_hook(session_file, agent, Some(json)),
         // Words past call's JSON_ARGS, or any after doctor and mcp.
         (_, words) => {
-            let taken = if command == "call" { 2 } else { 0 };
+            let taken = match command {
+                "call" | "hook" => 2,
+                _ => 0,
+            };
             let extra = words.get(taken).map_or("", String::as_str);
             usage_error(command, &format!("unexpected argument {extra}"))
         }
@@ -168,10 +195,10 @@ pub fn run(args: impl IntoIterator<Item = String>) -> ExitCode {
 /// the nearest known one.
 fn unknown_command(word: &str) -> String {
     let (what, names) = match word.starts_with('-') {
-        true => ("option", ["--session", "--help", "--version"]),
-        false => ("command", ["call", "doctor", "mcp"]),
+        true => ("option", &["--session", "--help", "--version"][..]),
+        false => ("command", &["call", "doctor", "mcp", "hook"][..]),
     };
-    match nearest_name(word, names) {
+    match nearest_name(word, names.iter().copied()) {
         Some(near) => format!("unknown {what} {word} (did you mean {near}?)"),
         None => format!("unknown {what} {word}"),
     }
@@ -317,4 +344,73 @@ fn run_mcp(session_file: Option<PathBuf>, timeout: std::time::Duration) -> ExitC
             ExitCode::from(1)
         }
     }
+}
+
+/// How long a hook waits for the host: an agent waits for its hooks.
+const HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// At most this much of a hook's JSON is read.
+const HOOK_INPUT_MAX: u64 = 256 * 1024;
+
+/// `hook claude|codex [JSON]`: the hook's event as an `agent_state` call. Prints nothing,
+/// exits 0 (see [`HOOK_HELP`]).
+fn run_hook(session_file: Option<PathBuf>, agent: &str, json: Option<&String>) -> ExitCode {
+    let input = match json {
+        Some(json) => json.clone(),
+        None => {
+            let mut input = String::new();
+            let _ = io::Read::read_to_string(
+                &mut io::Read::take(io::stdin(), HOOK_INPUT_MAX),
+                &mut input,
+            );
+            input
+        }
+    };
+    let event: Value = serde_json::from_str(&input).unwrap_or(Value::Null);
+    let Some(args) = hook_state(agent, &event) else {
+        return ExitCode::SUCCESS; // an event that says nothing about waiting
+    };
+    let Some(session_file) = session_file else {
+        eprintln!("termsprawlctl hook: {}", ClientError::NoSessionFile);
+        return ExitCode::SUCCESS;
+    };
+    match Connection::new(session_file, HOOK_TIMEOUT).call("agent_state", &args) {
+        Ok(ToolResult::Ok(_)) => {}
+        Ok(ToolResult::Err(error)) => {
+            eprintln!("termsprawlctl hook: {}", escape_for_terminal(&error))
+        }
+        Err(error) => eprintln!(
+            "termsprawlctl hook: {}",
+            escape_for_terminal(&error.to_string())
+        ),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The `agent_state` arguments a hook's event means, if any.
+fn hook_state(agent: &str, event: &Value) -> Option<Map<String, Value>> {
+    let text = |key: &str| event.get(key).and_then(Value::as_str).unwrap_or_default();
+    let mut args = Map::new();
+    let (state, why, reason) = match (agent, text("hook_event_name"), text("type")) {
+        ("claude", "Notification", _) => {
+            let message = text("message");
+            let why = match message.to_ascii_lowercase().contains("permission") {
+                true => "permission",
+                false => "question",
+            };
+            ("waiting", Some(why), message)
+        }
+        ("claude", "Stop", _) => ("done", None, ""),
+        ("claude", "UserPromptSubmit" | "PostToolUse", _) => ("working", None, ""),
+        ("codex", _, "agent-turn-complete") => ("done", None, text("last-assistant-message")),
+        _ => return None,
+    };
+    args.insert("state".into(), Value::from(state));
+    if let Some(why) = why {
+        args.insert("why".into(), Value::from(why));
+    }
+    let reason: String = reason.chars().take(1_000).collect();
+    if !reason.trim().is_empty() {
+        args.insert("reason".into(), Value::from(reason));
+    }
+    Some(args)
 }

@@ -107,6 +107,10 @@ Options (--option VALUE or --option=VALUE):
                              (never)
   --worktrees                every launched agent works in a git worktree of its own, on a
                              branch from the project's current one (see worktrees --help)
+  --notify-command PROGRAM   run PROGRAM (no shell) when an agent starts waiting for you or
+                             is done: its arguments are a summary and a body (as notify-send
+                             takes them), TERMSPRAWL_AGENT, _STATE, _WHY, _REASON and _PROJECT
+                             in its environment
   -h, --help                 print this help
 
 The data directory defaults to $XDG_DATA_HOME/termsprawl-tools, else

@@ -53,6 +53,9 @@ pub struct ServeOptions {
     /// `--worktrees`: every launched agent works in a git worktree of its own unless its
     /// call says `worktree: false` (`crate::host::worktrees`).
     pub worktrees: bool,
+    /// `--notify-command PROGRAM`: run when an agent starts waiting for the person or is
+    /// done (`crate::host::person::attention`); never through a shell.
+    pub notify_command: Option<PathBuf>,
 }
 
 impl ServeOptions {
@@ -77,6 +80,7 @@ impl ServeOptions {
         let mut policy = None;
         let mut isolation = Setting::Auto;
         let mut worktrees = false;
+        let mut notify_command = None;
         let mut words = args.iter();
         while let Some(word) = words.next() {
             let (flag, inline) = match word.split_once('=') {
@@ -103,6 +107,7 @@ impl ServeOptions {
                 "--no-activity" if inline.is_none() => activity = false,
                 "--worktrees" if inline.is_none() => worktrees = true,
                 "--policy" => policy = Some(value()?),
+                "--notify-command" => notify_command = Some(PathBuf::from(value()?)),
                 "--isolation" => {
                     let given = value()?;
                     isolation = Setting::parse(&given).ok_or_else(|| {
@@ -142,6 +147,7 @@ impl ServeOptions {
             policy,
             isolation,
             worktrees,
+            notify_command,
         })
     }
 }

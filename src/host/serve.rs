@@ -10,11 +10,12 @@ use serde::Serialize;
 
 use crate::host::default_host::{DefaultHost, HostConfig};
 use crate::host::options::ServeOptions;
-use crate::host::person::approvals;
 use crate::host::person::browser_control;
+use crate::host::person::{approvals, attention};
 use crate::host::view::BoundView;
 use crate::host::HostError;
 use crate::protocol::OperationClass;
+use crate::runtime::agents::resolve_executable;
 use crate::runtime::policy::{Policy, Rule};
 use crate::runtime::LAUNCHER_NAME;
 use crate::sys::process::{limit_malloc_arenas, raise_open_files_limit};
@@ -102,6 +103,23 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
     for name in inherited {
         std::env::remove_var(name);
     }
+    // The notify program is found now: a typo is said before the ready line, not when an
+    // agent first waits.
+    let notify_command = match &options.notify_command {
+        Some(program) => Some(
+            resolve_executable(
+                &program.to_string_lossy(),
+                std::env::var_os("PATH").as_deref(),
+            )
+            .ok_or_else(|| {
+                HostError::Other(format!(
+                    "--notify-command {}: no such executable (give a path, or a program on PATH)",
+                    program.display()
+                ))
+            })?,
+        ),
+        None => None,
+    };
     let signal = ShutdownSignal::install()
         .map_err(|e| HostError::Other(format!("cannot install signal handlers: {e}")))?;
     let mut host = DefaultHost::new(HostConfig {
@@ -209,6 +227,13 @@ pub fn serve(options: &ServeOptions) -> Result<(), HostError> {
         stop_watching.clone(),
     );
     if let Some(runtime) = runtime {
+        let notify = notify_command.clone();
+        attention::watch(
+            runtime.clone(),
+            project_id.clone(),
+            notify,
+            stop_watching.clone(),
+        );
         approvals::watch(agent_tools, runtime, watched, stop_watching.clone());
     }
     signal.wait();

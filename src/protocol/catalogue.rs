@@ -380,6 +380,22 @@ const NETWORK_REQUEST: &[FieldSpec] = &[
     maybe("responseBody", FieldKind::TextOrNull),
 ];
 const HEADER: &[FieldSpec] = &[text("name"), text("value")];
+/// An agent's state as the person sees it (`agent_status`, `agent_state`).
+const ATTENTION: &[FieldSpec] = &[
+    field("state", FieldKind::OneOf(ATTENTION_STATES)),
+    field(
+        "source",
+        FieldKind::OneOf(&["approval", "agent", "terminal"]),
+    ),
+    field("since", FieldKind::Integer),
+    maybe(
+        "why",
+        FieldKind::OneOf(&["question", "permission", "approval", "input"]),
+    ),
+    maybe("reason", FieldKind::Text),
+];
+/// An agent's states as the person sees them.
+pub const ATTENTION_STATES: &[&str] = &["working", "waiting", "done"];
 /// The git worktree an agent works in (`session_info`, `agent_status`).
 const WORKTREE_FACTS: &[FieldSpec] = &[text("path"), text("branch"), text("base")];
 /// A waited command's states on the wire.
@@ -482,10 +498,23 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
         ]),
         hints: READ,
     },
+    // Beyond the spec: an agent tells the person what it is doing.
+    ToolSpec {
+        name: "agent_state",
+        title: "Say what you are doing",
+        description: "Tells the person what you are doing: working, waiting for them (why: a question or a permission; reason: what you ask, of which 200 characters are shown) or done. The person's view lists the agents waiting for them and can notify them at once. The hooks agent_launch sets up call this for you; call it yourself when you stop to ask the person something.",
+        args: &[
+            req("state", ArgKind::OneOf(ATTENTION_STATES), "working, waiting (for the person) or done."),
+            opt("why", ArgKind::OneOf(&["question", "permission"]), "While waiting: a question (the default) or a permission."),
+            opt("reason", ArgKind::Text, "What you ask or wait for, in a sentence (200 characters are shown)."),
+        ],
+        result: ResultShape::Object(&[text("nodeId"), field("attention", FieldKind::Object(ATTENTION))]),
+        hints: WRITE_IDEMPOTENT,
+    },
     ToolSpec {
         name: "agent_status",
         title: "Agent status",
-        description: "Lists the tool integration status of every agent in this project.",
+        description: "Lists the tool integration status of every agent in this project, and what each is doing as the person sees it (attention: working, waiting for them and why, or done).",
         args: &[],
         result: ResultShape::Object(&[field(
             "agents",
@@ -493,6 +522,7 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
                 text("nodeId"),
                 field("status", STATUS),
                 maybe("worktree", FieldKind::Object(WORKTREE_FACTS)),
+                maybe("attention", FieldKind::Object(ATTENTION)),
             ]),
         )]),
         hints: READ,
@@ -1218,14 +1248,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn forty_three_unique_operations() {
+    fn forty_four_unique_operations() {
         // The spec's 28, the four of agent messaging, terminal_wait, browser_wait,
-        // browser_dialog, five that steer a page and three that read or feed one.
-        assert_eq!(AGENT_TOOLS.len(), 43);
+        // browser_dialog, five that steer a page, three that read or feed one and
+        // agent_state.
+        assert_eq!(AGENT_TOOLS.len(), 44);
         let mut names: Vec<_> = AGENT_TOOLS.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 43);
+        assert_eq!(names.len(), 44);
     }
 
     #[test]
@@ -1277,6 +1308,7 @@ mod tests {
             "terminal_interrupt",
         ];
         let idempotent_writes = [
+            "agent_state",
             "canvas_move",
             "canvas_resize",
             "canvas_select",

@@ -74,6 +74,8 @@ impl OperationClass {
             "session_info" | "guide_read" | "agent_status" | "canvas_list" | "context_read"
             | "agent_cards" | "browser_list" | "browser_inspect" | "browser_screenshot"
             | "browser_wait" | "terminal_read" | "terminal_wait" => Read,
+            // An agent saying it waits for the person must never wait for the person.
+            "agent_state" => Read,
             "canvas_select" | "canvas_move" | "canvas_resize" | "canvas_group" | "sticky_open"
             | "artifact_open" => Canvas,
             "terminal_open" => TerminalsOwn,

@@ -212,7 +212,7 @@ pub fn select_launch_adapter(probe: &AgentProbe, instruction_flag: Option<&str>)
 
 /// Whether `word` (a flag such as `--config`, or a command) appears in `help` whole, not
 /// as part of a longer flag or word: `-` and `_` are word characters.
-fn help_has_word(help: &str, word: &str) -> bool {
+pub(super) fn help_has_word(help: &str, word: &str) -> bool {
     help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
         .any(|w| w == word)
 }

@@ -211,6 +211,16 @@ impl Approvals {
         asked
     }
 
+    /// The operation of a call of `node_id` in `project_id` held now for the person's
+    /// answer, if any (the oldest).
+    pub fn held_for(&self, project_id: &str, node_id: &str) -> Option<String> {
+        let entries = lock_or_recover(&self.entries);
+        let held = entries.values().filter(|e| e.held && e.decision.is_none());
+        let held = held.filter(|e| e.asked.project_id == project_id && e.asked.node_id == node_id);
+        held.min_by_key(|e| e.asked.asked_at)
+            .map(|e| e.asked.operation.clone())
+    }
+
     /// Records the person's answer to request `id`, which showed them `shown`; the
     /// request, or why the answer is refused (nothing changes then).
     pub fn decide(&self, id: &str, shown: &Shown, decision: Decision) -> Result<Asked, String> {

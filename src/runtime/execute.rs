@@ -139,6 +139,11 @@ impl ServerCallbacks for Core {
         workspace.worktree(&identity.project_id, &identity.node_id)
     }
 
+    fn attention(&self, identity: &ToolIdentity) -> Option<Value> {
+        self.agent_state(&identity.project_id, &identity.node_id)
+            .map(|state| state.to_json())
+    }
+
     fn offers_generation(&self) -> u64 {
         self.gate.generation()
     }
@@ -174,6 +179,19 @@ impl ServerCallbacks for Core {
                 Ok(read_context(cwd, &identity.node_id))
             }
             "artifact_open" => self.artifact_open(identity, &project, request),
+            "agent_state" => {
+                let text = |key: &str| request.args.get(key).and_then(Value::as_str);
+                let (project_id, node_id) = (&identity.project_id, &identity.node_id);
+                let said = (
+                    text("state").unwrap_or_default(),
+                    text("why"),
+                    text("reason"),
+                );
+                self.attention
+                    .said(project_id, node_id, said.0, said.1, said.2, unix_millis());
+                let attention = self.agent_state(project_id, node_id).map(|s| s.to_json());
+                Ok(json!({ "nodeId": node_id, "attention": attention }))
+            }
             "agent_cards" | "agent_send" | "agent_task" | "agent_reply" => {
                 self.message(identity, &project, nodes, request)
             }

@@ -156,6 +156,12 @@ pub trait Terminals: Send + Sync + 'static {
     fn foreground(&self, _node_id: &str) -> Option<Foreground> {
         None
     }
+    /// Whether the terminal's program, or what it runs in the foreground, is blocked
+    /// reading the terminal (for an agent's terminal: it waits for typing); `None` (the
+    /// default): the host cannot tell.
+    fn reading(&self, _node_id: &str) -> Option<bool> {
+        None
+    }
     /// Where the terminal's output stands: everything its program wrote counts, so a
     /// caller can ask later for the text written since. `None` (the default): the host
     /// keeps no output positions.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::agents::{select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
+use super::agents::{help_has_word, select_launch_adapter, shell_quote, AgentProbe, LaunchAdapter};
 use crate::base::files::{holds_private_file, private_dir, private_json, regenerated_write};
 use crate::protocol::{guide, is_valid_node_id, IntegrationState, IntegrationStatus, TOOL_GUIDES};
 
@@ -175,21 +175,41 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
             let mcp = dir.join("mcp.json");
             let config = json!({"mcpServers": {MCP_SERVER_NAME: {"command": launcher, "args": server_args}}});
             private_json(&mcp, &config)?;
-            vec![
+            let mut extra = vec![
                 "--mcp-config".into(),
                 text(&mcp)?,
                 "--append-system-prompt".into(),
                 overview.into(),
-            ]
+            ];
+            // Its hooks tell the person when it waits for them (`attention.rs`), from a
+            // settings file of this launch only: the user's own stay untouched.
+            if help_has_word(&input.probe.help, "--settings") {
+                let settings = dir.join("claude-settings.json");
+                private_json(&settings, &claude_hooks(&launcher, &session_file))?;
+                extra.extend(["--settings".into(), text(&settings)?]);
+            }
+            extra
         }
         // Codex hands MCP servers only a few environment variables, so the session file
         // travels in the server's arguments. Values are TOML; a JSON string or array of
         // strings is one.
+        // Its `notify` program is told when each turn ends: the person is told it is done.
         LaunchAdapter::CodexMcp => vec![
             "-c".into(),
             format!("mcp_servers.{MCP_SERVER_NAME}.command={}", json!(launcher)),
             "-c".into(),
             format!("mcp_servers.{MCP_SERVER_NAME}.args={}", json!(server_args)),
+            "-c".into(),
+            format!(
+                "notify={}",
+                json!([
+                    launcher.as_str(),
+                    "--session",
+                    session_file.as_str(),
+                    "hook",
+                    "codex"
+                ])
+            ),
         ],
         LaunchAdapter::OpencodeMcp => {
             let command: Vec<&str> = [launcher.as_str()].into_iter().chain(server_args).collect();
@@ -228,6 +248,22 @@ pub fn prepare_tool_launch(input: &LaunchInput) -> io::Result<PreparedLaunch> {
         },
         dir,
     })
+}
+
+/// Claude Code's settings for a launch: hooks that run `termsprawlctl hook claude` when
+/// it needs the person (`Notification`), ends its turn (`Stop`), gets a prompt
+/// (`UserPromptSubmit`) or used a tool (`PostToolUse`, after a permission was given).
+fn claude_hooks(launcher: &str, session_file: &str) -> Value {
+    let command = format!(
+        "{} --session {} hook claude",
+        shell_quote(launcher),
+        shell_quote(session_file)
+    );
+    let hook = json!([{ "hooks": [{ "type": "command", "command": command, "timeout": 10 }] }]);
+    let after_tools = json!([{ "matcher": "*", "hooks": hook[0]["hooks"].clone() }]);
+    json!({ "hooks": {
+        "Notification": hook, "Stop": hook, "UserPromptSubmit": hook, "PostToolUse": after_tools,
+    } })
 }
 
 #[cfg(test)]

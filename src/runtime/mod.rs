@@ -3,6 +3,7 @@
 pub(crate) mod agents;
 pub mod approvals;
 mod artifact;
+pub mod attention;
 mod canvas;
 mod canvas_node;
 mod commands;

@@ -12,7 +12,8 @@ use std::{fmt, time::Duration};
 use serde_json::{Map, Value};
 
 use super::agents::{find_preset, probe_executable, AgentPreset, AgentProbe};
-use super::host::{Host, ProgramEnd, ProjectSnapshot, PtyRequest};
+use super::attention::{AgentState, TerminalFacts};
+use super::host::{Foreground, Host, ProgramEnd, ProjectSnapshot, PtyRequest};
 use super::launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,
     LAUNCHER_NAME,
@@ -96,6 +97,30 @@ pub(super) struct Core {
     launcher: Mutex<Option<PathBuf>>,
     /// The person's policy and the calls waiting for their answer.
     pub(super) gate: super::gate::Gate,
+    /// What each agent is doing, as the person needs to know it.
+    pub(super) attention: super::attention::Attention,
+}
+
+impl Core {
+    /// What `node_id` of `project_id` is doing now, as the person needs to know it
+    /// (`attention.rs`): a call of its held for them, what it said, or its terminal.
+    pub(super) fn agent_state(&self, project_id: &str, node_id: &str) -> Option<AgentState> {
+        let held = self.gate.approvals.held_for(project_id, node_id);
+        let terminals = &self.host.terminals;
+        let terminal = terminals
+            .foreground(node_id)
+            .map(|foreground| TerminalFacts {
+                ended: foreground == Foreground::Ended,
+                reading: foreground == Foreground::AwaitingInput
+                    || terminals.reading(node_id) == Some(true),
+                last_output_at: terminals
+                    .output_mark(node_id)
+                    .map_or(0, |m| m.last_output_at),
+            });
+        let now = unix_millis();
+        self.attention
+            .state(project_id, node_id, held.as_deref(), terminal, now)
+    }
 }
 
 // Locks a mutex, taking over its state if a panic poisoned it: every guarded value here
@@ -127,6 +152,7 @@ impl AgentToolRuntime {
             probes: Mutex::default(),
             launcher: Mutex::default(),
             gate: Default::default(),
+            attention: Default::default(),
         });
         let server = AgentToolServer::new(user_data_path, core.clone())?;
         let _ = core.server.set(Arc::downgrade(&server));
@@ -143,6 +169,17 @@ impl AgentToolRuntime {
     /// The server (sessions, provisioning, endpoint).
     pub fn server(&self) -> &Arc<AgentToolServer> {
         &self.server
+    }
+
+    /// What each agent of `project_id` with a session is doing, as the person needs to
+    /// know it (`attention.rs`); agents nothing is known of are left out.
+    pub fn agent_states(&self, project_id: &str) -> Vec<(String, AgentState)> {
+        let agents = self.server.statuses(project_id).into_iter();
+        let states = agents.filter_map(|(node_id, _)| {
+            let state = self.core.agent_state(project_id, &node_id)?;
+            Some((node_id, state))
+        });
+        states.collect()
     }
 
     /// Starts the server and installs the launcher `<data>/agent-tools/termsprawlctl`,

@@ -273,6 +273,11 @@ pub trait ServerCallbacks: Send + Sync + 'static {
     fn worktree(&self, _identity: &ToolIdentity) -> Option<Arc<Value>> {
         None
     }
+    /// What the agent is doing as the person needs to know it (`agent_status`'s
+    /// `attention`: `{state, why?, reason?, source, since}`); the default: nothing known.
+    fn attention(&self, _identity: &ToolIdentity) -> Option<Value> {
+        None
+    }
     /// A number that changes whenever [`offers`](Self::offers) or
     /// [`policy_summary`](Self::policy_summary) may answer differently (cached
     /// `session_info` answers are made again); the default: 0.
@@ -589,6 +594,13 @@ impl AgentToolServer {
     ) {
         self.activity
             .person(project_id, operation, args, result, started);
+    }
+
+    /// Records in `project_id`'s trail that agent `node_id`'s state changed as the person
+    /// sees it (`working`, `waiting`, `done`): operation `attention` with `state` as its
+    /// arguments (`{state, why?, reason?}`).
+    pub fn record_attention(&self, project_id: &str, node_id: &str, state: &Map<String, Value>) {
+        self.activity.attention(project_id, node_id, state);
     }
 
     /// Activity lines dropped so far (the writer was behind, or the disk full).
@@ -934,6 +946,9 @@ impl AgentToolServer {
                         let mut agent = json!({ "nodeId": node_id, "status": status });
                         if let Some(worktree) = self.callbacks.worktree(&identity) {
                             agent["worktree"] = (*worktree).clone();
+                        }
+                        if let Some(attention) = self.callbacks.attention(&identity) {
+                            agent["attention"] = attention;
                         }
                         agent
                     })

@@ -750,7 +750,7 @@ fn a_legacy_client_hears_of_a_changed_tool_list_and_lists_the_new_one() {
         reply["result"]["capabilities"]["tools"]["listChanged"],
         json!(true)
     );
-    assert_eq!(listed(&mut server, &mut host, None), 24);
+    assert_eq!(listed(&mut server, &mut host, None), 25);
     assert!(server.check_tools(&mut host).is_empty(), "unchanged");
     browser.set(true);
     let notes = server.check_tools(&mut host);

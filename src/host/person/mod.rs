@@ -2,6 +2,8 @@
 //! binary that read the trail and change what agents may do, and the files they write.
 //!
 //! - [`activity`]: `activity`, the trail for people.
+//! - [`attention`]: `serve`'s watch of what agents are doing: trail lines and
+//!   `--notify-command` when one starts waiting for the person or is done.
 //! - [`approvals`]: `approvals` and `policy`, answering held calls and setting the rules
 //!   (and `serve`'s side: the list it writes, the requests it applies).
 //! - [`browser_control`]: `browser-control on|off`, switched while `serve` runs.
@@ -13,6 +15,7 @@
 
 pub mod activity;
 pub mod approvals;
+pub mod attention;
 pub mod browser_control;
 pub mod links;
 pub mod worktrees;

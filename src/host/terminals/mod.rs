@@ -1522,6 +1522,13 @@ impl Terminals for HostTerminals {
         }
     }
 
+    fn reading(&self, node_id: &str) -> Option<bool> {
+        match &self.backend {
+            Backend::Tmux(tmux) => self.tmux_panes.reading(tmux, node_id),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.reading()),
+        }
+    }
+
     /// tmux: positions are lines (`tmux_panes`).
     fn output_mark(&self, node_id: &str) -> Option<OutputMark> {
         match &self.backend {

@@ -777,6 +777,12 @@ impl Terminal {
         )
     }
 
+    /// Whether its program (or what it runs in the foreground) is blocked reading the
+    /// terminal (`kernel::reading`).
+    pub fn reading(&self) -> bool {
+        self.live() && kernel::reading(self.shared.program_pid, self.master.as_fd())
+    }
+
     /// Where the output stands: bytes the program wrote (our marks not counted) and
     /// when it last wrote.
     pub fn output_mark(&self) -> OutputMark {

@@ -141,12 +141,20 @@ impl ViewSource {
             .into_iter()
             .map(|(a, b, messages)| json!({ "a": a, "b": b, "agentMessages": messages }))
             .collect();
+        // What each agent is doing for the person: the page lists those waiting for them.
+        let mut states: HashMap<String, Value> = (self.runtime.agent_states(&self.project_id))
+            .into_iter()
+            .map(|(node_id, state)| (node_id, state.to_json()))
+            .collect();
         let agents: Vec<Value> = self
             .runtime
             .server()
             .statuses(&self.project_id)
             .into_iter()
-            .map(|(node_id, status)| json!({ "nodeId": node_id, "status": status }))
+            .map(|(node_id, status)| {
+                let attention = states.remove(&node_id);
+                json!({ "nodeId": node_id, "status": status, "attention": attention })
+            })
             .collect();
         // The latest agent messages (each shown on its sender's and recipient's node).
         let tasks = self

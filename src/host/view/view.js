@@ -185,7 +185,59 @@
     renderWorktrees();
     renderActivity(canvas.activity || []);
     renderApprovals(canvas.approvals || {});
+    renderWaiting();
     if (!view.moved) fit();
+    applyTransform();
+  }
+
+  // ---- Agents waiting for the person ------------------------------------------------------
+  // A strip under the bar lists them (why, and the reason they gave, as text); each one's
+  // node is outlined; the page title counts them; once the person allows it, a browser
+  // notification says so when one starts waiting, also while the tab is in the background.
+  const PAGE_TITLE = "termsprawl canvas";
+  let waitingBefore = new Set();
+  function renderWaiting() {
+    const titles = new Map(canvas.nodes.map((n) => [n.id, (n.data && n.data.title) || n.id]));
+    const waiting = canvas.agents.filter((a) => a.attention && a.attention.state === "waiting");
+    const list = $("waiting-list");
+    list.replaceChildren(...waiting.map((agent) => {
+      const item = make("li");
+      const why = agent.attention.why || "question";
+      const label = (titles.get(agent.nodeId) || agent.nodeId) + " · " + why +
+        (agent.attention.reason ? ": " + agent.attention.reason : "");
+      const button = make("button", "go", label);
+      button.type = "button";
+      button.title = escapedText(label);
+      button.addEventListener("click", () => zoomTo(agent.nodeId));
+      item.append(button);
+      return item;
+    }));
+    $("waiting").hidden = waiting.length === 0;
+    const ids = new Set(waiting.map((a) => a.nodeId));
+    for (const [id, entry] of elements) entry.root.classList.toggle("needs-you", ids.has(id));
+    document.title = (waiting.length ? "(" + waiting.length + ") " : "") + PAGE_TITLE;
+    const canNotify = typeof Notification === "function";
+    $("notify-allow").hidden = !canNotify || Notification.permission !== "default";
+    if (canNotify && Notification.permission === "granted") {
+      for (const agent of waiting) {
+        if (waitingBefore.has(agent.nodeId)) continue;
+        const body = (agent.attention.why || "question") + (agent.attention.reason ? ": " + escapedText(agent.attention.reason) : "");
+        new Notification(escapedText(titles.get(agent.nodeId) || agent.nodeId) + " waits for you", { body, tag: "termsprawl-" + agent.nodeId });
+      }
+    }
+    waitingBefore = ids;
+  }
+
+  // Zooms to a node so its screen is readable (scale 1), centred.
+  function zoomTo(nodeId) {
+    const node = canvas && canvas.nodes.find((n) => n.id === nodeId);
+    if (!node) return;
+    const box = $("viewport").getBoundingClientRect();
+    const r = rectOf(node);
+    view.scale = 1;
+    view.x = box.width / 2 - (r.x + r.w / 2);
+    view.y = box.height / 2 - (r.y + r.h / 2);
+    view.moved = true;
     applyTransform();
   }
 
@@ -924,6 +976,10 @@
       if (realClick(e)) run();
     });
     onClick("new-terminal", () => act("terminal_open", {}));
+    // Browsers ask the person before a page may notify; only after a click of theirs.
+    onClick("notify-allow", () => {
+      if (typeof Notification === "function") Notification.requestPermission().then(() => canvas && renderWaiting());
+    });
     onClick("launch-agent", () => act("agent_launch", { agent: $("agent-kind").value }));
     onClick("browser-on", () => act("browser_control", { enabled: true }));
     onClick("browser-off", () => act("browser_control", { enabled: false }));

@@ -50,6 +50,21 @@ impl super::ShellProbe for KernelProbe<'_> {
     }
 }
 
+/// Whether the foreground of `shell`'s terminal (`shell` itself, when it has it, or one of
+/// its descendants in the foreground group) is blocked reading the terminal: for a
+/// terminal whose program is an agent, not a shell, that is the agent waiting for typing.
+pub fn reading(shell: libc::pid_t, master: BorrowedFd<'_>) -> bool {
+    let (Ok(group), Ok(tty)) = (
+        pty::foreground_group(master),
+        std::fs::read_link(format!("/proc/{shell}/fd/0")),
+    ) else {
+        return false;
+    };
+    (group == shell && procfs::reading_terminal(shell, &tty))
+        || (procfs::group_members(shell, group).iter())
+            .any(|&pid| procfs::reading_terminal(pid, &tty))
+}
+
 /// What the foreground of `shell`'s terminal does, leaving out what the screen tells
 /// (full-screen) and the shell's own end, which the caller knows:
 /// - another group has the terminal: awaiting input if one of its processes (among the

@@ -110,6 +110,22 @@ impl TmuxPanes {
         Some(look.answer(now))
     }
 
+    /// Whether `node`'s pane program (or what it runs in the foreground) is blocked
+    /// reading the terminal; `None` when tmux has no such pane or its program is unknown.
+    pub fn reading(&self, tmux: &TmuxServer, node: &str) -> Option<bool> {
+        let pane = self.pane(tmux, node)?;
+        let shell = self.shell(tmux, node, &pane)?;
+        let group = procfs::proc_stat(shell)?.tpgid;
+        let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
+        let members = procfs::group_members(shell, group);
+        Some(
+            (group == shell && procfs::reading_terminal(shell, &tty))
+                || members
+                    .iter()
+                    .any(|&pid| procfs::reading_terminal(pid, &tty)),
+        )
+    }
+
     /// What the pane and the kernel show now, and the foreground group (0 when none
     /// is known).
     fn raw_foreground(
