@@ -165,9 +165,84 @@ fn codex_gets_config_pairs_with_the_session_in_args() {
                 "mcp_servers.termsprawl.args={}",
                 json!(["--session", session_file.to_str().unwrap(), "mcp"])
             ),
+            "-c".to_string(),
+            format!(
+                "notify={}",
+                json!([
+                    launcher,
+                    "--session",
+                    session_file.to_str().unwrap(),
+                    "hook",
+                    "codex"
+                ])
+            ),
         ]
     );
     assert_eq!(rig.runtime.status("x1").unwrap().adapter, "codex-mcp");
+}
+
+/// A Claude Code that has `--settings` gets one file of settings for this launch, whose
+/// hooks tell the person when it waits (run here as Claude Code runs a hook: the command
+/// through `sh -c`, the event's JSON on stdin).
+#[test]
+fn claude_with_settings_gets_hooks_that_say_when_it_waits() {
+    let rig = Rig::new("launch-claude-hooks", &["a"]);
+    rig.runtime
+        .start(Path::new(env!("CARGO_BIN_EXE_termsprawlctl")))
+        .unwrap();
+    let help = "  --mcp-config <configs...>\n  --append-system-prompt <prompt>\n  --settings <file-or-json>\n";
+    let cli = fake_cli(&rig.dir, "claude", help);
+    let prepared = rig
+        .runtime
+        .prepare(pty("c2", &cli.to_string_lossy()))
+        .unwrap();
+    let settings = rig.data().join("launch/c2/claude-settings.json");
+    let args = run_in_shell(&rig, prepared.command.as_deref().unwrap());
+    assert_eq!(
+        args[args.len() - 2..],
+        [
+            "--settings".to_string(),
+            settings.to_string_lossy().into_owned()
+        ]
+    );
+    assert_eq!(mode(&settings), 0o600);
+    let hooks: Value = serde_json::from_slice(&fs::read(&settings).unwrap()).unwrap();
+    for event in ["Notification", "Stop", "UserPromptSubmit", "PostToolUse"] {
+        assert!(
+            hooks["hooks"][event][0]["hooks"][0]["command"].is_string(),
+            "{event}: {hooks}"
+        );
+    }
+    let command = hooks["hooks"]["Notification"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    let event = json!({"hook_event_name": "Notification", "message": "Claude needs your permission to use Bash"});
+    let mut hook = std::process::Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    assert!(hook.wait().unwrap().success());
+    let states = rig.runtime.agent_states(PROJECT);
+    let (_, state) = states
+        .iter()
+        .find(|(node, _)| node == "c2")
+        .expect("c2's state");
+    assert_eq!(
+        (state.state, state.why),
+        ("waiting", Some("permission")),
+        "{state:?}"
+    );
+    assert_eq!(
+        state.reason.as_deref(),
+        Some("Claude needs your permission to use Bash")
+    );
 }
 
 #[test]

@@ -354,6 +354,9 @@ const HOOK_INPUT_MAX: u64 = 256 * 1024;
 /// `hook claude|codex [JSON]`: the hook's event as an `agent_state` call. Prints nothing,
 /// exits 0 (see [`HOOK_HELP`]).
 fn run_hook(session_file: Option<PathBuf>, agent: &str, json: Option<&String>) -> ExitCode {
+    if !matches!(agent, "claude" | "codex") {
+        return usage_error("hook", &format!("unknown agent {agent} (claude or codex)"));
+    }
     let input = match json {
         Some(json) => json.clone(),
         None => {
@@ -413,4 +416,45 @@ fn hook_state(agent: &str, event: &Value) -> Option<Map<String, Value>> {
         args.insert("reason".into(), Value::from(reason));
     }
     Some(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hook_events_become_states() {
+        let state = |agent: &str, event: Value| hook_state(agent, &event).map(Value::Object);
+        let asked = json!({"hook_event_name": "Notification", "message": "Claude needs your permission to use Bash"});
+        assert_eq!(
+            state("claude", asked),
+            Some(
+                json!({"state": "waiting", "why": "permission", "reason": "Claude needs your permission to use Bash"})
+            )
+        );
+        let idle = json!({"hook_event_name": "Notification", "message": "Claude is waiting for your input"});
+        assert_eq!(state("claude", idle).unwrap()["why"], "question");
+        assert_eq!(
+            state("claude", json!({"hook_event_name": "Stop"})),
+            Some(json!({"state": "done"}))
+        );
+        assert_eq!(
+            state("claude", json!({"hook_event_name": "PostToolUse"})),
+            Some(json!({"state": "working"}))
+        );
+        assert_eq!(
+            state("claude", json!({"hook_event_name": "PreCompact"})),
+            None
+        );
+        let turn =
+            json!({"type": "agent-turn-complete", "last-assistant-message": "All tests pass."});
+        assert_eq!(
+            state("codex", turn),
+            Some(json!({"state": "done", "reason": "All tests pass."}))
+        );
+        assert_eq!(state("codex", json!({"type": "other"})), None);
+        assert_eq!(state("gemini", json!({"hook_event_name": "Stop"})), None);
+        assert_eq!(state("claude", Value::Null), None);
+    }
 }

@@ -159,6 +159,20 @@ impl ServerCallbacks for Core {
     }
 
     fn execute(&self, identity: &ToolIdentity, request: &ToolRequest) -> Result<Value, String> {
+        // An agent saying what it does needs no canvas (nor its node on one).
+        if request.operation == "agent_state" {
+            let text = |key: &str| request.args.get(key).and_then(Value::as_str);
+            let (project_id, node_id) = (&identity.project_id, &identity.node_id);
+            let said = (
+                text("state").unwrap_or_default(),
+                text("why"),
+                text("reason"),
+            );
+            self.attention
+                .said(project_id, node_id, said.0, said.1, said.2, unix_millis());
+            let attention = self.agent_state(project_id, node_id).map(|s| s.to_json());
+            return Ok(json!({ "nodeId": node_id, "attention": attention }));
+        }
         let (project, list) = self.caller_canvas(identity)?;
         let nodes = nodes_of(&list);
         if let Some(timeout) = wait_timeout(&request.operation, &request.args) {
@@ -179,19 +193,6 @@ impl ServerCallbacks for Core {
                 Ok(read_context(cwd, &identity.node_id))
             }
             "artifact_open" => self.artifact_open(identity, &project, request),
-            "agent_state" => {
-                let text = |key: &str| request.args.get(key).and_then(Value::as_str);
-                let (project_id, node_id) = (&identity.project_id, &identity.node_id);
-                let said = (
-                    text("state").unwrap_or_default(),
-                    text("why"),
-                    text("reason"),
-                );
-                self.attention
-                    .said(project_id, node_id, said.0, said.1, said.2, unix_millis());
-                let attention = self.agent_state(project_id, node_id).map(|s| s.to_json());
-                Ok(json!({ "nodeId": node_id, "attention": attention }))
-            }
             "agent_cards" | "agent_send" | "agent_task" | "agent_reply" => {
                 self.message(identity, &project, nodes, request)
             }
