@@ -39,7 +39,11 @@ terminals-unconfined, browser, launch, messaging) as allow, ask or deny. A denie
 operations are not offered. An asked call waits up to 40 s while the person reads it; if \
 they deny it, do not retry it as it is. If they have not answered yet, calling again with \
 the very same arguments waits on the same request for 10 minutes and never asks twice; \
-meanwhile do other work, or tell the user that a call waits for their approval.";
+meanwhile do other work, or tell the user that a call waits for their approval. When you \
+stop to ask the person something, say so with agent_state {state: \"waiting\", why: \
+\"question\" or \"permission\", reason: what you ask}, and {state: \"working\"} or \"done\" \
+after: the person's view lists the agents waiting for them (the hooks agent_launch sets up \
+may do it for you).";
 
 const BROWSER: &str = "\
 Browser nodes are real, visible browsers on the canvas; the user sees every page you load. \

@@ -211,11 +211,13 @@ impl Approvals {
         asked
     }
 
-    /// The operation of a call of `node_id` in `project_id` held now for the person's
-    /// answer, if any (the oldest).
+    /// The operation of a request of `node_id` in `project_id` waiting for the person's
+    /// answer, if any (the oldest): held now, or listed still for the same call again.
     pub fn held_for(&self, project_id: &str, node_id: &str) -> Option<String> {
         let entries = lock_or_recover(&self.entries);
-        let held = entries.values().filter(|e| e.held && e.decision.is_none());
+        let now = Instant::now();
+        let listed = |e: &&Entry| e.decision.is_none() && (e.held || e.kept_until > now);
+        let held = entries.values().filter(listed);
         let held = held.filter(|e| e.asked.project_id == project_id && e.asked.node_id == node_id);
         held.min_by_key(|e| e.asked.asked_at)
             .map(|e| e.asked.operation.clone())

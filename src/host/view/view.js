@@ -208,7 +208,10 @@
       const button = make("button", "go", label);
       button.type = "button";
       button.title = escapedText(label);
-      button.addEventListener("click", () => zoomTo(agent.nodeId));
+      button.addEventListener("click", () => {
+        zoomTo(agent.nodeId);
+        viewChanged();
+      });
       item.append(button);
       return item;
     }));
@@ -713,6 +716,13 @@
       viewChanged();
     }, { passive: false });
     viewport.addEventListener("dblclick", (e) => {
+      // On a node's title bar: zoom to that node, so its screen is readable.
+      const head = e.target.closest(".node .head");
+      if (head && !e.target.closest("button")) {
+        zoomTo(head.closest(".node").dataset.nodeId);
+        viewChanged();
+        return;
+      }
       if (e.target.closest(".node")) return;
       view.moved = false;
       fit();
@@ -1062,6 +1072,8 @@
     for (const call of shownCalls.slice()) await answerCall(call, "allow", "");
   }
 
+  // The agents whose rules the person opened (kept when the panel is drawn again).
+  const openRules = new Set();
   function renderRules(approvals) {
     const rules = Array.isArray(approvals.rules) ? approvals.rules : [];
     const classes = Array.isArray(approvals.classes) ? approvals.classes : [];
@@ -1070,9 +1082,21 @@
     shownRulesText = text;
     const box = $("rules");
     box.replaceChildren(...rules.map((agent) => {
-      const section = make("div", "agent-rules");
+      // Folded until opened (with many agents, seven selects each fill the panel); the
+      // summary says which classes are not simply allowed.
+      const section = make("details", "agent-rules");
       section.dataset.nodeId = String(agent.nodeId);
-      section.append(make("strong", "", String(agent.nodeId)));
+      section.open = openRules.has(String(agent.nodeId));
+      section.addEventListener("toggle", () => {
+        if (section.open) openRules.add(String(agent.nodeId));
+        else openRules.delete(String(agent.nodeId));
+      });
+      const notAllowed = classes.filter((name) => String((agent.classes || {})[name] || "allow") !== "allow")
+        .map((name) => name + " " + String(agent.classes[name]));
+      const summary = make("summary");
+      summary.append(make("strong", "", String(agent.nodeId)));
+      summary.append(make("span", "folded", notAllowed.length ? " · " + notAllowed.join(", ") : " · all allowed"));
+      section.append(summary);
       for (const name of classes) {
         const current = String((agent.classes || {})[name] || "allow");
         const label = make("label", "", String(name));
