@@ -169,6 +169,11 @@ fn waiting_agents_reach_the_person_at_once() {
         (&json!("waiting"), &json!("permission"), &json!("agent")),
         "{asking}"
     );
+    // canvas_list carries it too, on the agent's node (a kept answer at most 0.5 s late).
+    poll("canvas_list shows it", Duration::from_secs(5), || {
+        let listed = serve.ok(&dirs, "me", "canvas_list", json!({}));
+        (node(&listed, "me")?["attention"]["why"] == "permission").then_some(())
+    });
     let reason = asking["reason"].as_str().unwrap();
     assert!(
         reason.starts_with("Claude needs your permission") && reason.ends_with("\\u202e\\x1b[2J"),

@@ -131,7 +131,10 @@ fn usage_and_input_errors_exit_2_without_a_request() {
             "termsprawlctl call: unexpected argument extra",
         ),
         (&["frobnicate"], "termsprawlctl: unknown command frobnicate"),
-        (&[], "termsprawlctl: missing COMMAND (call, doctor or mcp)"),
+        (
+            &[],
+            "termsprawlctl: missing COMMAND (call, doctor, mcp or hook)",
+        ),
     ] {
         let output = ctl()
             .arg("--session")

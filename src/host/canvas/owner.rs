@@ -500,6 +500,7 @@ impl OwnerState {
                 let changes = terminals.changes();
                 let list = with_sessions(canvas.apply(operation, args)?, &terminals);
                 let (list, has_worktrees) = with_worktrees(list, &worktrees);
+                let list = with_attention(list, runtime.clone(), project_id);
                 workspace.publish_worktrees(project_id, worktrees.facts());
                 let has_browser = canvas.nodes().iter().any(|n| n.kind == NodeKind::Browser);
                 // A worktree's state changes with no call (the agent commits): not kept.
@@ -763,6 +764,31 @@ pub(crate) fn with_worktrees(mut list: Value, worktrees: &Worktrees) -> (Value, 
         }
     }
     (list, any)
+}
+
+/// `canvas_list`'s agent nodes with what each agent is doing for the person
+/// (`attention`, as `agent_status` gives it). A kept answer may show it up to
+/// [`LIST_REUSE`] late.
+fn with_attention(
+    mut list: Value,
+    runtime: Option<Arc<AgentToolRuntime>>,
+    project_id: &str,
+) -> Value {
+    let Some(runtime) = runtime else {
+        return list;
+    };
+    let mut states: HashMap<String, Value> = (runtime.agent_states(project_id).into_iter())
+        .map(|(node_id, state)| (node_id, state.to_json()))
+        .collect();
+    for node in list.as_array_mut().into_iter().flatten() {
+        let id = node["id"].as_str().unwrap_or_default();
+        if let Some(state) = states.remove(id) {
+            if let Some(object) = node.as_object_mut() {
+                object.insert("attention".into(), state);
+            }
+        }
+    }
+    list
 }
 
 /// `canvas_list`'s nodes with each terminal's `session` (see the module docs; `null`
