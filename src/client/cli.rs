@@ -348,8 +348,9 @@ fn run_mcp(session_file: Option<PathBuf>, timeout: std::time::Duration) -> ExitC
 
 /// How long a hook waits for the host: an agent waits for its hooks.
 const HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-/// At most this much of a hook's JSON is read.
-const HOOK_INPUT_MAX: u64 = 256 * 1024;
+/// At most this much of a hook's JSON is kept (a `PostToolUse` event can hold a whole
+/// file the agent wrote); an event cut there says nothing and changes nothing.
+const HOOK_INPUT_MAX: u64 = 4 * 1024 * 1024;
 
 /// `hook claude|codex [JSON]`: the hook's event as an `agent_state` call. Prints nothing,
 /// exits 0 (see [`HOOK_HELP`]).
@@ -361,10 +362,13 @@ fn run_hook(session_file: Option<PathBuf>, agent: &str, json: Option<&String>) -
         Some(json) => json.clone(),
         None => {
             let mut input = String::new();
+            let mut stdin = io::stdin().lock();
             let _ = io::Read::read_to_string(
-                &mut io::Read::take(io::stdin(), HOOK_INPUT_MAX),
+                &mut io::Read::take(&mut stdin, HOOK_INPUT_MAX),
                 &mut input,
             );
+            // The rest is read and dropped: the agent's write of its event must not fail.
+            let _ = io::copy(&mut stdin, &mut io::sink());
             input
         }
     };

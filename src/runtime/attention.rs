@@ -26,6 +26,8 @@ use crate::protocol::ATTENTION_STATES;
 
 /// A program reading its terminal with no output for this long waits for the person.
 pub const QUIET_MS: u64 = 3_000;
+/// Output this long after an agent said `done` is its next work, not the end of the last.
+pub const DONE_GRACE_MS: u64 = 1_000;
 /// An agent's reason is cut to this many characters.
 pub const REASON_CHARS: usize = 200;
 
@@ -132,11 +134,10 @@ impl Attention {
         lock(&self.said).insert((project_id.to_string(), node_id.to_string()), said);
     }
 
-    /// Forgets an agent (its session ended).
-    pub fn forget(&self, project_id: &str, node_id: &str) {
-        let key = (project_id.to_string(), node_id.to_string());
-        lock(&self.said).remove(&key);
-        lock(&self.last).remove(&key);
+    /// Forgets agent `node_id` (its session ended or was revoked), in every project.
+    pub fn forget(&self, node_id: &str) {
+        lock(&self.said).retain(|(_, node), _| node != node_id);
+        lock(&self.last).retain(|(_, node), _| node != node_id);
     }
 
     /// The state of `node_id` of `project_id` now: `held` names the operation of a call of
@@ -196,7 +197,16 @@ fn decide(
         let reason = format!("{} waits for your approval", clean_reason(operation));
         return Some(state("waiting", Some("approval"), Some(reason), "approval"));
     }
-    if let Some(said) = said {
+    // An agent whose program ended is doing nothing, whatever it said last.
+    if terminal.is_some_and(|t| t.ended) {
+        return None;
+    }
+    // A `done` is over once its terminal shows output again after it (a Codex turn is
+    // said done, never working again: the next prompt's work shows on the terminal).
+    let done_since = |said: &Said| {
+        said.state == "done" && terminal.is_some_and(|t| t.last_output_at > said.at + DONE_GRACE_MS)
+    };
+    if let Some(said) = said.filter(|said| !done_since(said)) {
         return Some(state(said.state, said.why, said.reason.clone(), "agent"));
     }
     let terminal = terminal?;
@@ -301,7 +311,30 @@ mod tests {
             attention.state("p", "a", None, None, 9_700).unwrap().state,
             "done"
         );
-        attention.forget("p", "a");
+        // Output well after a `done` is new work: the terminal speaks again.
+        attention.said("p", "c", "done", None, None, 10_000);
+        let after = |at| facts(false, false, at);
+        assert_eq!(
+            attention
+                .state("p", "c", None, after(10_500), 11_000)
+                .unwrap()
+                .state,
+            "done"
+        );
+        assert_eq!(
+            attention
+                .state("p", "c", None, after(12_000), 12_100)
+                .unwrap()
+                .source,
+            "terminal"
+        );
+        // An ended program says nothing, whatever it said.
+        attention.said("p", "d", "working", None, None, 10_000);
+        assert_eq!(
+            attention.state("p", "d", None, facts(true, false, 0), 11_000),
+            None
+        );
+        attention.forget("a");
         assert_eq!(attention.state("p", "a", None, None, 9_800), None);
     }
 

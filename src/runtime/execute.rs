@@ -471,6 +471,10 @@ impl Core {
                         .cwd
                         .as_ref()
                         .ok_or("browser_upload needs a folder project")?;
+                    // A folder replaced since (by a symlink elsewhere) is no project.
+                    if !self.host.workspace.state_intact(&project.id) {
+                        return Err(FOLDER_MOVED.into());
+                    }
                     let paths = request.args.get("paths").and_then(Value::as_array);
                     let paths: Vec<&str> = paths
                         .into_iter()

@@ -582,6 +582,7 @@ impl Core {
         }
         lock(&self.active).remove(node_id);
         self.gate.approvals.withdraw(node_id);
+        self.attention.forget(node_id);
         if let Some(server) = self.server() {
             server.revoke(node_id);
         }

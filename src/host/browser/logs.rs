@@ -297,7 +297,10 @@ impl ConsoleLog {
         let mut answer = Map::new();
         answer.insert("messages".into(), Value::Array(messages));
         answer.insert("cursor".into(), json!(self.seen));
-        answer.insert("lost".into(), json!(oldest.saturating_sub(since + 1)));
+        answer.insert(
+            "lost".into(),
+            json!(oldest.saturating_sub(since.saturating_add(1))),
+        );
         answer.insert("omitted".into(), json!(omitted));
         Value::Object(answer)
     }
@@ -344,7 +347,7 @@ pub struct Request {
     response_headers: Vec<(String, String)>,
     /// The request's body, if it had one: its start, or `None` when Chromium did not
     /// send it with the event (then it is asked for when the request is read).
-    pub post_data: Option<String>,
+    pub post_data: Option<(String, usize)>,
     /// It had a body.
     pub has_post_data: bool,
     page: String,
@@ -433,15 +436,23 @@ impl Request {
 /// A body as an answer shows it: text (cut to [`BODY_CHARS`], escaped) or, for binary
 /// data, what it is. `body` is as Chromium gives it (`base64` when binary).
 pub fn body_fields(body: &str, base64: bool, mime: &str) -> (Value, Option<String>) {
+    body_fields_of(body, body.chars().count(), base64, mime)
+}
+
+/// [`body_fields`] of a body of `chars` characters in all, whose start is `body`.
+fn body_fields_of(body: &str, chars: usize, base64: bool, mime: &str) -> (Value, Option<String>) {
     if base64 {
         let bytes = body.len() / 4 * 3;
         let note = format!("binary body of about {bytes} bytes ({mime}): not shown");
         return (Value::Null, Some(note));
     }
-    let chars = body.chars().count();
+    let mut text = clean(body, BODY_CHARS);
+    if chars > BODY_CHARS && !text.ends_with('…') {
+        text.push('…'); // `body` was cut before it came here
+    }
     let note =
         (chars > BODY_CHARS).then(|| format!("the first {BODY_CHARS} of {chars} characters"));
-    (json!(clean(body, BODY_CHARS)), note)
+    (json!(text), note)
 }
 
 /// A page's requests: the last [`REQUESTS_KEPT`].
@@ -502,9 +513,12 @@ impl NetworkLog {
                     failure: None,
                     request_headers: headers_of(&request["headers"]),
                     response_headers: Vec::new(),
-                    post_data: request["postData"]
-                        .as_str()
-                        .map(|body| body.chars().take(BODY_CHARS + 1).collect()),
+                    post_data: request["postData"].as_str().map(|body| {
+                        (
+                            body.chars().take(BODY_CHARS).collect(),
+                            body.chars().count(),
+                        )
+                    }),
                     has_post_data: request["hasPostData"] == true,
                     page: clean(page, URL_CHARS),
                 });
@@ -564,7 +578,7 @@ impl NetworkLog {
         json!({
             "requests": requests,
             "cursor": self.seen,
-            "lost": oldest.saturating_sub(since + 1),
+            "lost": oldest.saturating_sub(since.saturating_add(1)),
             "omitted": omitted,
         })
     }
@@ -658,13 +672,17 @@ impl BrowserEngine {
             };
             let sent = match (&request.post_data, request.has_post_data) {
                 (Some(body), _) => Some(body.clone()),
-                (None, true) => ask("Network.getRequestPostData")
-                    .ok()
-                    .and_then(|reply| reply["postData"].as_str().map(str::to_string)),
+                (None, true) => ask("Network.getRequestPostData").ok().and_then(|reply| {
+                    let body = reply["postData"].as_str()?;
+                    Some((
+                        body.chars().take(BODY_CHARS).collect(),
+                        body.chars().count(),
+                    ))
+                }),
                 (None, false) => None,
             };
-            if let Some(body) = sent {
-                let (text, note) = body_fields(&body, false, "");
+            if let Some((body, chars)) = sent {
+                let (text, note) = body_fields_of(&body, chars, false, "");
                 detail["requestBody"] = text;
                 if let Some(note) = note {
                     detail["requestBodyNote"] = json!(note);

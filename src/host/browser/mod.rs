@@ -101,6 +101,9 @@ pub const CONTROL_TEXT_CHARS: usize = 120;
 /// The `browser_inspect` arguments that shape a snapshot (and mean nothing without one).
 const SNAPSHOT_ONLY: &[&str] = &["maxChars", "snapshot", "offset", "root", "find"];
 
+/// Uploads made so far (each gets a folder of its own, `upload.rs`).
+static UPLOADS: AtomicU64 = AtomicU64::new(0);
+
 /// The isolated world our page scripts and the click guard run in, in every frame.
 const TOOLS_WORLD: &str = "termsprawl-tools";
 
@@ -726,6 +729,12 @@ impl BrowserEngine {
 
     /// Closes the page's target and sends [`PageEvent::Gone`].
     pub fn close_page(&self, page: &PageId, deadline: Instant) -> Result<(), EngineError> {
+        if let Some(running) = lock(&self.running).as_ref() {
+            drop(std::fs::remove_dir_all(upload::folder(
+                &running.profile,
+                page,
+            )));
+        }
         self.on_page(page, deadline, |connection, session| {
             self.shared.remove(page);
             connection.forget_session(session);
@@ -917,7 +926,10 @@ impl BrowserEngine {
                     .unwrap_or_default();
                 let profile = lock(&self.running).as_ref().map(|r| r.profile.clone());
                 let profile = profile.ok_or(EngineError::EngineStopped)?;
-                let stage = profile.join("uploads").join(page.as_str());
+                // A folder per upload: the page reads a file only when it sends it, so an
+                // earlier upload's copies must stay (they go with the page or the profile).
+                let call = UPLOADS.fetch_add(1, Ordering::Relaxed);
+                let stage = upload::folder(&profile, page).join(call.to_string());
                 let root = std::path::Path::new(text("projectRoot")?);
                 let staged = upload::stage(root, &paths, &stage)?;
                 let staged: Vec<String> = staged

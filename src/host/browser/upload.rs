@@ -5,9 +5,10 @@
 //! before Chromium reads it. So the page never gets the agent's path: each file is
 //! opened here without following a last symlink and without waiting on a FIFO, the open
 //! file's real path (`/proc/self/fd`) is checked to be inside the project folder, and
-//! what was opened is copied into the running browser profile (`uploads/<page>`, private
-//! to this user, replaced by the page's next upload and removed with the profile). The
-//! page gets the copies, under the files' own names.
+//! what was opened is copied into the running browser profile (`uploads/<page>/<n>`, a
+//! folder per upload, private to this user, removed with the page or the profile: the
+//! page reads a file only when it sends it, so earlier uploads' copies stay). The page
+//! gets the copies, under the files' own names.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -17,6 +18,11 @@ use std::path::{Path, PathBuf};
 
 use super::EngineError;
 use crate::runtime::{UPLOAD_BYTES_MAX, UPLOAD_FILES_MAX};
+
+/// The folder of `page`'s uploads in the browser `profile`.
+pub fn folder(profile: &Path, page: &super::PageId) -> PathBuf {
+    profile.join("uploads").join(page.as_str())
+}
 
 /// Copies `paths` (real paths inside `project_root`) into `stage` (made anew, 0700) and
 /// returns the copies' paths, in order.
@@ -35,7 +41,10 @@ pub fn stage(
         .canonicalize()
         .map_err(|_| EngineError::Page("Project folder is not readable".into()))?;
     let _ = fs::remove_dir_all(stage);
-    let made = crate::base::files::private_dir(stage);
+    let made = stage
+        .parent()
+        .map_or(Ok(()), crate::base::files::private_dir);
+    let made = made.and_then(|()| crate::base::files::private_dir(stage));
     made.map_err(|e| EngineError::Page(format!("cannot make a folder for the upload: {e}")))?;
     let mut staged = Vec::new();
     for (index, path) in paths.iter().enumerate() {

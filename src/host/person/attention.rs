@@ -50,6 +50,7 @@ pub fn watch(
                 notify,
                 seen: HashMap::new(),
                 running: Vec::new(),
+                looked: false,
             };
             while !stop.load(Ordering::SeqCst) {
                 watcher.look();
@@ -69,6 +70,9 @@ struct Watcher {
     /// Each agent's state as last seen (without its time).
     seen: HashMap<String, (String, Option<String>, Option<String>)>,
     running: Vec<(Child, Instant)>,
+    /// Whether the first look was taken: it only notes the states (a restart does not
+    /// notify again about agents that were waiting before it).
+    looked: bool,
 }
 
 impl Watcher {
@@ -88,6 +92,7 @@ impl Watcher {
             now_seen.insert(node_id, key);
         }
         self.seen = now_seen;
+        self.looked = true;
     }
 
     fn changed(&mut self, node_id: &str, state: &AgentState) {
@@ -101,7 +106,7 @@ impl Watcher {
         }
         let server = self.runtime.server();
         server.record_attention(&self.project_id, node_id, &args);
-        if matches!(state.state, "waiting" | "done") {
+        if self.looked && matches!(state.state, "waiting" | "done") {
             self.run_notify(node_id, state);
         }
     }
@@ -120,10 +125,12 @@ impl Watcher {
             "waiting" => format!("{node_id} waits for you"),
             _ => format!("{node_id} is done"),
         };
-        let body = match (why, reason) {
-            ("", reason) => reason.to_string(),
-            (why, "") => why.to_string(),
-            (why, reason) => format!("{why}: {reason}"),
+        // Always a word of ours first: the agent's text never starts an argument (a
+        // leading `-` would read as an option to a program like notify-send).
+        let said = if why.is_empty() { state.state } else { why };
+        let body = match reason {
+            "" => said.to_string(),
+            reason => format!("{said}: {reason}"),
         };
         let spawned = Command::new(program)
             .arg(&summary)
