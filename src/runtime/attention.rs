@@ -8,7 +8,7 @@
 //!    sets up send for it (Claude Code's `Notification`, `Stop`, `UserPromptSubmit` and
 //!    `PostToolUse`; Codex's `notify` at the end of each turn): `termsprawlctl hook`;
 //! 3. else its terminal, for an agent running in one of the host's: its program blocked
-//!    reading the terminal with no output for [`QUIET`] waits for the person to type;
+//!    reading the terminal with no output for [`QUIET_MS`] waits for the person to type;
 //!    any other live program is working.
 //!
 //! An agent with none of these (one outside the host's terminals that never reported)
