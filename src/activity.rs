@@ -45,7 +45,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::base::terminal_text::{escape_for_terminal, is_escaped_for_terminal, push_escaped};
+use crate::base::terminal_text::{cut_escaped, is_escaped_for_terminal, push_escaped};
 use crate::base::{civil_from_days, lock_or_recover};
 use crate::protocol::{ToolResult, ToolSession};
 
@@ -222,7 +222,7 @@ impl CommandEnd {
 
     /// `exited 1 after 3004 ms`, for [`ActivityLine::display`].
     fn describe(&self) -> String {
-        let mut text = shown(&self.state, OUTCOME_CHARS).into_owned();
+        let mut text = cut_escaped(&self.state, OUTCOME_CHARS).into_owned();
         if let Some(code) = self.exit_code {
             text.push_str(&format!(" {code}"));
         }
@@ -249,7 +249,7 @@ impl ActivityLine {
         line.push_str("  ");
         pad(&mut line, &self.operation_column(), widths.1);
         line.push_str("  ");
-        pad(&mut line, &shown(&self.outcome, OUTCOME_CHARS), 5);
+        pad(&mut line, &cut_escaped(&self.outcome, OUTCOME_CHARS), 5);
         if let Some(ms) = self.duration_ms {
             line.push_str(&format!("  {ms} ms"));
         }
@@ -270,18 +270,18 @@ impl ActivityLine {
             line.push_str(&format!("  port {port}"));
         }
         if let Some(decided) = &self.decided {
-            line.push_str(&format!("  ({})", shown(decided, ERROR_CHARS)));
+            line.push_str(&format!("  ({})", cut_escaped(decided, ERROR_CHARS)));
         }
         if let Some(command) = &self.command {
             line.push_str("  command ");
             line.push_str(&command.describe());
         }
         if let Some(why) = &self.unconfined {
-            line.push_str(&format!("  unconfined ({})", shown(why, ERROR_CHARS)));
+            line.push_str(&format!("  unconfined ({})", cut_escaped(why, ERROR_CHARS)));
         }
         if let Some(error) = &self.error {
             line.push_str("  ");
-            line.push_str(&shown(error, ERROR_CHARS));
+            line.push_str(&cut_escaped(error, ERROR_CHARS));
         }
         line
     }
@@ -290,8 +290,8 @@ impl ActivityLine {
     pub fn node_column(&self) -> String {
         // In parentheses: no node id has them, so no agent passes for the person.
         match (&self.node_id, &self.by) {
-            (Some(node), _) => shown(node, NAME_CHARS).into_owned(),
-            (None, Some(by)) => format!("({})", shown(by, NAME_CHARS)),
+            (Some(node), _) => cut_escaped(node, NAME_CHARS).into_owned(),
+            (None, Some(by)) => format!("({})", cut_escaped(by, NAME_CHARS)),
             (None, None) => "-".to_string(),
         }
     }
@@ -328,7 +328,7 @@ impl ActivityLine {
             {
                 Cow::Borrowed(clock)
             }
-            _ => Cow::Owned(shown(&self.time, TIME_CHARS).into_owned()),
+            _ => Cow::Owned(cut_escaped(&self.time, TIME_CHARS).into_owned()),
         }
     }
 }
@@ -340,14 +340,6 @@ fn pad(line: &mut String, text: &str, width: usize) {
     line.extend(std::iter::repeat(' ').take(missing));
 }
 
-/// `text` cut to `max` characters (with `…` when cut) and escaped for a terminal.
-fn shown(text: &str, max: usize) -> Cow<'_, str> {
-    match cut_chars(text, max) {
-        Cow::Borrowed(text) => escape_for_terminal(text),
-        Cow::Owned(text) => Cow::Owned(escape_for_terminal(&text).into_owned()),
-    }
-}
-
 /// An argument's value for people: a plain word as it is; other text quoted and cut to
 /// [`TEXT_CHARS`]; any other value as its JSON, cut to [`VALUE_CHARS`] and escaped.
 fn shown_value(value: &Value) -> String {
@@ -357,7 +349,7 @@ fn shown_value(value: &Value) -> String {
         }
         Value::String(text) => quoted(&cut_chars(text, TEXT_CHARS)),
         // serde_json escapes `"`, `\` and C0; the escaping catches the rest.
-        other => shown(&other.to_string(), VALUE_CHARS).into_owned(),
+        other => cut_escaped(&other.to_string(), VALUE_CHARS).into_owned(),
     }
 }
 

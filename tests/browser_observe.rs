@@ -144,24 +144,6 @@ fn answer(mut stream: TcpStream, refused: u16, received: &Received) {
     stream.write_all(response.as_bytes()).ok();
 }
 
-fn chromium_installed() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()));
-    if !found {
-        eprintln!(
-            "NOTICE: skipping the browser console, network and upload tests: no Chromium on PATH"
-        );
-    }
-    found
-}
-
-fn title(serve: &Serve, dirs: &Dirs, browser: &str) -> String {
-    let page = serve.ok(dirs, "me", "browser_inspect", json!({ "nodeId": browser }));
-    page["title"].as_str().unwrap().to_string()
-}
-
 fn navigate(serve: &Serve, dirs: &Dirs, browser: &str, url: &str) {
     serve.ok(
         dirs,
@@ -195,7 +177,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn console_network_and_uploads_of_a_real_page() {
-    if !chromium_installed() {
+    if !chromium_or_notice("the browser console, network and upload tests") {
         return;
     }
     let received = Received::default();
@@ -316,7 +298,7 @@ fn console_network_and_uploads_of_a_real_page() {
     // The network: a 404, a refused connection, one request's headers and body.
     navigate(&serve, &dirs, &browser, &format!("{base}/network"));
     poll("the page's fetches", Duration::from_secs(10), || {
-        (title(&serve, &dirs, &browser) == "fetched").then_some(())
+        (page_title(&serve, &dirs, &browser) == "fetched").then_some(())
     });
     let failed = serve.ok(
         &dirs,
@@ -481,7 +463,7 @@ fn console_network_and_uploads_of_a_real_page() {
     let before = rss_kib(serve.pid());
     navigate(&serve, &dirs, &browser, &format!("{base}/flood"));
     poll("the flood", Duration::from_secs(30), || {
-        (title(&serve, &dirs, &browser) == "flooded").then_some(())
+        (page_title(&serve, &dirs, &browser) == "flooded").then_some(())
     });
     let flood = poll("every flood message seen", Duration::from_secs(10), || {
         let answer = serve.ok(

@@ -78,22 +78,6 @@ fn answer(mut stream: TcpStream) {
     stream.write_all(response.as_bytes()).ok();
 }
 
-fn chromium_installed() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()));
-    if !found {
-        eprintln!("NOTICE: skipping the browser steering tests: no Chromium on PATH");
-    }
-    found
-}
-
-fn title(serve: &Serve, dirs: &Dirs, browser: &str) -> String {
-    let page = serve.ok(dirs, "me", "browser_inspect", json!({ "nodeId": browser }));
-    page["title"].as_str().unwrap().to_string()
-}
-
 /// The page's visible text.
 fn text(serve: &Serve, dirs: &Dirs, browser: &str) -> String {
     let page = serve.ok(dirs, "me", "browser_inspect", json!({ "nodeId": browser }));
@@ -128,7 +112,7 @@ fn press(serve: &Serve, dirs: &Dirs, browser: &str, args: Value) -> Value {
 
 #[test]
 fn keys_history_and_the_viewport_steer_the_page() {
-    if !chromium_installed() {
+    if !chromium_or_notice("the browser steering tests") {
         return;
     }
     let base = serve_pages();
@@ -171,7 +155,7 @@ fn keys_history_and_the_viewport_steer_the_page() {
     let sent = press(&serve, &dirs, &browser, json!({ "key": "Enter" }));
     assert_eq!(sent["key"], "Enter", "{sent}");
     let submitted = poll("the form submitted", Duration::from_secs(5), || {
-        let now = title(&serve, &dirs, &browser);
+        let now = page_title(&serve, &dirs, &browser);
         now.starts_with("sent:").then_some(now)
     });
     assert_eq!(submitted, "sent: Ada");
@@ -224,7 +208,7 @@ fn keys_history_and_the_viewport_steer_the_page() {
         "browser_history",
         json!({ "nodeId": browser, "action": "reload" }),
     );
-    assert_eq!(title(&serve, &dirs, &browser), "Page /second");
+    assert_eq!(page_title(&serve, &dirs, &browser), "Page /second");
     // Back to the form, then to the tab's first page (about:blank), then nothing.
     for _ in 0..2 {
         serve.ok(
@@ -257,7 +241,7 @@ fn keys_history_and_the_viewport_steer_the_page() {
         json!({ "nodeId": browser, "ref": select, "values": ["Blue"] }),
     );
     assert_eq!(chosen["selected"], json!(["blue"]), "{chosen}");
-    assert_eq!(title(&serve, &dirs, &browser), "color blue");
+    assert_eq!(page_title(&serve, &dirs, &browser), "color blue");
     let refused = serve.err(
         &dirs,
         "me",
@@ -289,7 +273,7 @@ fn keys_history_and_the_viewport_steer_the_page() {
         "browser_click",
         json!({ "nodeId": browser, "ref": item }),
     );
-    assert_eq!(title(&serve, &dirs, &browser), "deleted");
+    assert_eq!(page_title(&serve, &dirs, &browser), "deleted");
 
     // A phone's viewport.
     let sized = serve.ok(

@@ -104,17 +104,6 @@ fn answer(mut stream: TcpStream) {
     stream.write_all(response.as_bytes()).ok();
 }
 
-fn chromium_installed() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()));
-    if !found {
-        eprintln!("NOTICE: skipping the browser wait tests: no Chromium on PATH");
-    }
-    found
-}
-
 /// A serve with browser control and agents `me` and `other`, and a browser `me` owns on
 /// `url`.
 fn serve_with_browser(dirs: &Dirs, url: &str) -> (Serve, String) {
@@ -150,14 +139,9 @@ fn navigate(serve: &Serve, dirs: &Dirs, browser: &str, url: &str) -> Value {
     )
 }
 
-fn title(serve: &Serve, dirs: &Dirs, browser: &str) -> String {
-    let page = serve.ok(dirs, "me", "browser_inspect", json!({ "nodeId": browser }));
-    page["title"].as_str().unwrap().to_string()
-}
-
 #[test]
 fn waits_for_text_to_appear_and_go_and_for_idleness() {
-    if !chromium_installed() {
+    if !chromium_or_notice("the browser wait tests") {
         return;
     }
     let base = serve_pages();
@@ -267,7 +251,7 @@ fn waits_for_text_to_appear_and_go_and_for_idleness() {
 
 #[test]
 fn a_long_wait_holds_up_no_other_call_of_its_project() {
-    if !chromium_installed() {
+    if !chromium_or_notice("the browser wait tests") {
         return;
     }
     let base = serve_pages();
@@ -325,7 +309,7 @@ fn a_long_wait_holds_up_no_other_call_of_its_project() {
 
 #[test]
 fn actions_say_what_they_started_and_dialogs_are_reported_and_answered() {
-    if !chromium_installed() {
+    if !chromium_or_notice("the browser wait tests") {
         return;
     }
     let base = serve_pages();
@@ -344,7 +328,7 @@ fn actions_say_what_they_started_and_dialogs_are_reported_and_answered() {
     let fetched = click("#fetch");
     println!("click that fetches: {fetched}");
     assert_eq!(fetched["after"], "requests_done", "{fetched}");
-    assert_eq!(title(&serve, &dirs, &browser), "fetched");
+    assert_eq!(page_title(&serve, &dirs, &browser), "fetched");
     // A click that does nothing says so.
     let nothing = click("p");
     assert_eq!(nothing["after"], "nothing", "{nothing}");
@@ -390,7 +374,7 @@ fn actions_say_what_they_started_and_dialogs_are_reported_and_answered() {
         "browser_dialog",
         json!({ "nodeId": browser, "accept": false }),
     );
-    assert_eq!(title(&serve, &dirs, &browser), "kept");
+    assert_eq!(page_title(&serve, &dirs, &browser), "kept");
     click("#confirm");
     serve.ok(
         &dirs,
@@ -398,7 +382,7 @@ fn actions_say_what_they_started_and_dialogs_are_reported_and_answered() {
         "browser_dialog",
         json!({ "nodeId": browser, "accept": true }),
     );
-    assert_eq!(title(&serve, &dirs, &browser), "deleted");
+    assert_eq!(page_title(&serve, &dirs, &browser), "deleted");
     let prompted = click("#prompt");
     assert_eq!(prompted["dialog"]["defaultPrompt"], "anon", "{prompted}");
     serve.ok(
@@ -407,7 +391,7 @@ fn actions_say_what_they_started_and_dialogs_are_reported_and_answered() {
         "browser_dialog",
         json!({ "nodeId": browser, "accept": true, "promptText": "Ada" }),
     );
-    assert_eq!(title(&serve, &dirs, &browser), "name: Ada");
+    assert_eq!(page_title(&serve, &dirs, &browser), "name: Ada");
 
     // A file chooser is intercepted and reported; nothing is uploaded.
     let chooser = click("#file");

@@ -20,7 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use serve_harness::{tmux_installed, Dirs, Serve};
+use serve_harness::{chromium_on_path, tmux_installed, Dirs, Serve};
 use support::{Behaviour, DataDir, TestHost, TOKEN};
 
 fn python_with_mcp() -> Option<String> {
@@ -147,13 +147,6 @@ fn the_python_sdk_hears_the_tool_list_change_when_browser_control_is_switched() 
     assert!(serve.stop().success());
 }
 
-fn chromium_installed() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
-}
-
 fn python_has_jsonschema() -> bool {
     Command::new("python3")
         .args(["-c", "import jsonschema"])
@@ -213,7 +206,7 @@ fn every_answer_conforms_to_its_output_schema_in_the_python_sdk() {
         eprintln!("NOTICE: python3 with the `mcp` package is not installed; skipping the output schema test (pip install mcp)");
         return;
     };
-    if !python_has_jsonschema() || !chromium_installed() {
+    if !python_has_jsonschema() || !chromium_on_path() {
         eprintln!(
             "NOTICE: the output schema test needs Python's jsonschema and Chromium; skipping it"
         );

@@ -46,13 +46,6 @@ fn page_server() -> String {
     format!("http://127.0.0.1:{port}/")
 }
 
-fn chromium_installed() -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
-}
-
 fn saved_nodes(dirs: &Dirs) -> usize {
     let saved: Value =
         serde_json::from_slice(&std::fs::read(dirs.project_file()).unwrap()).unwrap();
@@ -100,7 +93,7 @@ fn browser_control_is_off_by_default_and_a_missing_browser_adds_nothing() {
 
 #[test]
 fn pages_are_driven_owned_restored_and_ended() {
-    if !chromium_installed() {
+    if !chromium_on_path() {
         eprintln!("Chromium is not installed: skipping pages_are_driven_owned_restored_and_ended");
         return;
     }

@@ -65,6 +65,19 @@ pub fn push_escaped(out: &mut String, c: char) {
     };
 }
 
+/// `text` cut to its first `max` characters (`…` marks a cut), then escaped as
+/// [`escape_for_terminal`] does: text from agents and pages kept or shown short.
+pub fn cut_escaped(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => escape_for_terminal(text),
+        Some((end, _)) => {
+            let mut out = escape_for_terminal(&text[..end]).into_owned();
+            out.push('…');
+            Cow::Owned(out)
+        }
+    }
+}
+
 /// `text` with every character a terminal would act on or hide escaped (see the module
 /// docs); borrowed when there is none.
 pub fn escape_for_terminal(text: &str) -> Cow<'_, str> {

@@ -415,7 +415,8 @@ fn hook_state(agent: &str, event: &Value) -> Option<Map<String, Value>> {
     if let Some(why) = why {
         args.insert("why".into(), Value::from(why));
     }
-    let reason: String = reason.chars().take(1_000).collect();
+    // NUL is no text the protocol takes: dropped, so the state still reaches the person.
+    let reason: String = reason.chars().filter(|&c| c != '\0').take(1_000).collect();
     if !reason.trim().is_empty() {
         args.insert("reason".into(), Value::from(reason));
     }

@@ -17,15 +17,19 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::base::lock_or_recover as lock;
-use crate::base::terminal_text::escape_for_terminal;
+use crate::base::terminal_text::cut_escaped;
 use crate::protocol::ATTENTION_STATES;
 
 /// A program reading its terminal with no output for this long waits for the person.
 pub const QUIET_MS: u64 = 3_000;
+/// How long an agent's terminal facts are used again: looking costs `/proc` reads (for
+/// tmux, a `tmux` call), and `agent_status` is answered on the server's accept thread.
+pub const FACTS_FRESH: Duration = Duration::from_millis(500);
 /// Output this long after an agent said `done` is its next work, not the end of the last.
 pub const DONE_GRACE_MS: u64 = 1_000;
 /// An agent's reason is cut to this many characters.
@@ -67,12 +71,7 @@ impl AgentState {
 
 /// `text` cut to [`REASON_CHARS`] and escaped.
 pub fn clean_reason(text: &str) -> String {
-    let cut: String = text.trim().chars().take(REASON_CHARS).collect();
-    let mut out = escape_for_terminal(&cut).into_owned();
-    if text.trim().chars().nth(REASON_CHARS).is_some() {
-        out.push('…');
-    }
-    out
+    cut_escaped(text.trim(), REASON_CHARS).into_owned()
 }
 
 /// What an agent last said with `agent_state`.
@@ -90,6 +89,8 @@ pub struct Attention {
     said: Mutex<HashMap<(String, String), Said>>,
     /// The last state computed for each agent (its `since` is kept while it holds).
     last: Mutex<HashMap<(String, String), AgentState>>,
+    /// Each agent's terminal facts, and when they were looked at.
+    facts: Mutex<HashMap<String, (Instant, Option<TerminalFacts>)>>,
 }
 
 /// What an agent's terminal shows.
@@ -138,6 +139,24 @@ impl Attention {
     pub fn forget(&self, node_id: &str) {
         lock(&self.said).retain(|(_, node), _| node != node_id);
         lock(&self.last).retain(|(_, node), _| node != node_id);
+        lock(&self.facts).remove(node_id);
+    }
+
+    /// `node_id`'s terminal facts: `look`'s, or those it gave less than [`FACTS_FRESH`]
+    /// ago (the lock is not held while it looks).
+    pub fn terminal(
+        &self,
+        node_id: &str,
+        look: impl FnOnce() -> Option<TerminalFacts>,
+    ) -> Option<TerminalFacts> {
+        if let Some((at, facts)) = lock(&self.facts).get(node_id) {
+            if at.elapsed() < FACTS_FRESH {
+                return *facts;
+            }
+        }
+        let facts = look();
+        lock(&self.facts).insert(node_id.to_string(), (Instant::now(), facts));
+        facts
     }
 
     /// The state of `node_id` of `project_id` now: `held` names the operation of a call of

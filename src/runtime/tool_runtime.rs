@@ -107,16 +107,19 @@ impl Core {
     pub(super) fn agent_state(&self, project_id: &str, node_id: &str) -> Option<AgentState> {
         let held = self.gate.approvals.held_for(project_id, node_id);
         let terminals = &self.host.terminals;
-        let terminal = terminals
-            .foreground(node_id)
-            .map(|foreground| TerminalFacts {
-                ended: foreground == Foreground::Ended,
-                reading: foreground == Foreground::AwaitingInput
-                    || terminals.reading(node_id) == Some(true),
-                last_output_at: terminals
-                    .output_mark(node_id)
-                    .map_or(0, |m| m.last_output_at),
-            });
+        // Looked at most every `FACTS_FRESH`: `agent_status` asks on the accept thread.
+        let terminal = self.attention.terminal(node_id, || {
+            terminals
+                .foreground(node_id)
+                .map(|foreground| TerminalFacts {
+                    ended: foreground == Foreground::Ended,
+                    reading: foreground == Foreground::AwaitingInput
+                        || terminals.reading(node_id) == Some(true),
+                    last_output_at: terminals
+                        .output_mark(node_id)
+                        .map_or(0, |m| m.last_output_at),
+                })
+        });
         let now = unix_millis();
         self.attention
             .state(project_id, node_id, held.as_deref(), terminal, now)

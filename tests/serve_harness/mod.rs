@@ -708,3 +708,31 @@ pub fn lost_integration_never_leaves_the_terminal_stuck(serve: &Serve, dirs: &Di
     assert_eq!(after["value"]["state"], "exited", "{after}");
     assert_eq!(after["value"]["integration"], "none", "{after}");
 }
+
+/// Whether a Chromium the browser engine can start is on `PATH`.
+pub fn chromium_on_path() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .any(|name| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
+/// [`chromium_on_path`], with a notice that `what` is skipped when it is not.
+pub fn chromium_or_notice(what: &str) -> bool {
+    let found = chromium_on_path();
+    if !found {
+        eprintln!("NOTICE: skipping {what}: no Chromium on PATH");
+    }
+    found
+}
+
+/// The title of browser node `browser`'s page, as agent `me` inspects it.
+pub fn page_title(serve: &Serve, dirs: &Dirs, browser: &str) -> String {
+    let page = serve.ok(
+        dirs,
+        "me",
+        "browser_inspect",
+        serde_json::json!({ "nodeId": browser }),
+    );
+    page["title"].as_str().unwrap().to_string()
+}

@@ -10,7 +10,7 @@
 //! page that logs without end costs at most a few MiB.
 //!
 //! Everything in them is page content, untrusted: every string is cut and escaped
-//! ([`escape_for_terminal`]: controls, bidi and invisible characters shown as `\u202e`
+//! ([`cut_escaped`]: controls, bidi and invisible characters shown as `\u202e`
 //! and the like) before it is kept, and credentials in headers are never kept
 //! ([`is_credential`]).
 //!
@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 
 use super::cdp::CdpError;
 use super::{BrowserEngine, EngineError, PageId};
-use crate::base::terminal_text::escape_for_terminal;
+use crate::base::terminal_text::cut_escaped;
 use crate::protocol::CONSOLE_LEVELS;
 
 /// Console messages kept per page.
@@ -69,17 +69,9 @@ pub fn is_credential(name: &str) -> bool {
         || CREDENTIAL_PARTS.iter().any(|part| name.contains(part))
 }
 
-/// `text` cut to `max` characters (an ellipsis marks a cut) and escaped.
+/// `text` cut to `max` characters (an ellipsis marks a cut) and escaped, as kept.
 fn clean(text: &str, max: usize) -> String {
-    let cut = match text.char_indices().nth(max) {
-        None => text,
-        Some((end, _)) => &text[..end],
-    };
-    let mut out = escape_for_terminal(cut).into_owned();
-    if cut.len() < text.len() {
-        out.push('…');
-    }
-    out
+    cut_escaped(text, max).into_owned()
 }
 
 /// One console message.

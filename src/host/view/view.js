@@ -195,7 +195,9 @@
   // node is outlined; the page title counts them; once the person allows it, a browser
   // notification says so when one starts waiting, also while the tab is in the background.
   const PAGE_TITLE = "termsprawl canvas";
-  let waitingBefore = new Set();
+  // `null` until the first drawing: agents already waiting when the page opens are listed,
+  // not announced again.
+  let waitingBefore = null;
   function renderWaiting() {
     const titles = new Map(canvas.nodes.map((n) => [n.id, (n.data && n.data.title) || n.id]));
     const waiting = canvas.agents.filter((a) => a.attention && a.attention.state === "waiting");
@@ -223,7 +225,7 @@
     $("notify-allow").hidden = !canNotify || Notification.permission !== "default";
     if (canNotify && Notification.permission === "granted") {
       for (const agent of waiting) {
-        if (waitingBefore.has(agent.nodeId)) continue;
+        if (!waitingBefore || waitingBefore.has(agent.nodeId)) continue;
         const body = (agent.attention.why || "question") + (agent.attention.reason ? ": " + escapedText(agent.attention.reason) : "");
         new Notification(escapedText(titles.get(agent.nodeId) || agent.nodeId) + " waits for you", { body, tag: "termsprawl-" + agent.nodeId });
       }
