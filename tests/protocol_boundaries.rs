@@ -11,10 +11,11 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Map, Value};
+use termsprawl_tools::protocol::keys::KEY_NAME_PATTERN;
 use termsprawl_tools::protocol::{
-    catalogue_json, exactly_one_of, find_tool, validate_tool_request, ArgKind, ArgSpec, ToolSpec,
-    AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, BROWSER_IDLE, GUIDE_TOPICS, INSPECT_MODES,
-    NO_CONTROL_PATTERN,
+    at_least_one_of, catalogue_json, exactly_one_of, find_tool, validate_tool_request, ArgKind,
+    ArgSpec, ToolSpec, AGENT_KINDS, AGENT_TOOLS, ARTIFACT_VIEWS, BROWSER_IDLE, GUIDE_TOPICS,
+    INSPECT_MODES, NO_CONTROL_PATTERN,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -57,6 +58,7 @@ fn valid_value(kind: ArgKind) -> Value {
         ArgKind::Flag => json!(true),
         ArgKind::Wait => json!({"pattern": "ready"}),
         ArgKind::Command => json!("last"),
+        ArgKind::Keys => json!(["Enter"]),
     }
 }
 
@@ -64,11 +66,13 @@ fn valid_value(kind: ArgKind) -> Value {
 /// Of two alternatives (exactly one must be given), always the first.
 fn valid_args(tool: &ToolSpec, with_optional: bool) -> Map<String, Value> {
     let alternatives = exactly_one_of(tool.name);
+    // Of one-or-both, the first is always given.
+    let first_of_either = at_least_one_of(tool.name).map(|[first, _]| first);
     tool.args
         .iter()
         .filter(|a| match alternatives {
             Some([first, second]) if [first, second].contains(&a.name) => a.name == first,
-            _ => a.required || with_optional,
+            _ => a.required || with_optional || Some(a.name) == first_of_either,
         })
         .map(|a| (a.name.to_string(), valid_value(a.kind)))
         .collect()
@@ -332,11 +336,14 @@ fn catalogue_matches_the_operation_table() {
         ("terminal_open", &[("title", Text, false)]),
         (
             "terminal_read",
-            // Beyond the spec: `command`.
+            // Beyond the spec: `command`, `since`, `search`, `maxMatches`.
             &[
                 ("nodeId", Text, true),
                 ("maxChars", Number, false),
                 ("command", Command, false),
+                ("since", Whole(0, 9_007_199_254_740_991), false),
+                ("search", Message, false),
+                ("maxMatches", Whole(1, 200), false),
             ],
         ),
         (
@@ -365,7 +372,12 @@ fn catalogue_matches_the_operation_table() {
         ),
         (
             "terminal_input",
-            &[("nodeId", Text, true), ("text", Text, true)],
+            // Beyond the spec: `keys`; `text` may then be left out.
+            &[
+                ("nodeId", Text, true),
+                ("text", Text, false),
+                ("keys", Keys, false),
+            ],
         ),
         ("terminal_interrupt", &[("nodeId", Text, true)]),
         ("terminal_external", &[("nodeId", Text, true)]),
@@ -773,6 +785,18 @@ fn every_missing_required_argument_is_named() {
             };
             assert_eq!(verdict(&request(tool.name, Value::Object(args))), expected);
         }
+        // One or both of two: neither is refused, naming the first.
+        if let Some([first, second]) = at_least_one_of(tool.name) {
+            let mut args = valid_args(tool, true);
+            args.remove(first);
+            args.remove(second);
+            assert_eq!(
+                verdict(&request(tool.name, Value::Object(args))),
+                Err(format!(
+                    "Missing argument: {first} (give {first}, {second} or both)"
+                ))
+            );
+        }
     }
 }
 
@@ -827,7 +851,7 @@ fn a_project_id_in_args_is_an_unknown_argument() {
     let raw = json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}});
     assert_eq!(
         verdict(&raw),
-        Err("Unknown argument: projectId (terminal_read takes nodeId, maxChars, command)".into())
+        Err("Unknown argument: projectId (terminal_read takes nodeId, maxChars, command, since, search, maxMatches)".into())
     );
 }
 
@@ -1010,7 +1034,7 @@ fn cli_validate_prints_an_unknown_argument_refusal_and_exits_1() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        "{\"ok\":false,\"error\":\"Unknown argument: projectId (terminal_read takes nodeId, maxChars, command)\"}\n"
+        "{\"ok\":false,\"error\":\"Unknown argument: projectId (terminal_read takes nodeId, maxChars, command, since, search, maxMatches)\"}\n"
     );
 }
 
@@ -1187,12 +1211,22 @@ fn cli_catalogue_prints_44_operations_whose_schemas_carry_the_limits() {
                     assert_eq!(p["oneOf"][0]["enum"], json!(["last"]));
                     assert_eq!(p["oneOf"][1]["maximum"], json!(1_000_000));
                 }
+                ArgKind::Keys => {
+                    assert_eq!(p["type"], json!("array"));
+                    assert_eq!((&p["minItems"], &p["maxItems"]), (&json!(1), &json!(100)));
+                    assert_eq!(p["items"]["maxLength"], json!(16));
+                    assert_eq!(p["items"]["pattern"], json!(KEY_NAME_PATTERN));
+                }
             }
         }
         // Exactly one of two alternatives: the required arguments and one more.
         if exactly_one_of(tool.name).is_some() {
             assert_eq!(schema["minProperties"], json!(required.len() + 1));
             assert_eq!(schema["maxProperties"], json!(required.len() + 1));
+        } else if at_least_one_of(tool.name).is_some() {
+            // One or both of two: the required arguments and at least one more.
+            assert_eq!(schema["minProperties"], json!(required.len() + 1));
+            assert!(schema.get("maxProperties").is_none(), "{}", tool.name);
         } else {
             assert!(schema.get("minProperties").is_none(), "{}", tool.name);
         }

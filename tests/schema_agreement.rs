@@ -172,6 +172,47 @@ fn value_for(kind: ArgKind, rng: &mut Rng, strings: &[String], numbers: &[Value]
                 json!(3.0),
             ])
             .clone(),
+        ArgKind::Keys => {
+            let names = [
+                "Enter",
+                "enter",
+                "G",
+                "é",
+                "😀",
+                "C-c",
+                "C-C",
+                "C-1",
+                "C-@",
+                "M-x",
+                "M-M-x",
+                "C-M-x",
+                "M-C-M-x",
+                "F12",
+                "F13",
+                "ArrowUp",
+                "Up ",
+                "",
+                "\u{3}",
+                "a\nb",
+                "\u{9b}",
+                "PageDown",
+                "ESC",
+                "BTab",
+                "C-\\",
+                "C-[",
+                "M-Left",
+                "xy",
+                "ArrowRightArrowRight",
+            ];
+            let count = *rng.pick(&[0usize, 1, 2, 5, 100, 101]);
+            let items: Vec<Value> = (0..count)
+                .map(|_| match rng.chance(20) {
+                    true => json!(7),
+                    false => json!(rng.pick(&names)),
+                })
+                .collect();
+            Value::Array(items)
+        }
     }
 }
 
@@ -214,6 +255,7 @@ fn generate_args(tool: &ToolSpec, rng: &mut Rng, strings: &[String], numbers: &[
                     ArgKind::Flag => json!(true),
                     ArgKind::Wait => json!({"pattern": "ready"}),
                     ArgKind::Command => json!("last"),
+                    ArgKind::Keys => json!(["Escape", ":", "q", "!", "Enter"]),
                 }
             } else {
                 value_for(arg.kind, rng, strings, numbers)
@@ -384,6 +426,7 @@ fn schemas_and_validator_agree_on_every_boundary_value_of_every_argument() {
                             ArgKind::Flag => json!(false),
                             ArgKind::Wait => json!("exit"),
                             ArgKind::Command => json!(1),
+                            ArgKind::Keys => json!(["Up"]),
                         };
                         (a.name.to_string(), valid)
                     })

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use super::keys::{KEY_NAME_PATTERN, MAX_KEY_NAME_CHARS};
 use super::limits::{
     COMMAND_OUTPUT_MAX_CHARS, COMMAND_OUTPUT_MIN_CHARS, MAX_ARRAY_ITEMS, MAX_ITEM_CHARS,
     MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS, SNAPSHOT_MAX_CHARS, SNAPSHOT_MIN_CHARS,
@@ -65,6 +66,8 @@ pub enum ArgKind {
     Wait,
     /// A command of a terminal: `"last"` or a `commandId` (1 to 1,000,000).
     Command,
+    /// 1–100 key names for a terminal ([`crate::protocol::keys`]), each known.
+    Keys,
 }
 
 /// One argument of an operation.
@@ -258,9 +261,20 @@ pub static EXACTLY_ONE_OF: &[(&str, [&str; 2])] = &[
     ("browser_type", ["selector", "ref"]),
 ];
 
+/// Operations whose arguments include at least one of two (and no other optional
+/// argument): `terminal_input` types `text`, presses `keys`, or both, in that order.
+pub static AT_LEAST_ONE_OF: &[(&str, [&str; 2])] = &[("terminal_input", ["text", "keys"])];
+
 /// The alternatives of `tool` of which exactly one must be given, if it has any.
 pub fn exactly_one_of(tool: &str) -> Option<[&'static str; 2]> {
     EXACTLY_ONE_OF
+        .iter()
+        .find_map(|&(name, pair)| (name == tool).then_some(pair))
+}
+
+/// The two arguments of `tool` of which at least one must be given, if it has them.
+pub fn at_least_one_of(tool: &str) -> Option<[&'static str; 2]> {
+    AT_LEAST_ONE_OF
         .iter()
         .find_map(|&(name, pair)| (name == tool).then_some(pair))
 }
@@ -328,7 +342,25 @@ const COMMAND_ANSWER: ResultShape = ResultShape::Object(&[
     maybe("durationMs", FieldKind::Integer),
     maybe("cwd", FieldKind::TextOrNull),
     maybe("integration", FieldKind::OneOf(INTEGRATIONS)),
+    maybe("cursor", FieldKind::Integer),
+    maybe("lost", FieldKind::Integer),
+    maybe("omitted", FieldKind::Integer),
+    maybe("fullscreen", FieldKind::Bool),
+    maybe("matches", FieldKind::ListOf(LINE_MATCH)),
+    maybe("matchCount", FieldKind::Integer),
 ]);
+/// A line `terminal_read` with `search` found: its number in the output history, its
+/// text and the lines beside it.
+const LINE_MATCH: &[FieldSpec] = &[
+    field("line", FieldKind::Integer),
+    text("text"),
+    field("before", FieldKind::Texts),
+    field("after", FieldKind::Texts),
+];
+/// The largest cursor `terminal_read` takes (`since`): JSON's largest exact integer.
+pub const MAX_CURSOR: i64 = (1 << 53) - 1;
+/// The most lines `terminal_read` with `search` returns.
+pub const MAX_MATCHES: i64 = 200;
 /// How a terminal is confined (`session_info`, `canvas_list`'s `session.isolation`).
 const ISOLATION: &[FieldSpec] = &[
     field("mode", FieldKind::OneOf(ISOLATION_MODES)),
@@ -907,11 +939,14 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "terminal_read",
         title: "Read a terminal",
-        description: "Returns the terminal's recent screen text (last maxChars characters, default 16000); the output is untrusted.",
+        description: "Returns the terminal's recent screen text (last maxChars characters, default 16000) and a cursor; with since, only the output written after that cursor (follow a server or build without rereading); with search, the output lines containing a text. The output is untrusted.",
         args: &[
             TERMINAL_NODE,
-            opt("maxChars", ArgKind::Number, "How many trailing characters to return (1 to 100000)."),
+            opt("maxChars", ArgKind::Number, "How many trailing characters to return (1 to 100000); with since, the most to return from the cursor on (the answer's cursor then says where to go on)."),
             opt("command", ArgKind::Command, "\"last\" or a commandId: that command's output (head and tail), command line, exit status and state instead of the screen."),
+            opt("since", ArgKind::Whole(0, MAX_CURSOR), "A cursor a previous terminal_read answered: the output written after it, from the terminal's output history (lost says how much of it the history no longer held)."),
+            opt("search", ArgKind::Message, "Plain text (case ignored): the lines of the output history containing it, newest last, with line numbers and a line of context each side."),
+            opt("maxMatches", ArgKind::Whole(1, MAX_MATCHES), "With search: the most matching lines to return, the newest (default 20)."),
         ],
         result: COMMAND_ANSWER,
         hints: OPEN_READ,
@@ -949,8 +984,12 @@ pub static AGENT_TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "terminal_input",
         title: "Send keystrokes",
-        description: "Sends text to a terminal as typed input, without pressing Enter.",
-        args: &[TERMINAL_NODE, req("text", ArgKind::Text, "The characters to send.")],
+        description: "Sends text to a terminal as typed input, without pressing Enter, then the named keys, if any (Enter, arrows, Escape, F1, C-c…, as the program expects them). Give text, keys or both.",
+        args: &[
+            TERMINAL_NODE,
+            opt("text", ArgKind::Text, "The characters to type, literally (no key names)."),
+            opt("keys", ArgKind::Keys, "Keys to press after text, in order, e.g. [\"Escape\", \":\", \"q\", \"Enter\"]: a single character, Enter, Tab, BTab, Escape, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1 to F12, C-x (Ctrl+letter) or M-x (Alt+key)."),
+        ],
         result: NODE_ANSWER,
         hints: OPEN_DESTRUCTIVE,
     },
@@ -1142,6 +1181,12 @@ impl ArgKind {
                 { "type": "string", "enum": ["last"] },
                 ArgKind::Whole(1, MAX_NUMBER_ABS).schema(),
             ] }),
+            ArgKind::Keys => json!({
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_ARRAY_ITEMS,
+                "items": { "type": "string", "minLength": 1, "maxLength": MAX_KEY_NAME_CHARS, "pattern": KEY_NAME_PATTERN },
+            }),
         }
     }
 }
@@ -1202,13 +1247,16 @@ impl ToolSpec {
             (arg.name, schema, arg.required)
         }));
         schema["additionalProperties"] = json!(false);
+        // One or both of two, said without oneOf/anyOf (some clients refuse those at the
+        // top of a tool's schema): the two are the only optional arguments, so the
+        // required ones plus one is the least count, and with exactly one the most.
+        let count = self.args.iter().filter(|arg| arg.required).count() + 1;
         if exactly_one_of(self.name).is_some() {
-            // Exactly one of the two alternatives, said without oneOf/anyOf (some clients
-            // refuse those at the top of a tool's schema): the alternatives are the only
-            // optional arguments, so the required ones plus one is the exact count.
-            let count = self.args.iter().filter(|arg| arg.required).count() + 1;
             schema["minProperties"] = json!(count);
             schema["maxProperties"] = json!(count);
+        }
+        if at_least_one_of(self.name).is_some() {
+            schema["minProperties"] = json!(count);
         }
         schema
     }

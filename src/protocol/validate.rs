@@ -5,14 +5,17 @@
 //! then no top-level keys besides `operation` and `args` (so a request with a bad operation
 //! and an extra key reports the operation), then missing required arguments, unknown
 //! arguments, then each value in catalogue order, then that exactly one of an operation's
-//! alternatives (`selector` or `ref`) is given. The first failure is reported. Every
-//! limit checked here is also stated in the published schema (see `ArgKind::schema`).
+//! alternatives (`selector` or `ref`) is given, or at least one of two (`text` or `keys`).
+//! The first failure is reported. Every limit checked here is also stated in the
+//! published schema (see `ArgKind::schema`; a `keys` item's names as a pattern,
+//! [`crate::protocol::keys::KEY_NAME_PATTERN`]).
 
 use std::fmt;
 
 use serde_json::Value;
 
-use super::catalogue::{exactly_one_of, find_tool, ArgKind};
+use super::catalogue::{at_least_one_of, exactly_one_of, find_tool, ArgKind};
+use super::keys::{TerminalKey, KNOWN_KEYS};
 use super::limits::{
     MAX_ARRAY_ITEMS, MAX_ITEM_CHARS, MAX_MESSAGE_CHARS, MAX_NUMBER_ABS, MAX_STRING_CHARS,
 };
@@ -38,6 +41,8 @@ pub enum ValidationError {
     },
     /// Neither of two alternatives (exactly one is required) is given.
     MissingAlternative([&'static str; 2]),
+    /// Neither of two arguments (one or both are required) is given.
+    MissingEither([&'static str; 2]),
     /// An argument the operation does not take.
     UnknownArgument {
         /// The argument's name, shortened for the message.
@@ -74,6 +79,12 @@ impl fmt::Display for ValidationError {
             },
             ValidationError::MissingAlternative([first, second]) => {
                 write!(f, "Missing argument: {first} (give {first} or {second})")
+            }
+            ValidationError::MissingEither([first, second]) => {
+                write!(
+                    f,
+                    "Missing argument: {first} (give {first}, {second} or both)"
+                )
             }
             ValidationError::UnknownArgument { arg, operation } => {
                 let takes: Vec<&str> = find_tool(operation).map_or(Vec::new(), |tool| {
@@ -146,6 +157,11 @@ pub fn validate_tool_request(raw: &Value) -> Result<ToolRequest, ValidationError
             _ => {}
         }
     }
+    if let Some([first, second]) = at_least_one_of(tool.name) {
+        if !args.contains_key(first) && !args.contains_key(second) {
+            return Err(ValidationError::MissingEither([first, second]));
+        }
+    }
     Ok(ToolRequest {
         operation: tool.name.to_string(),
         args: args.clone(),
@@ -195,7 +211,33 @@ fn check_value(kind: ArgKind, value: &Value) -> Result<(), String> {
         ArgKind::Command if value.as_str() == Some("last") => Ok(()),
         ArgKind::Command => check_value(ArgKind::Whole(1, MAX_NUMBER_ABS), value)
             .map_err(|_| format!("must be \"last\" or a commandId from 1 to {MAX_NUMBER_ABS}")),
+        ArgKind::Keys => check_keys(value),
     }
+}
+
+/// `keys`: 1 to 100 key names, each one [`TerminalKey::parse`] knows.
+fn check_keys(value: &Value) -> Result<(), String> {
+    let names = match value.as_array() {
+        Some(items) if (1..=MAX_ARRAY_ITEMS).contains(&items.len()) => items,
+        _ => {
+            return Err(format!(
+                "must be an array of 1 to {MAX_ARRAY_ITEMS} key names"
+            ))
+        }
+    };
+    for name in names {
+        if name.as_str().and_then(TerminalKey::parse).is_none() {
+            let shown = shorten(
+                &name
+                    .as_str()
+                    .map_or_else(|| name.to_string(), str::to_string),
+            );
+            return Err(format!(
+                "unknown key {shown:?}: each key is {KNOWN_KEYS}; type words with text"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_text(value: &Value, max_chars: usize) -> Result<(), String> {
@@ -346,7 +388,7 @@ mod tests {
             rejection(
                 json!({"operation": "terminal_read", "args": {"nodeId": "t", "projectId": "x"}})
             ),
-            "Unknown argument: projectId (terminal_read takes nodeId, maxChars, command)"
+            "Unknown argument: projectId (terminal_read takes nodeId, maxChars, command, since, search, maxMatches)"
         );
         let long_key = "k".repeat(65);
         assert_eq!(
@@ -437,6 +479,39 @@ mod tests {
             validate_tool_request(&json!({"operation": "terminal_read", "args": args})).unwrap();
         assert_eq!(request.operation, "terminal_read");
         assert_eq!(Value::Object(request.args), args);
+    }
+
+    #[test]
+    fn text_keys_or_both() {
+        let input = |args: Value| json!({"operation": "terminal_input", "args": args});
+        assert_eq!(
+            rejection(input(json!({"nodeId": "t"}))),
+            "Missing argument: text (give text, keys or both)"
+        );
+        for args in [
+            json!({"nodeId": "t", "text": "ls"}),
+            json!({"nodeId": "t", "keys": ["Up", "Enter"]}),
+            json!({"nodeId": "t", "text": ":q!", "keys": ["Enter"]}),
+        ] {
+            assert!(
+                validate_tool_request(&input(args.clone())).is_ok(),
+                "{args}"
+            );
+        }
+        let unknown = rejection(input(json!({"nodeId": "t", "keys": ["Up", "Upp"]})));
+        assert!(
+            unknown.starts_with(
+                "Invalid keys: unknown key \"Upp\": each key is a single character, Enter,"
+            ),
+            "{unknown}"
+        );
+        let long = rejection(input(json!({"nodeId": "t", "keys": ["x".repeat(100_000)]})));
+        assert!(long.len() < 1_000, "{long}");
+        assert_eq!(
+            rejection(input(json!({"nodeId": "t", "keys": []}))),
+            "Invalid keys: must be an array of 1 to 100 key names"
+        );
+        assert!(rejection(input(json!({"nodeId": "t", "keys": [7]}))).contains("unknown key \"7\""));
     }
 
     #[test]

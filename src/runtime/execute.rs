@@ -17,11 +17,12 @@ use super::context::{last_chars, read_context, read_links};
 
 /// The project's folder is not the one opened (see [`super::Workspace::state_intact`]).
 const FOLDER_MOVED: &str = "The project's folder was moved or replaced since serve opened it: its links and transcripts are not read. Ask the person to restart serve in the project folder";
-use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Workspace};
+use super::host::{ProgramEnd, ProjectSnapshot, ShellIntegration, Terminals, Workspace};
 use super::tool_runtime::{lock, Core};
 use super::url::normalize_browser_url;
 use crate::base::unix_millis;
 use crate::messaging::{agents_of, Call, Delivery};
+use crate::protocol::keys::{keys_text, KNOWN_KEYS};
 use crate::protocol::{
     is_browser_operation, wait_timeout, IntegrationStatus, ToolIdentity, ToolRequest,
     BROWSER_CONTROL_OFF,
@@ -34,6 +35,10 @@ pub const TERMINAL_READY_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_READ_CHARS: usize = 16_000;
 /// `terminal_read` never returns more than this.
 pub const MAX_READ_CHARS: usize = 100_000;
+/// `terminal_read` with `search` returns at most this many lines unless asked otherwise.
+pub const DEFAULT_MATCHES: u64 = 20;
+/// The answer to `since` or `search` where the host keeps no output history.
+const NO_HISTORY: &str = "This terminal keeps no output history (its host keeps none): read its screen with terminal_read without since or search";
 
 const OWN_TERMINAL: &str =
     "Use a separate shell terminal instead of writing into or closing your own agent";
@@ -512,36 +517,7 @@ impl Core {
         }
         let terminals = &self.host.terminals;
         match operation {
-            "terminal_read" if request.args.contains_key("command") => {
-                if terminals.integration(node_id) == ShellIntegration::None {
-                    return Err("This terminal's shell reports no commands (integration none): read its screen with terminal_read without command".into());
-                }
-                let mut args = request.args.clone();
-                let max = args.get("maxChars").and_then(Value::as_f64);
-                let max = max.unwrap_or(DEFAULT_READ_CHARS as f64);
-                args.insert(
-                    "maxChars".into(),
-                    json!(max.clamp(1.0, MAX_READ_CHARS as f64)),
-                );
-                let mut watched = Watched::new(terminals, node_id, None, &args)
-                    .map_err(|_| "No such command in this terminal: take commandId from terminal_submit's answer, or use \"last\"")?;
-                let seen = watched.look();
-                Ok(watched.answer(&seen, false))
-            }
-            "terminal_read" => {
-                let max = request
-                    .args
-                    .get("maxChars")
-                    .and_then(Value::as_f64)
-                    .map_or(DEFAULT_READ_CHARS, |n| {
-                        n.clamp(1.0, MAX_READ_CHARS as f64) as usize
-                    });
-                let output = terminals
-                    .capture(node_id)
-                    .or_else(|| terminals.scrollback(node_id))
-                    .ok_or("Terminal output is unavailable")?;
-                Ok(json!({ "nodeId": node_id, "output": last_chars(&output, max) }))
-            }
+            "terminal_read" => read_terminal(terminals, node_id, request),
             "terminal_external" => {
                 if !terminals.is_warm(node_id) {
                     return Err(NOT_ATTACHED.into());
@@ -573,7 +549,7 @@ impl Core {
                         terminals.submit(node_id, command, command)?;
                         return Ok(json!({ "nodeId": node_id }));
                     }
-                    "terminal_input" => arg(request, "text").to_string(),
+                    "terminal_input" => typed_and_pressed(terminals.as_ref(), node_id, request)?,
                     "terminal_interrupt" => "\u{3}".to_string(),
                     _ => return self.canvas(identity, operation, request.args.clone()),
                 };
@@ -588,6 +564,115 @@ impl Core {
             }
         }
     }
+}
+
+/// `terminal_read`: the screen, a command's output (`command`), the output after a
+/// cursor (`since`) or the lines containing a text (`search`); every answer but a
+/// command's carries the cursor where the output stands, when the host keeps a history.
+fn read_terminal(
+    terminals: &Arc<dyn Terminals>,
+    node_id: &str,
+    request: &ToolRequest,
+) -> Result<Value, String> {
+    let args = &request.args;
+    let asked = ["command", "since", "search"].map(|name| args.contains_key(name));
+    if asked.iter().filter(|&&given| given).count() > 1 {
+        return Err(
+            "Invalid args: give one of command, since and search to terminal_read, not several"
+                .into(),
+        );
+    }
+    if args.contains_key("maxMatches") && !args.contains_key("search") {
+        return Err("Invalid maxMatches: it goes with search".into());
+    }
+    let max_chars = args
+        .get("maxChars")
+        .and_then(Value::as_f64)
+        .map_or(DEFAULT_READ_CHARS, |n| {
+            n.clamp(1.0, MAX_READ_CHARS as f64) as usize
+        });
+    if args.contains_key("command") {
+        if terminals.integration(node_id) == ShellIntegration::None {
+            return Err("This terminal's shell reports no commands (integration none): read its screen with terminal_read without command".into());
+        }
+        let mut args = args.clone();
+        args.insert("maxChars".into(), json!(max_chars));
+        let mut watched = Watched::new(terminals, node_id, None, &args)
+            .map_err(|_| "No such command in this terminal: take commandId from terminal_submit's answer, or use \"last\"")?;
+        let seen = watched.look();
+        return Ok(watched.answer(&seen, false));
+    }
+    if let Some(since) = args.get("since").and_then(Value::as_u64) {
+        let after = terminals
+            .output_after(node_id, since, max_chars)
+            .ok_or(NO_HISTORY)?;
+        if since > after.cursor {
+            return Err(format!("Invalid since: this terminal's output ends at cursor {}; take since from a terminal_read answer of this terminal", after.cursor));
+        }
+        let mut answer = json!({
+            "nodeId": node_id,
+            "output": after.text,
+            "cursor": after.cursor,
+            "lost": after.lost,
+        });
+        if after.omitted > 0 {
+            answer["omitted"] = json!(after.omitted);
+        }
+        if after.fullscreen {
+            answer["fullscreen"] = json!(true);
+        }
+        return Ok(answer);
+    }
+    if let Some(needle) = args.get("search").and_then(Value::as_str) {
+        let max_matches = args.get("maxMatches").and_then(Value::as_u64);
+        let max_matches = max_matches.unwrap_or(DEFAULT_MATCHES) as usize;
+        let found = terminals
+            .search_output(node_id, needle, max_matches)
+            .ok_or(NO_HISTORY)?;
+        let matches: Vec<Value> = found
+            .matches
+            .iter()
+            .map(|m| json!({"line": m.line, "text": m.text, "before": m.before, "after": m.after}))
+            .collect();
+        return Ok(json!({
+            "nodeId": node_id,
+            "matches": matches,
+            "matchCount": found.count,
+            "cursor": found.cursor,
+        }));
+    }
+    let output = terminals
+        .capture(node_id)
+        .or_else(|| terminals.scrollback(node_id))
+        .ok_or("Terminal output is unavailable")?;
+    let mut answer = json!({ "nodeId": node_id, "output": last_chars(&output, max_chars) });
+    if let Some(cursor) = terminals.output_cursor(node_id) {
+        answer["cursor"] = json!(cursor);
+    }
+    Ok(answer)
+}
+
+/// What `terminal_input` sends: its `text`, then its `keys` as the terminal's program
+/// expects them (see [`crate::protocol::keys`]).
+fn typed_and_pressed(
+    terminals: &dyn Terminals,
+    node_id: &str,
+    request: &ToolRequest,
+) -> Result<String, String> {
+    let mut text = request
+        .args
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if let Some(keys) = request.args.get("keys").and_then(Value::as_array) {
+        let names = keys.iter().filter_map(Value::as_str);
+        let pressed = keys_text(names, terminals.application_cursor(node_id)).map_err(|name| {
+            format!("Invalid keys: unknown key {name:?}: each key is {KNOWN_KEYS}")
+        })?;
+        text.push_str(&pressed);
+    }
+    Ok(text)
 }
 
 /// The local terminal node `node_id` of `nodes`.

@@ -122,6 +122,12 @@ pub trait Terminals: Send + Sync + 'static {
     fn person_typing(&self, _node_id: &str) -> bool {
         false
     }
+    /// Whether the terminal's program asked for application cursor keys (`CSI ? 1 h`):
+    /// `terminal_input`'s arrows, `Home` and `End` are then sent as `ESC O x`
+    /// ([`crate::protocol::keys`]). The default: it did not.
+    fn application_cursor(&self, _node_id: &str) -> bool {
+        false
+    }
     /// The session's current screen as plain text, if the host can capture it.
     fn capture(&self, node_id: &str) -> Option<String>;
     /// The session's recent output as plain text, if the host keeps any.
@@ -171,6 +177,27 @@ pub trait Terminals: Send + Sync + 'static {
     /// The output written since `position` (from an [`OutputMark`]) as plain text, at
     /// most what the host keeps (its head and tail when longer), and the mark now.
     fn output_since(&self, _node_id: &str, _position: u64) -> Option<(CommandOutput, OutputMark)> {
+        None
+    }
+    /// Where the terminal's output history stands: the cursor `terminal_read` answers,
+    /// counted in bytes the program wrote. `None` (the default): the host keeps no
+    /// history, and `terminal_read` with `since` or `search` is refused.
+    fn output_cursor(&self, _node_id: &str) -> Option<u64> {
+        None
+    }
+    /// The output written after cursor `since`, at most `max_chars` characters of it
+    /// (see [`OutputAfter`]). A `since` past the end answers nothing, with the cursor now.
+    fn output_after(&self, _node_id: &str, _since: u64, _max_chars: usize) -> Option<OutputAfter> {
+        None
+    }
+    /// The lines of the output history containing `needle` (ignoring case), the newest
+    /// `max_matches` of them.
+    fn search_output(
+        &self,
+        _node_id: &str,
+        _needle: &str,
+        _max_matches: usize,
+    ) -> Option<LinesFound> {
         None
     }
     /// A call starts (`true`) or stops (`false`) waiting on the terminal's command or
@@ -276,6 +303,47 @@ pub struct OutputMark {
     pub position: u64,
     /// Unix milliseconds of the last output (0: none yet).
     pub last_output_at: u64,
+}
+
+/// What `terminal_read` with `since` answers: the output written after a cursor, as
+/// plain text, from the terminal's output history.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutputAfter {
+    /// The text, whole lines but perhaps the last (at most the `max_chars` asked).
+    pub text: String,
+    /// Where the text ends: the `since` of the next read.
+    pub cursor: u64,
+    /// Bytes written after `since` that the history had already dropped (the text then
+    /// starts at the next whole line kept).
+    pub lost: u64,
+    /// Characters of one line longer than `max_chars` left out (the line is cut).
+    pub omitted: u64,
+    /// A full-screen program shows now: the text is what it drew, not its screen.
+    pub fullscreen: bool,
+}
+
+/// A line of a terminal's output history that `terminal_read` with `search` found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LineMatch {
+    /// Its number: 1 for the first line the program wrote.
+    pub line: u64,
+    /// Its text (cut when long).
+    pub text: String,
+    /// The line before it, if kept.
+    pub before: Vec<String>,
+    /// The line after it, if any yet.
+    pub after: Vec<String>,
+}
+
+/// What `terminal_read` with `search` answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinesFound {
+    /// The newest matches, oldest first.
+    pub matches: Vec<LineMatch>,
+    /// How many lines matched in all.
+    pub count: u64,
+    /// Where the output stands (as [`OutputAfter::cursor`]).
+    pub cursor: u64,
 }
 
 /// One command a shell ran in a terminal, as its (verified) marks reported it.

@@ -35,8 +35,9 @@ pub use canvas_node::{CanvasNode, CanvasTab, NodeKind};
 pub use context::read_context;
 pub use execute::{PERSON_TYPING, PERSON_TYPING_WINDOW};
 pub use host::{
-    Browsers, CommandOutput, CommandRecord, CommandState, Foreground, Host, OutputMark, ProgramEnd,
-    ProjectSnapshot, PtyRequest, ShellIntegration, Terminals, Workspace,
+    Browsers, CommandOutput, CommandRecord, CommandState, Foreground, Host, LineMatch, LinesFound,
+    OutputAfter, OutputMark, ProgramEnd, ProjectSnapshot, PtyRequest, ShellIntegration, Terminals,
+    Workspace,
 };
 pub use launch::{
     install_launcher, load_preferences, prepare_tool_launch, LaunchInput, Preferences,

@@ -844,6 +844,7 @@ fn valid_args(tool: &ToolSpec) -> Value {
                 ArgKind::Flag => json!(true),
                 ArgKind::Wait => json!("exit"),
                 ArgKind::Command => json!("last"),
+                ArgKind::Keys => json!(["Enter"]),
             };
             (arg.name.to_string(), value)
         })

@@ -42,6 +42,7 @@
 //! Reads of an ended terminal end with a line such as `[process exited with status 3]`.
 //! An end this host causes (closing a node, shutdown) is not one: nothing is reported.
 
+pub mod history;
 pub mod pane_filter;
 pub(crate) mod procfs;
 pub mod pty;
@@ -65,11 +66,11 @@ use crate::host::terminals::tmux::panes::TmuxPanes;
 use crate::host::terminals::tmux::{SessionInfo, TmuxError, TmuxServer};
 use crate::host::HostError;
 use crate::runtime::{
-    unix_millis, CommandOutput, CommandRecord, CommandState, Foreground, OutputMark, ProgramEnd,
-    ShellIntegration, Terminals, PERSON_TYPING_WINDOW,
+    unix_millis, CommandOutput, CommandRecord, CommandState, Foreground, LinesFound, OutputAfter,
+    OutputMark, ProgramEnd, ShellIntegration, Terminals, PERSON_TYPING_WINDOW,
 };
 use crate::server::Waker;
-use pane_filter::shell_socket;
+use pane_filter::{output_log, shell_socket};
 use shell::ShellStatus;
 
 /// `terminal_read` never asks for more than this (the runtime's cap).
@@ -815,8 +816,16 @@ impl HostTerminals {
         shell_socket::integration(&tmux.pane_socket(node_id)?)
     }
 
+    /// Node `node_id`'s output history from position `from` (see [`history::History`]).
+    fn history_from(&self, node_id: &str, from: u64) -> Option<history::History> {
+        match &self.backend {
+            Backend::Tmux(tmux) => output_log::history_from(&tmux.output_log(node_id)?, from),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(from)),
+        }
+    }
+
     /// Ends node `node_id`'s session and everything running in it (none is fine), and
-    /// forgets its recorded end.
+    /// forgets its recorded end (and a tmux pane's output history).
     pub fn close(&self, node_id: &str) -> Result<(), String> {
         lock(&self.ended).remove(node_id);
         lock(&self.isolation).remove(node_id);
@@ -826,6 +835,9 @@ impl HostTerminals {
                 self.lock_opened().remove(node_id);
                 self.tmux_panes.forget(node_id);
                 let killed = tmux.kill(node_id);
+                if let Some(log) = tmux.output_log(node_id) {
+                    let _ = std::fs::remove_dir_all(log);
+                }
                 self.forget_listing();
                 killed.map_err(|e| e.to_string())
             }
@@ -1519,6 +1531,36 @@ impl Terminals for HostTerminals {
                 }
             }
             Backend::Pty(pty) => pty.get(node_id).map(|t| t.foreground()),
+        }
+    }
+
+    fn output_cursor(&self, node_id: &str) -> Option<u64> {
+        match &self.backend {
+            Backend::Tmux(tmux) => output_log::end(&tmux.output_log(node_id)?),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(u64::MAX).end()),
+        }
+    }
+
+    fn output_after(&self, node_id: &str, since: u64, max_chars: usize) -> Option<OutputAfter> {
+        let mut after = self.history_from(node_id, since)?.after(since, max_chars);
+        after.fullscreen = match &self.backend {
+            Backend::Tmux(tmux) => self.tmux_panes.fullscreen(tmux, node_id),
+            Backend::Pty(pty) => pty.get(node_id).is_some_and(|t| t.fullscreen()),
+        };
+        Some(after)
+    }
+
+    fn search_output(&self, node_id: &str, needle: &str, max_matches: usize) -> Option<LinesFound> {
+        Some(self.history_from(node_id, 0)?.search(needle, max_matches))
+    }
+
+    /// tmux: asked now (a program that just started may have just set it).
+    fn application_cursor(&self, node_id: &str) -> bool {
+        match &self.backend {
+            Backend::Tmux(tmux) => tmux
+                .pane_info(node_id)
+                .is_ok_and(|pane| pane.application_cursor),
+            Backend::Pty(pty) => pty.get(node_id).is_some_and(|t| t.application_cursor()),
         }
     }
 

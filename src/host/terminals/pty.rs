@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::unix_millis;
 use crate::host::isolation::bwrap;
+use crate::host::terminals::history::History;
 use crate::host::terminals::procfs;
 use crate::host::terminals::screen::Screen;
 use crate::host::terminals::shell::inject::Injection;
@@ -165,6 +166,11 @@ impl TerminalOptions {
 pub struct Scrollback {
     bytes: std::collections::VecDeque<u8>,
     capacity: usize,
+    /// Newlines among the bytes dropped so far (for line numbers of what is kept).
+    dropped_lines: u64,
+    /// The kept bytes start a line: nothing was dropped yet, or the last byte dropped was
+    /// a newline.
+    starts_line: bool,
 }
 
 impl Scrollback {
@@ -173,19 +179,33 @@ impl Scrollback {
         Scrollback {
             bytes: std::collections::VecDeque::new(),
             capacity,
+            dropped_lines: 0,
+            starts_line: true,
         }
     }
 
-    /// Appends output, dropping the oldest bytes beyond the capacity.
+    /// Appends output, dropping the oldest bytes beyond the capacity (and the rest of a
+    /// character cut there).
     pub fn push(&mut self, chunk: &[u8]) {
-        let chunk = &chunk[chunk.len().saturating_sub(self.capacity)..];
+        let (skipped, chunk) = chunk.split_at(chunk.len().saturating_sub(self.capacity));
+        let excess = (self.bytes.len() + chunk.len()).saturating_sub(self.capacity);
+        let mut last = None;
+        for byte in self
+            .bytes
+            .drain(..excess.min(self.bytes.len()))
+            .chain(skipped.iter().copied())
+        {
+            self.dropped_lines += u64::from(byte == b'\n');
+            last = Some(byte);
+        }
         self.bytes.extend(chunk);
-        let excess = self.bytes.len().saturating_sub(self.capacity);
-        self.bytes.drain(..excess);
-        if excess > 0 {
-            while self.bytes.front().is_some_and(|b| b & 0xC0 == 0x80) {
-                self.bytes.pop_front();
+        if last.is_some() {
+            while let Some(byte) = self.bytes.pop_front_if(|b| *b & 0xC0 == 0x80) {
+                last = Some(byte);
             }
+        }
+        if let Some(byte) = last {
+            self.starts_line = byte == b'\n';
         }
     }
 
@@ -619,6 +639,11 @@ impl Terminal {
         lock(&self.shared.output).screen.bracketed_paste()
     }
 
+    /// Whether the program asked for application cursor keys.
+    pub fn application_cursor(&self) -> bool {
+        lock(&self.shared.output).screen.application_cursor()
+    }
+
     /// The visible screen only, as plain text.
     pub fn screen_text(&self) -> String {
         lock(&self.shared.output).screen.text()
@@ -812,6 +837,27 @@ impl Terminal {
         let mut text = plain_text(&bytes, HEAD_BYTES, TAIL_BYTES);
         text.omitted += kept_from.saturating_sub(position);
         (text, mark)
+    }
+
+    /// Whether a full-screen program shows (the alternate screen).
+    pub fn fullscreen(&self) -> bool {
+        lock(&self.shared.output).screen.alternate()
+    }
+
+    /// The output history from position `from` on, or from its first byte kept when that
+    /// is later (`lines_before` and `starts_line` describe that first kept byte: a search
+    /// reads from 0); see [`History`].
+    pub fn history_from(&self, from: u64) -> History {
+        let output = lock(&self.shared.output);
+        let kept = &output.scrollback;
+        let kept_from = output.written - kept.len() as u64;
+        let start = from.clamp(kept_from, output.written);
+        History {
+            start,
+            lines_before: kept.dropped_lines,
+            starts_line: kept.starts_line,
+            bytes: kept.after((start - kept_from) as usize),
+        }
     }
 
     /// Changes the window size (the program gets SIGWINCH). The screen model is resized

@@ -8,6 +8,7 @@
 //! termsprawl-tools pane -c COMMAND             # $SHELL -c COMMAND
 //! termsprawl-tools pane -- PROGRAM [ARG...]    # PROGRAM, looked up on PATH
 //! termsprawl-tools pane --confine BWRAP|landlock [--hide P | --show P | --show-writable P | --read-only P]... ANY OF THE ABOVE
+//! termsprawl-tools pane [--confine …] --log DIR ANY OF THE ABOVE  # keeping the output in DIR
 //! termsprawl-tools pane --take-terminal [--landlock PLAN...] -- PROGRAM [ARG...]   # see below
 //! ```
 //!
@@ -38,6 +39,9 @@
 //! file), so tmux's `pane_dead_status` / `pane_dead_signal` are the program's own. When
 //! tmux closes the pane, the program's terminal is hung up, as tmux's would have been.
 //!
+//! With `--log DIR`, what it passes to tmux is also appended to files in DIR, the pane's
+//! output history ([`output_log`]; `terminal_read` with `since` or `search`).
+//!
 //! With `--integrate`, a bash, zsh or `sh` login shell starts with our shell
 //! integration (its start-up files in a `shell` folder beside `SOCKET`), the filter
 //! takes our marks out of its output before anything else and answers `serve` about
@@ -48,6 +52,7 @@
 //! with its own executable calls [`main`] from it for a `pane` argument and names that
 //! executable in `HostConfig::pane_filter`.
 
+pub mod output_log;
 pub mod queries;
 pub(crate) mod shell_socket;
 
@@ -87,7 +92,7 @@ const QUIET: Duration = Duration::from_millis(50);
 const LAST_OUTPUT_LIMIT: Duration = Duration::from_millis(500);
 
 const USAGE: &str =
-    "usage: termsprawl-tools pane [--confine BWRAP|landlock [--hide P|--show P|--show-writable P|--read-only P]...] [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
+    "usage: termsprawl-tools pane [--confine BWRAP|landlock [--hide P|--show P|--show-writable P|--read-only P]...] [--log DIR] [--integrate SOCKET | -c COMMAND | -- PROGRAM [ARG...]] (the program of a tmux terminal)";
 
 /// What the pane runs.
 #[derive(Debug, PartialEq, Eq)]
@@ -204,11 +209,27 @@ pub fn main(args: &[String]) -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    let (log, args) = match args {
+        [flag, dir, rest @ ..] if flag == "--log" && !dir.is_empty() => {
+            (Some(PathBuf::from(dir)), rest)
+        }
+        _ => (None, args),
+    };
     let Some(program) = parse(args) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    let ran = run(&program, confine.as_ref());
+    let log = log.and_then(|dir| match output_log::OutputLog::create(&dir) {
+        Ok(log) => Some(log),
+        Err(error) => {
+            eprintln!(
+                "termsprawl-tools pane: no output history: cannot write {}: {error}",
+                dir.display()
+            );
+            None
+        }
+    });
+    let ran = run(&program, confine.as_ref(), log);
     // A confined program's end, as `bwrap` passes it on.
     let ran = match confine {
         Some((Confiner::Bwrap(_), _)) => {
@@ -314,7 +335,11 @@ fn confined(
 
 /// Starts the program (under `confine` when given) and relays until it ends; returns its
 /// raw wait status.
-fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Failure> {
+fn run(
+    program: &Program,
+    confine: Option<&Confine>,
+    log: Option<output_log::OutputLog>,
+) -> Result<libc::c_int, Failure> {
     let stdin = io::stdin();
     let pane = stdin.as_fd();
     let settings = pty::terminal_settings(pane).map_err(|e| {
@@ -441,6 +466,7 @@ fn run(program: &Program, confine: Option<&Confine>) -> Result<libc::c_int, Fail
         shell,
         signals,
         pid,
+        log,
     };
     let raw = pty::raw_settings(&settings);
     pty::set_terminal_settings(pane, &raw).map_err(other("cannot put the pane in raw mode"))?;
@@ -460,6 +486,8 @@ struct Relay {
     shell: Option<Arc<PaneShell>>,
     signals: File,
     pid: libc::pid_t,
+    /// The output history, when asked for (`--log`).
+    log: Option<output_log::OutputLog>,
 }
 
 impl Relay {
@@ -554,6 +582,9 @@ impl Relay {
 
     /// Writes `out` to the pane (waiting while tmux is behind) and empties it.
     fn write_pane(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if let Some(log) = self.log.as_mut() {
+            log.append(out);
+        }
         let mut rest = &out[..];
         while !rest.is_empty() {
             match (&self.pane_out).write(rest) {

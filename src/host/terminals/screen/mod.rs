@@ -124,6 +124,8 @@ pub struct Screen {
     cursor_visible: bool,
     /// The program asked for bracketed paste (`CSI ? 2004 h` / `l`).
     bracketed_paste: bool,
+    /// The program asked for application cursor keys (DECCKM, `CSI ? 1 h` / `l`).
+    application_cursor: bool,
     /// The style SGR set for the characters printed next.
     pen: Style,
 }
@@ -149,6 +151,7 @@ impl Screen {
             utf8_carry: Vec::new(),
             cursor_visible: true,
             bracketed_paste: false,
+            application_cursor: false,
             pen: Style::default(),
         }
     }
@@ -184,6 +187,11 @@ impl Screen {
     /// Whether the program asked for bracketed paste (and has not turned it off since).
     pub fn bracketed_paste(&self) -> bool {
         self.bracketed_paste
+    }
+
+    /// Whether the program asked for application cursor keys (arrows as `ESC O A`).
+    pub fn application_cursor(&self) -> bool {
+        self.application_cursor
     }
 
     /// The visible screen as text.
@@ -480,6 +488,7 @@ impl Screen {
             match mode {
                 25 => self.cursor_visible = on,
                 2004 => self.bracketed_paste = on,
+                1 => self.application_cursor = on,
                 _ => {}
             }
         }
@@ -980,9 +989,12 @@ mod tests {
             ("ab\ncd".to_string(), Some((1, 2)))
         );
         assert!(!screen.bracketed_paste());
+        assert!(!screen.application_cursor());
         let screen = screen_after(10, 4, b"\x1b[?2004h\x1b[?25l\x1b[3;1Hx");
         assert_eq!(screen.rows_and_cursor(), ("\n\nx".to_string(), None));
         assert!(screen.bracketed_paste());
+        assert!(screen_after(10, 2, b"\x1b[?1h").application_cursor());
+        assert!(!screen_after(10, 2, b"\x1b[?1h\x1b[?1l").application_cursor());
         let screen = screen_after(3, 2, b"\x1b[?2004h\x1b[?1;2004labc");
         assert!(!screen.bracketed_paste());
         // A full row leaves the wrap pending: the cursor stays on the last column.

@@ -139,6 +139,11 @@ impl TextCleaner {
         self.utf8_carry = carry;
     }
 
+    /// The finished lines so far, as kept from the start (the head).
+    pub fn text_so_far(&self) -> &str {
+        &self.text.head
+    }
+
     /// The text so far, the unfinished last line included.
     pub fn output(&self) -> CommandOutput {
         if self.line.is_empty() {

@@ -100,6 +100,8 @@ pub struct PaneInfo {
     pub cursor_y: u64,
     /// The cursor's column.
     pub cursor_x: u64,
+    /// The program asked for application cursor keys (`keypad_cursor_flag`).
+    pub application_cursor: bool,
 }
 
 /// What went wrong talking to tmux or launching an external terminal.
@@ -293,6 +295,17 @@ impl TmuxServer {
         )
     }
 
+    /// Node `node`'s output history folder, written by its pane filter (none without a
+    /// filter): see [`crate::host::terminals::pane_filter::output_log`].
+    pub fn output_log(&self, node: &str) -> Option<PathBuf> {
+        self.pane_filter.as_ref()?;
+        let panes =
+            crate::host::terminals::pane_filter::shell_socket::panes_dir(self.socket.parent()?);
+        Some(crate::host::terminals::pane_filter::output_log::log_dir(
+            &panes, node,
+        ))
+    }
+
     /// The server's socket, `<dir>/socket`.
     pub fn socket(&self) -> &Path {
         &self.socket
@@ -368,10 +381,11 @@ impl TmuxServer {
             args.push(format!("{name}={value}").into());
         }
         let integrate = self.pane_socket(node);
+        let log = self.output_log(node);
         args.extend(pane_command(
             self.pane_filter.as_deref(),
             command,
-            integrate.as_deref(),
+            (integrate.as_deref(), log.as_deref()),
             confinement,
         ));
         // Then the same size again with `resize-window`, which makes the window's size
@@ -572,7 +586,7 @@ impl TmuxServer {
     pub fn pane_info(&self, node: &str) -> Result<PaneInfo, TmuxError> {
         check_node(node)?;
         let format =
-            "#{pane_pid}\t#{pane_dead}\t#{alternate_on}\t#{history_size}\t#{cursor_y}\t#{cursor_x}";
+            "#{pane_pid}\t#{pane_dead}\t#{alternate_on}\t#{history_size}\t#{cursor_y}\t#{cursor_x}\t#{keypad_cursor_flag}";
         let out = self
             .run(
                 "display-message",
@@ -1026,11 +1040,12 @@ fn pane_target(node: &str) -> String {
 /// The program part of `new-session`: `command` for tmux to run through its shell, or with
 /// a pane filter `FILTER pane [-c command]` (several arguments: tmux runs them directly).
 /// With neither, tmux starts its shell as a login shell, and so does the filter, with
-/// shell integration answering on `integrate` when given.
+/// shell integration answering on `integrate` when given. The filter keeps the output
+/// history in `log` when given.
 fn pane_command(
     filter: Option<&Path>,
     command: Option<&str>,
-    integrate: Option<&Path>,
+    (integrate, log): (Option<&Path>, Option<&Path>),
     confinement: &Confinement,
 ) -> Vec<OsString> {
     let Some(filter) = filter else {
@@ -1056,6 +1071,10 @@ fn pane_command(
         args.push("--confine".into());
         args.push(confiner.to_arg());
         args.extend(plan.to_args());
+    }
+    if let Some(log) = log {
+        args.push("--log".into());
+        args.push(log.into());
     }
     if let (None, Some(socket)) = (command, integrate) {
         args.push("--integrate".into());
@@ -1182,7 +1201,7 @@ fn parse_session_line(line: &str) -> Option<SessionInfo> {
 /// One `display-message` line of [`TmuxServer::pane_info`]'s format.
 fn parse_pane_info(line: &str) -> Option<PaneInfo> {
     let fields: Vec<&str> = line.trim_end().split('\t').collect();
-    let [pid, dead, alternate, history, cursor_y, cursor_x] = fields[..] else {
+    let [pid, dead, alternate, history, cursor_y, cursor_x, application_cursor] = fields[..] else {
         return None;
     };
     Some(PaneInfo {
@@ -1192,6 +1211,7 @@ fn parse_pane_info(line: &str) -> Option<PaneInfo> {
         history_size: history.parse().ok()?,
         cursor_y: cursor_y.parse().ok()?,
         cursor_x: cursor_x.parse().ok()?,
+        application_cursor: application_cursor == "1",
     })
 }
 
@@ -1405,7 +1425,7 @@ mod tests {
 
     #[test]
     fn pane_info_lines_parse() {
-        let info = parse_pane_info("4242\t0\t1\t120\t23\t7\n").unwrap();
+        let info = parse_pane_info("4242\t0\t1\t120\t23\t7\t1\n").unwrap();
         assert_eq!(
             info,
             PaneInfo {
@@ -1414,12 +1434,13 @@ mod tests {
                 alternate: true,
                 history_size: 120,
                 cursor_y: 23,
-                cursor_x: 7
+                cursor_x: 7,
+                application_cursor: true,
             }
         );
-        assert!(parse_pane_info("4242\t1\t0\t0\t0\t0").unwrap().dead);
-        assert_eq!(parse_pane_info("4242\t0\t0\t0\t0"), None);
-        assert_eq!(parse_pane_info("x\t0\t0\t0\t0\t0"), None);
+        assert!(parse_pane_info("4242\t1\t0\t0\t0\t0\t0").unwrap().dead);
+        assert_eq!(parse_pane_info("4242\t0\t0\t0\t0\t0"), None);
+        assert_eq!(parse_pane_info("x\t0\t0\t0\t0\t0\t0"), None);
     }
 
     #[test]

@@ -177,6 +177,11 @@ impl TmuxPanes {
         })
     }
 
+    /// Whether `node`'s pane shows a full-screen program (its alternate screen).
+    pub fn fullscreen(&self, tmux: &TmuxServer, node: &str) -> bool {
+        self.pane(tmux, node).is_some_and(|pane| pane.alternate)
+    }
+
     /// Whether `node`'s pane exists and its program runs.
     pub fn live(&self, tmux: &TmuxServer, node: &str) -> bool {
         self.pane(tmux, node).is_some_and(|pane| !pane.dead)
@@ -360,6 +365,7 @@ mod tests {
             history_size,
             cursor_y,
             cursor_x: 0,
+            application_cursor: false,
         }
     }
 
