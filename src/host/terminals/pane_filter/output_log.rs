@@ -137,8 +137,9 @@ pub fn end(dir: &Path) -> Option<u64> {
 pub fn history_from(dir: &Path, from: u64) -> Option<History> {
     for _ in 0..3 {
         let files = files(dir);
-        let oldest = files.first()?;
-        let start = from.max(oldest.start);
+        let (oldest, newest) = (files.first()?, files.last()?);
+        let end = newest.start + std::fs::metadata(&newest.path).ok()?.len();
+        let start = from.clamp(oldest.start, end.max(oldest.start));
         let mut history = History {
             start,
             lines_before: oldest.lines_before,
@@ -205,7 +206,8 @@ mod tests {
             (later.start, later.bytes.as_slice()),
             (5, &b"two\r\nthr"[..])
         );
-        assert_eq!(history_from(&dir, 99).unwrap().bytes, b"");
+        let past = history_from(&dir, 99).unwrap();
+        assert_eq!((past.start, past.bytes.len()), (13, 0));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
