@@ -1150,9 +1150,13 @@ impl HostTerminals {
             Backend::Tmux(tmux) => {
                 let adopted = tmux.adopt(keep);
                 self.forget_listing();
-                adopted
+                let kept: Vec<String> = adopted
                     .map(|kept| kept.into_iter().map(|s| s.name).collect())
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.to_string())?;
+                if let Some(panes) = tmux.panes() {
+                    output_log::remove_stale(&panes, &|node| kept.iter().any(|k| k == node));
+                }
+                Ok(kept)
             }
             Backend::Pty(_) => Ok(Vec::new()),
         }

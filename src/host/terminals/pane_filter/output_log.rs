@@ -26,6 +26,21 @@ pub fn log_dir(panes: &Path, node: &str) -> PathBuf {
     panes.join(format!("{node}.out"))
 }
 
+/// Removes the log folders in `panes` of nodes for which `kept` is false (their pane is
+/// gone: ended while `serve` was down, or by `stop-terminals`).
+pub fn remove_stale(panes: &Path, kept: &dyn Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(panes) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let node = name.to_str().and_then(|name| name.strip_suffix(".out"));
+        if node.is_some_and(|node| !kept(node)) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The writing end, in the pane filter.
 pub struct OutputLog {
     dir: PathBuf,
@@ -250,6 +265,18 @@ mod tests {
         assert!(!history.starts_line);
         assert_eq!(history.lines_before, 0);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stale_folders_are_removed_and_kept_ones_stay() {
+        let panes = folder("stale");
+        OutputLog::create(&log_dir(&panes, "gone")).unwrap();
+        OutputLog::create(&log_dir(&panes, "kept")).unwrap();
+        std::fs::write(panes.join("kept.sock"), b"").unwrap();
+        remove_stale(&panes, &|node| node == "kept");
+        assert!(!log_dir(&panes, "gone").exists());
+        assert!(log_dir(&panes, "kept").exists() && panes.join("kept.sock").exists());
+        std::fs::remove_dir_all(&panes).unwrap();
     }
 
     #[test]

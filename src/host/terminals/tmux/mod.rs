@@ -287,23 +287,24 @@ impl TmuxServer {
     /// (`shell_socket`), if this server starts pane filters and the path fits a
     /// socket address.
     pub fn pane_socket(&self, node: &str) -> Option<PathBuf> {
-        self.pane_filter.as_ref()?;
-        let tmux_dir = self.socket.parent()?;
-        crate::host::terminals::pane_filter::shell_socket::socket_path(
-            &crate::host::terminals::pane_filter::shell_socket::panes_dir(tmux_dir),
-            node,
-        )
+        crate::host::terminals::pane_filter::shell_socket::socket_path(&self.panes()?, node)
     }
 
     /// Node `node`'s output history folder, written by its pane filter (none without a
     /// filter): see [`crate::host::terminals::pane_filter::output_log`].
     pub fn output_log(&self, node: &str) -> Option<PathBuf> {
-        self.pane_filter.as_ref()?;
-        let panes =
-            crate::host::terminals::pane_filter::shell_socket::panes_dir(self.socket.parent()?);
+        let panes = self.panes()?;
         Some(crate::host::terminals::pane_filter::output_log::log_dir(
             &panes, node,
         ))
+    }
+
+    /// The folder of the pane filters' sockets and output histories (none without a
+    /// filter).
+    pub fn panes(&self) -> Option<PathBuf> {
+        self.pane_filter.as_ref()?;
+        let tmux_dir = self.socket.parent()?;
+        Some(crate::host::terminals::pane_filter::shell_socket::panes_dir(tmux_dir))
     }
 
     /// The server's socket, `<dir>/socket`.
