@@ -518,5 +518,14 @@ fn hostile_output_reads_as_plain_text() {
             let line = m["text"].as_str().unwrap();
             assert!(!line.chars().any(char::is_control), "{line:?}");
         }
+        // A tmux pane's history is a private folder in the data folder, gone with it.
+        let log = dirs.agent_tools().join("tmux/panes").join(format!("{term}.out"));
+        if backend == "tmux" {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
+        serve.ok(&dirs, "me", "terminal_close", json!({"nodeId": term}));
+        assert!(!log.exists(), "{}", log.display());
     }
 }
