@@ -211,6 +211,69 @@ fn new_terminals_must_become_ready() {
 }
 
 #[test]
+fn keys_are_sent_as_the_program_expects_them_under_the_same_rules() {
+    let rig = Rig::new("exec-keys", &["a", "b"]);
+    rig.canvas
+        .add(json!({"id": "sh", "type": "terminal", "data": {"title": "Shell"}}));
+    for id in ["a", "b", "sh"] {
+        rig.terminals.start(id);
+    }
+    let input = |node: &str, args: serde_json::Value| {
+        let mut args = args;
+        args["nodeId"] = json!(node);
+        run(&rig, "a", "terminal_input", args)
+    };
+    let last_written = || rig.terminals.written.lock().unwrap().last().cloned();
+    input(
+        "sh",
+        json!({"text": "ls", "keys": ["Up", "Home", "C-c", "M-b", "F5", "Enter"]}),
+    )
+    .unwrap();
+    assert_eq!(
+        last_written(),
+        Some(("sh".into(), "ls\x1b[A\x1b[H\x03\x1bb\x1b[15~\r".into()))
+    );
+    // Once the program asked for application cursor keys (less, vim, readline).
+    rig.terminals
+        .application_cursor
+        .lock()
+        .unwrap()
+        .insert("sh".into());
+    input("sh", json!({"keys": ["Up", "End", "Left"]})).unwrap();
+    assert_eq!(
+        last_written(),
+        Some(("sh".into(), "\x1bOA\x1bOF\x1bOD".into()))
+    );
+    // The rules of terminal_input: not one's own terminal; no paste framing, in keys too.
+    let own = input("a", json!({"keys": ["Enter"]})).unwrap_err();
+    assert!(own.starts_with("Use a separate shell terminal"), "{own}");
+    let written = rig.terminals.written.lock().unwrap().len();
+    let framed = input("b", json!({"keys": ["Escape", "[", "2", "0", "0", "~"]})).unwrap_err();
+    assert!(framed.contains("send it with agent_send"), "{framed}");
+    assert_eq!(rig.terminals.written.lock().unwrap().len(), written);
+    // A host that keeps no output history: since and search say so; the screen has no cursor.
+    rig.terminals
+        .screens
+        .lock()
+        .unwrap()
+        .insert("sh".into(), "$".into());
+    assert_eq!(
+        run(&rig, "a", "terminal_read", json!({"nodeId": "sh"})).unwrap(),
+        json!({"nodeId": "sh", "output": "$"})
+    );
+    for args in [
+        json!({"nodeId": "sh", "since": 0}),
+        json!({"nodeId": "sh", "search": "x"}),
+    ] {
+        let error = run(&rig, "a", "terminal_read", args).unwrap_err();
+        assert!(
+            error.starts_with("This terminal keeps no output history"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
 fn terminal_rules() {
     let rig = Rig::new("exec-terminal", &["a", "b"]);
     rig.canvas

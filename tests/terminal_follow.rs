@@ -519,7 +519,10 @@ fn hostile_output_reads_as_plain_text() {
             assert!(!line.chars().any(char::is_control), "{line:?}");
         }
         // A tmux pane's history is a private folder in the data folder, gone with it.
-        let log = dirs.agent_tools().join("tmux/panes").join(format!("{term}.out"));
+        let log = dirs
+            .agent_tools()
+            .join("tmux/panes")
+            .join(format!("{term}.out"));
         if backend == "tmux" {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&log).unwrap().permissions().mode();

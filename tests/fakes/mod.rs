@@ -274,6 +274,8 @@ pub struct FakeTerminals {
     pub commands: Mutex<HashMap<String, Vec<CommandRecord>>>,
     pub foreground: Mutex<HashMap<String, Foreground>>,
     pub output: Mutex<HashMap<String, (String, u64)>>,
+    /// Terminals whose program asked for application cursor keys.
+    pub application_cursor: Mutex<HashSet<String>>,
 }
 
 impl FakeTerminals {
@@ -326,6 +328,9 @@ impl Terminals for FakeTerminals {
     }
     fn foreground(&self, node_id: &str) -> Option<Foreground> {
         self.foreground.lock().unwrap().get(node_id).copied()
+    }
+    fn application_cursor(&self, node_id: &str) -> bool {
+        self.application_cursor.lock().unwrap().contains(node_id)
     }
     fn output_mark(&self, node_id: &str) -> Option<OutputMark> {
         let output = self.output.lock().unwrap();
