@@ -25,6 +25,13 @@ use crate::runtime::{LineMatch, LinesFound, OutputAfter};
 /// The longest line text a search answers (the rest cut with `…`).
 pub const MATCH_LINE_CHARS: usize = 500;
 
+/// The most bytes a read of `max_chars` characters from a cursor looks at: plenty for
+/// text with colours, so a read far behind copies little; output denser in escape
+/// sequences is read in more steps (the cursor says where each stopped).
+pub fn bytes_to_read(max_chars: usize) -> usize {
+    max_chars.saturating_mul(8).saturating_add(64 << 10)
+}
+
 /// Output bytes kept of a terminal (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {

@@ -816,11 +816,14 @@ impl HostTerminals {
         shell_socket::integration(&tmux.pane_socket(node_id)?)
     }
 
-    /// Node `node_id`'s output history from position `from` (see [`history::History`]).
-    fn history_from(&self, node_id: &str, from: u64) -> Option<history::History> {
+    /// Node `node_id`'s output history from position `from`, at most `limit` bytes (see
+    /// [`history::History`]).
+    fn history_from(&self, node_id: &str, from: u64, limit: usize) -> Option<history::History> {
         match &self.backend {
-            Backend::Tmux(tmux) => output_log::history_from(&tmux.output_log(node_id)?, from),
-            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(from)),
+            Backend::Tmux(tmux) => {
+                output_log::history_from(&tmux.output_log(node_id)?, from, limit)
+            }
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(from, limit)),
         }
     }
 
@@ -1541,12 +1544,15 @@ impl Terminals for HostTerminals {
     fn output_cursor(&self, node_id: &str) -> Option<u64> {
         match &self.backend {
             Backend::Tmux(tmux) => output_log::end(&tmux.output_log(node_id)?),
-            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(u64::MAX).end()),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(u64::MAX, 0).end()),
         }
     }
 
     fn output_after(&self, node_id: &str, since: u64, max_chars: usize) -> Option<OutputAfter> {
-        let mut after = self.history_from(node_id, since)?.after(since, max_chars);
+        let limit = history::bytes_to_read(max_chars);
+        let mut after = self
+            .history_from(node_id, since, limit)?
+            .after(since, max_chars);
         after.fullscreen = match &self.backend {
             Backend::Tmux(tmux) => self.tmux_panes.fullscreen(tmux, node_id),
             Backend::Pty(pty) => pty.get(node_id).is_some_and(|t| t.fullscreen()),
@@ -1555,7 +1561,10 @@ impl Terminals for HostTerminals {
     }
 
     fn search_output(&self, node_id: &str, needle: &str, max_matches: usize) -> Option<LinesFound> {
-        Some(self.history_from(node_id, 0)?.search(needle, max_matches))
+        Some(
+            self.history_from(node_id, 0, usize::MAX)?
+                .search(needle, max_matches),
+        )
     }
 
     /// tmux: asked now (a program that just started may have just set it).

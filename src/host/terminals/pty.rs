@@ -224,12 +224,11 @@ impl Scrollback {
         self.bytes.iter().copied().collect()
     }
 
-    /// A copy of the kept bytes after the first `skip`.
-    fn after(&self, skip: usize) -> Vec<u8> {
-        self.bytes
-            .range(skip.min(self.bytes.len())..)
-            .copied()
-            .collect()
+    /// A copy of the kept bytes after the first `skip`, at most `limit` of them.
+    fn after(&self, skip: usize, limit: usize) -> Vec<u8> {
+        let start = skip.min(self.bytes.len());
+        let end = start.saturating_add(limit).min(self.bytes.len());
+        self.bytes.range(start..end).copied().collect()
     }
 }
 
@@ -825,7 +824,9 @@ impl Terminal {
         let output = lock(&self.shared.output);
         let kept_from = output.written - output.scrollback.len() as u64;
         let from = position.clamp(kept_from, output.written);
-        let mut bytes = output.scrollback.after((from - kept_from) as usize);
+        let mut bytes = output
+            .scrollback
+            .after((from - kept_from) as usize, usize::MAX);
         let mark = OutputMark {
             position: output.written,
             last_output_at: output.last_output_at,
@@ -846,8 +847,8 @@ impl Terminal {
 
     /// The output history from position `from` on, or from its first byte kept when that
     /// is later (`lines_before` and `starts_line` describe that first kept byte: a search
-    /// reads from 0); see [`History`].
-    pub fn history_from(&self, from: u64) -> History {
+    /// reads from 0), at most `limit` bytes of it; see [`History`].
+    pub fn history_from(&self, from: u64, limit: usize) -> History {
         let output = lock(&self.shared.output);
         let kept = &output.scrollback;
         let kept_from = output.written - kept.len() as u64;
@@ -856,7 +857,7 @@ impl Terminal {
             start,
             lines_before: kept.dropped_lines,
             starts_line: kept.starts_line,
-            bytes: kept.after((start - kept_from) as usize),
+            bytes: kept.after((start - kept_from) as usize, limit),
         }
     }
 

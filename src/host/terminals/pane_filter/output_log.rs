@@ -147,9 +147,9 @@ pub fn end(dir: &Path) -> Option<u64> {
 }
 
 /// The history kept in `dir` from position `from` on (from the first byte kept when that
-/// is later); `None` without a log. A file the filter removes while this reads is read
-/// again from the new list of files.
-pub fn history_from(dir: &Path, from: u64) -> Option<History> {
+/// is later), at most `limit` bytes; `None` without a log. A file the filter removes while
+/// this reads is read again from the new list of files.
+pub fn history_from(dir: &Path, from: u64, limit: usize) -> Option<History> {
     for _ in 0..3 {
         let files = files(dir);
         let (oldest, newest) = (files.first()?, files.last()?);
@@ -161,16 +161,20 @@ pub fn history_from(dir: &Path, from: u64) -> Option<History> {
             starts_line: oldest.starts_line,
             bytes: Vec::new(),
         };
-        if read_files(&files, start, &mut history.bytes).is_ok() {
+        if read_files(&files, start, limit as u64, &mut history.bytes).is_ok() {
             return Some(history);
         }
     }
     None
 }
 
-/// Appends the bytes of `files` from position `from` on to `bytes`.
-fn read_files(files: &[LogFile], from: u64, bytes: &mut Vec<u8>) -> io::Result<()> {
+/// Appends the bytes of `files` from position `from` on to `bytes`, at most `limit`.
+fn read_files(files: &[LogFile], from: u64, limit: u64, bytes: &mut Vec<u8>) -> io::Result<()> {
     for (at, file) in files.iter().enumerate() {
+        let room = limit.saturating_sub(bytes.len() as u64);
+        if room == 0 {
+            break;
+        }
         // Each file ends where the next starts; the newest where it ends now.
         let next_start = files.get(at + 1).map(|next| next.start);
         if next_start.is_some_and(|next| next <= from) {
@@ -180,14 +184,14 @@ fn read_files(files: &[LogFile], from: u64, bytes: &mut Vec<u8>) -> io::Result<(
         opened.seek(SeekFrom::Start(from.saturating_sub(file.start)))?;
         match next_start {
             Some(next) => {
-                let want = next - from.max(file.start);
+                let want = (next - from.max(file.start)).min(room);
                 let read = opened.take(want).read_to_end(bytes)?;
                 if (read as u64) < want {
                     return Err(io::ErrorKind::UnexpectedEof.into());
                 }
             }
             None => {
-                opened.read_to_end(bytes)?;
+                opened.take(room).read_to_end(bytes)?;
             }
         }
     }
@@ -211,17 +215,19 @@ mod tests {
         log.append(b"one\r\ntwo\r\n");
         log.append(b"thr");
         assert_eq!(end(&dir), Some(13));
-        let all = history_from(&dir, 0).unwrap();
+        let all = history_from(&dir, 0, usize::MAX).unwrap();
         assert_eq!(
             (all.start, all.bytes.as_slice()),
             (0, &b"one\r\ntwo\r\nthr"[..])
         );
-        let later = history_from(&dir, 5).unwrap();
+        let later = history_from(&dir, 5, usize::MAX).unwrap();
         assert_eq!(
             (later.start, later.bytes.as_slice()),
             (5, &b"two\r\nthr"[..])
         );
-        let past = history_from(&dir, 99).unwrap();
+        let past = history_from(&dir, 99, usize::MAX).unwrap();
+        let few = history_from(&dir, 2, 4).unwrap();
+        assert_eq!((few.start, few.bytes.as_slice()), (2, &b"e\r\nt"[..]));
         assert_eq!((past.start, past.bytes.len()), (13, 0));
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -239,14 +245,14 @@ mod tests {
         assert_eq!(kept.len(), 2, "{kept:?}");
         let total = (blocks * 1024) as u64;
         assert_eq!(end(&dir), Some(total));
-        let history = history_from(&dir, 0).unwrap();
+        let history = history_from(&dir, 0, usize::MAX).unwrap();
         assert_eq!(history.start, kept[0].start);
         assert_eq!(history.end(), total);
         assert_eq!(history.lines_before, history.start / 1024);
         assert!(history.starts_line);
         // From inside the older file: the bytes of both, in order.
         let from = kept[0].start + 10;
-        let part = history_from(&dir, from).unwrap();
+        let part = history_from(&dir, from, usize::MAX).unwrap();
         assert_eq!((part.start, part.end()), (from, total));
         assert_eq!(&part.bytes[..block.len() - 10], &block.as_bytes()[10..]);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -261,7 +267,7 @@ mod tests {
             log.append(&chunk);
         }
         log.append(b"\n");
-        let history = history_from(&dir, 0).unwrap();
+        let history = history_from(&dir, 0, usize::MAX).unwrap();
         assert!(!history.starts_line);
         assert_eq!(history.lines_before, 0);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -283,6 +289,6 @@ mod tests {
     fn no_folder_no_history() {
         let dir = folder("none");
         assert_eq!(end(&dir), None);
-        assert_eq!(history_from(&dir, 0), None);
+        assert_eq!(history_from(&dir, 0, usize::MAX), None);
     }
 }
