@@ -27,6 +27,7 @@ fn sample_value(kind: ArgKind) -> Value {
         ArgKind::Flag => json!(true),
         ArgKind::Wait => json!({"pattern": "Listening on"}),
         ArgKind::Command => json!("last"),
+        ArgKind::Keys => json!(["Escape", ":", "q", "!", "Enter"]),
     }
 }
 

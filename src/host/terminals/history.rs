@@ -101,25 +101,24 @@ impl History {
             ..LinesFound::default()
         };
         let mut kept: VecDeque<LineMatch> = VecDeque::new();
-        let mut previous: Option<String> = None;
+        let mut previous: Option<&[u8]> = None;
+        let mut lowered = String::new();
         // A match's line after it is filled in when that line is read.
         let mut waiting_for_after = false;
         for raw in bytes.split_inclusive(|&b| b == b'\n') {
-            let text = plain_line(raw);
             if waiting_for_after {
                 if let Some(last) = kept.back_mut() {
-                    last.after.push(cut(&text, MATCH_LINE_CHARS));
+                    last.after.push(cut(&plain_line(raw), MATCH_LINE_CHARS));
                 }
             }
             waiting_for_after = false;
-            if text.to_lowercase().contains(&needle) {
+            if contains(raw, &needle, &mut lowered) {
                 found.count += 1;
                 kept.push_back(LineMatch {
                     line: number,
-                    text: cut(&text, MATCH_LINE_CHARS),
+                    text: cut(&plain_line(raw), MATCH_LINE_CHARS),
                     before: previous
-                        .as_deref()
-                        .map(|line| cut(line, MATCH_LINE_CHARS))
+                        .map(|line| cut(&plain_line(line), MATCH_LINE_CHARS))
                         .into_iter()
                         .collect(),
                     after: Vec::new(),
@@ -129,12 +128,29 @@ impl History {
                 }
                 waiting_for_after = true;
             }
-            previous = Some(text);
+            previous = Some(raw);
             number += 1;
         }
         found.matches = kept.into();
         found
     }
+}
+
+/// Whether line `raw`'s plain text contains `needle` (lower case), ignoring case. A line of
+/// printable ASCII only (most log lines) is its own text: it is compared as it is, in
+/// `lowered`, without the cleaner.
+fn contains(raw: &[u8], needle: &str, lowered: &mut String) -> bool {
+    let line = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line
+        .iter()
+        .all(|&b| (b' '..=b'~').contains(&b) || b == b'\t')
+    {
+        lowered.clear();
+        lowered.extend(line.iter().map(|&b| b.to_ascii_lowercase() as char));
+        return lowered.contains(needle);
+    }
+    plain_line(raw).to_lowercase().contains(needle)
 }
 
 /// `text` cut to `max` characters, with `…` when cut.
@@ -313,6 +329,21 @@ mod tests {
         assert_eq!(found.matches[0].after, ["ok 151"]);
         assert_eq!(found.matches[1].after, ["ok 200"]);
         assert_eq!(kept.search("nowhere", 5).count, 0);
+        // Text split by colours, or drawn over with a carriage return, is found as shown.
+        let drawn = history(
+            0,
+            0,
+            true,
+            b"\x1b[31merr\x1b[0mor: one\r\nwarn: x\rerror: two\n  ERROR:\tthree  \n",
+        );
+        let lines: Vec<u64> = drawn
+            .search("error:", 5)
+            .matches
+            .iter()
+            .map(|m| m.line)
+            .collect();
+        assert_eq!(lines, [1, 2, 3]);
+        assert_eq!(drawn.search("warn", 5).count, 0);
     }
 
     #[test]
