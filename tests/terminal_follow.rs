@@ -31,7 +31,7 @@ fn terminal_on(backend: &str, name: &str) -> Option<(Dirs, Serve, String)> {
         .as_str()
         .unwrap()
         .to_string();
-    screen_until(&serve, &dirs, &term, "the first prompt", |s| at_prompt(s));
+    screen_until(&serve, &dirs, &term, "the first prompt", at_prompt);
     Some((dirs, serve, term))
 }
 

@@ -200,8 +200,8 @@ impl Scrollback {
         }
         self.bytes.extend(chunk);
         if last.is_some() {
-            while let Some(byte) = self.bytes.pop_front_if(|b| *b & 0xC0 == 0x80) {
-                last = Some(byte);
+            while self.bytes.front().is_some_and(|b| b & 0xC0 == 0x80) {
+                last = self.bytes.pop_front();
             }
         }
         if let Some(byte) = last {

@@ -72,7 +72,7 @@ impl OutputLog {
     }
 
     fn new_file(&self) -> io::Result<File> {
-        let starts_line = self.last_byte.is_none_or(|b| b == b'\n');
+        let starts_line = self.last_byte.map_or(true, |b| b == b'\n');
         let name = format!("{}-{}-{}", self.position, self.lines, u8::from(starts_line));
         std::fs::OpenOptions::new()
             .create_new(true)
