@@ -360,10 +360,19 @@ fn named_keys_steer_less_python_and_vim() {
             continue;
         };
         // less: G to the end, g to the start, Down twice (application cursor keys), q.
+        let before_less = cursor(&serve, &dirs, &term);
         submit(&serve, &dirs, &term, "seq 1 1000 | less");
         screen_until(&serve, &dirs, &term, "less", |s| {
             s.starts_with("1\n2\n") && s.ends_with(':')
         });
+        // What a full-screen program drew since a cursor is said to be that, not a screen.
+        let drawn = serve.ok(
+            &dirs,
+            "me",
+            "terminal_read",
+            json!({"nodeId": term, "since": before_less}),
+        );
+        assert_eq!(drawn["fullscreen"], true, "{drawn}");
         press(&serve, &dirs, &term, None, &["G"]);
         screen_until(&serve, &dirs, &term, "less at the end", |s| {
             s.ends_with("1000\n(END)")

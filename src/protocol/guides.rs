@@ -128,7 +128,24 @@ integration names the shell that reports each command's line, exit status and fo
 (bash, zsh, sh, fish). none means it reports nothing (another shell, a nested shell, ssh): \
 then commandId and exitCode are null, exited only means the shell has the terminal again \
 (the command ended, status unknown), and output is all the terminal wrote since the \
-submit, the typed line included (its screen, if the host keeps no output positions). To follow a long-running program (a dev server, a build, a test watcher) without reading the same lines again: every terminal_read answers a cursor; pass it back as since and you get only the output written after it (at most maxChars; the answer's cursor says where the next read goes on), and lost > 0 if the terminal's history (at least its last 1 MiB of output) dropped some of it before you read. The loop: terminal_submit {\"command\": \"npm run dev\", \"wait\": {\"pattern\": \"ready\"}}, then terminal_read {\"since\": CURSOR} whenever you want what is new, each time with the cursor the last read answered. A full-screen program (fullscreen true) redraws: what it wrote since a cursor is what it drew, so read its screen without since. terminal_read with search (plain text, case ignored) answers the history's lines that contain it, the newest maxMatches (default 20), each with its line number and the line before and after. terminal_input with keys presses named keys after text, as the program expects them: a single character, Enter, Tab, BTab, Escape, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1 to F12, C-x (Ctrl+letter: C-c, C-d) and M-x (Alt). To quit vim: keys [\"Escape\", \":\", \"q\", \"!\", \"Enter\"]; in less, [\"G\"] goes to the end and [\"q\"] quits; in a REPL, [\"Up\", \"Enter\"] runs the last line again.";
+submit, the typed line included (its screen, if the host keeps no output positions). \
+To follow a long-running program (a dev server, a build, a test watcher) without reading \
+the same lines again: terminal_read answers a cursor (except with command); pass it back \
+as since and you get only the output written after it (at most maxChars; the answer's \
+cursor says where the next read goes on), and lost > 0 if the terminal's history (at \
+least its last 1 MiB of output) dropped some of it before you read. The loop: \
+terminal_read {\"nodeId\": ID, \"maxChars\": 1} for a cursor, terminal_submit \
+{\"command\": \"npm run dev\", \"wait\": {\"pattern\": \"ready\"}}, then terminal_read \
+{\"since\": CURSOR} whenever you want what is new, each time with the cursor the last read \
+answered. A full-screen program (fullscreen true) redraws: what it wrote since a cursor is \
+what it drew, so read its screen without since. terminal_read with search (plain text, \
+case ignored) answers the history's lines that contain it, the newest maxMatches (default \
+20), each with its line number and the line before and after. terminal_input with keys \
+presses named keys after text, as the program expects them: a single character, Enter, \
+Tab, BTab, Escape, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, \
+Insert, Delete, F1 to F12, C-x (Ctrl+letter: C-c, C-d) and M-x (Alt). To quit vim: keys \
+[\"Escape\", \":\", \"q\", \"!\", \"Enter\"]; in less, [\"G\"] goes to the end and [\"q\"] \
+quits; in a REPL, [\"Up\", \"Enter\"] runs the last line again.";
 
 const CANVAS: &str = "\
 The canvas holds this project's nodes: terminals, browsers, sticky notes, editors, diffs and \

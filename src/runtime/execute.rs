@@ -602,7 +602,9 @@ fn read_terminal(
         let seen = watched.look();
         return Ok(watched.answer(&seen, false));
     }
-    if let Some(since) = args.get("since").and_then(Value::as_u64) {
+    // Whole numbers, also when written as 5.0 (the validator takes those).
+    let whole = |name: &str| args.get(name).and_then(Value::as_f64).map(|n| n as u64);
+    if let Some(since) = whole("since") {
         let after = terminals
             .output_after(node_id, since, max_chars)
             .ok_or(NO_HISTORY)?;
@@ -624,8 +626,7 @@ fn read_terminal(
         return Ok(answer);
     }
     if let Some(needle) = args.get("search").and_then(Value::as_str) {
-        let max_matches = args.get("maxMatches").and_then(Value::as_u64);
-        let max_matches = max_matches.unwrap_or(DEFAULT_MATCHES) as usize;
+        let max_matches = whole("maxMatches").unwrap_or(DEFAULT_MATCHES) as usize;
         let found = terminals
             .search_output(node_id, needle, max_matches)
             .ok_or(NO_HISTORY)?;
@@ -641,12 +642,15 @@ fn read_terminal(
             "cursor": found.cursor,
         }));
     }
+    // The cursor before the screen: output written between the two is read again from
+    // it, never skipped.
+    let cursor = terminals.output_cursor(node_id);
     let output = terminals
         .capture(node_id)
         .or_else(|| terminals.scrollback(node_id))
         .ok_or("Terminal output is unavailable")?;
     let mut answer = json!({ "nodeId": node_id, "output": last_chars(&output, max_chars) });
-    if let Some(cursor) = terminals.output_cursor(node_id) {
+    if let Some(cursor) = cursor {
         answer["cursor"] = json!(cursor);
     }
     Ok(answer)

@@ -32,27 +32,31 @@ pub fn bytes_to_read(max_chars: usize) -> usize {
     max_chars.saturating_mul(8).saturating_add(64 << 10)
 }
 
-/// Output bytes kept of a terminal (see the module docs).
+/// Output bytes kept of a terminal, from a position on (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History {
-    /// The position of the first byte kept.
+    /// The position of the first byte in `bytes`: the first byte kept, or a later one a
+    /// read asked for.
     pub start: u64,
-    /// Newlines written before `start`.
+    /// Newlines written before the first byte kept (read only when `start` is that byte).
     pub lines_before: u64,
-    /// Whether `start` is the start of a line.
+    /// Whether the first byte kept starts a line (read only when `start` is that byte).
     pub starts_line: bool,
-    /// The bytes from `start` to the end of the output.
+    /// The bytes from `start` on.
     pub bytes: Vec<u8>,
+    /// `bytes` stop before the output's end (at the most a read looks at).
+    pub cut: bool,
 }
 
 impl History {
-    /// Where the output ends: the position after its last byte.
+    /// Where `bytes` end: the position after their last byte.
     pub fn end(&self) -> u64 {
         self.start + self.bytes.len() as u64
     }
 
     /// The output after `since` as plain text, at most `max_chars` characters: whole
-    /// lines while they fit, the unfinished last line too; the cursor after them.
+    /// lines while they fit, the unfinished last line too (not while it ends inside an
+    /// escape sequence or a character); the cursor after them.
     pub fn after(&self, since: u64, max_chars: usize) -> OutputAfter {
         let end = self.end();
         if since >= end {
@@ -66,13 +70,10 @@ impl History {
         let mut bytes = &self.bytes[(from - self.start) as usize..];
         if lost > 0 && !self.starts_line {
             // The history starts inside a line: its rest is lost too.
-            let skip = bytes
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| i + 1);
+            let skip = first_whole_line(bytes);
             (bytes, from, lost) = (&bytes[skip..], from + skip as u64, lost + skip as u64);
         }
-        let (text, taken, omitted) = plain_lines(bytes, max_chars.max(1));
+        let (text, taken, omitted) = plain_lines(bytes, max_chars.max(1), self.cut);
         OutputAfter {
             text,
             cursor: from + taken as u64,
@@ -89,11 +90,7 @@ impl History {
         let mut number = self.lines_before + 1;
         let mut bytes = &self.bytes[..];
         if !self.starts_line {
-            let skip = bytes
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| i + 1);
-            bytes = &bytes[skip..];
+            bytes = &bytes[first_whole_line(bytes)..];
             number += 1;
         }
         let mut found = LinesFound {
@@ -116,7 +113,7 @@ impl History {
                 found.count += 1;
                 kept.push_back(LineMatch {
                     line: number,
-                    text: cut(&plain_line(raw), MATCH_LINE_CHARS),
+                    text: cut_around(&plain_line(raw), &needle),
                     before: previous
                         .map(|line| cut(&plain_line(line), MATCH_LINE_CHARS))
                         .into_iter()
@@ -136,9 +133,17 @@ impl History {
     }
 }
 
+/// Where the first whole line of `bytes` starts (after the first newline; none: the end).
+fn first_whole_line(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(bytes.len(), |i| i + 1)
+}
+
 /// Whether line `raw`'s plain text contains `needle` (lower case), ignoring case. A line of
-/// printable ASCII only (most log lines) is its own text: it is compared as it is, in
-/// `lowered`, without the cleaner.
+/// printable ASCII only (most log lines) is its own text but for blanks at its end: it is
+/// compared as it is, in `lowered`, without the cleaner.
 fn contains(raw: &[u8], needle: &str, lowered: &mut String) -> bool {
     let line = raw.strip_suffix(b"\n").unwrap_or(raw);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -146,8 +151,13 @@ fn contains(raw: &[u8], needle: &str, lowered: &mut String) -> bool {
         .iter()
         .all(|&b| (b' '..=b'~').contains(&b) || b == b'\t')
     {
+        let shown = line.len() - line.iter().rev().take_while(|&&b| b == b' ').count();
         lowered.clear();
-        lowered.extend(line.iter().map(|&b| b.to_ascii_lowercase() as char));
+        lowered.extend(
+            line[..shown]
+                .iter()
+                .map(|&b| b.to_ascii_lowercase() as char),
+        );
         return lowered.contains(needle);
     }
     plain_line(raw).to_lowercase().contains(needle)
@@ -161,6 +171,31 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
+/// A matching line's text cut to [`MATCH_LINE_CHARS`] characters around the first match
+/// of `needle` (lower case), with `…` where cut.
+fn cut_around(text: &str, needle: &str) -> String {
+    let chars = text.chars().count();
+    if chars <= MATCH_LINE_CHARS {
+        return text.to_string();
+    }
+    // Lower case changes few characters' lengths: the match's place is close enough.
+    let lower = text.to_lowercase();
+    let at = lower
+        .find(needle)
+        .map_or(0, |at| lower[..at].chars().count());
+    let first = at
+        .saturating_sub(MATCH_LINE_CHARS / 3)
+        .min(chars - MATCH_LINE_CHARS);
+    let shown: String = text.chars().skip(first).take(MATCH_LINE_CHARS).collect();
+    let before = if first > 0 { "…" } else { "" };
+    let after = if first + MATCH_LINE_CHARS < chars {
+        "…"
+    } else {
+        ""
+    };
+    format!("{before}{shown}{after}")
+}
+
 /// One line of output (its bytes, newline included) as plain text without the newline.
 fn plain_line(raw: &[u8]) -> String {
     let mut cleaner = TextCleaner::new(raw.len() * 4 + 16, 0);
@@ -170,40 +205,55 @@ fn plain_line(raw: &[u8]) -> String {
 }
 
 /// `bytes` as plain text, line by line while the text stays within `max_chars`
-/// characters: the text, how many bytes it took, and the characters left out of a
-/// first line longer than `max_chars` (then cut, and taken whole).
-fn plain_lines(bytes: &[u8], max_chars: usize) -> (String, usize, u64) {
+/// characters: the text and how many bytes it took, and the characters left out of a
+/// first line longer than `max_chars`. Such a line is cut (its text then ends with a
+/// newline if it had one) and taken whole, or up to where `bytes` stop when they are
+/// `cut` there. An unfinished last line is taken when the cleaner is at rest after it
+/// (not inside an escape sequence or a character), and not when `bytes` were cut inside
+/// it after other lines.
+fn plain_lines(bytes: &[u8], max_chars: usize, cut: bool) -> (String, usize, u64) {
     // Room for every line that may fit, and one more of the cleaner's longest.
     let mut cleaner = TextCleaner::new(max_chars.saturating_mul(4).saturating_add(1 << 18), 0);
     let (mut taken, mut chars, mut kept_len) = (0usize, 0usize, 0usize);
     for raw in bytes.split_inclusive(|&b| b == b'\n') {
         cleaner.feed(raw);
         let finished = raw.ends_with(b"\n");
-        let text = match finished {
-            true => cleaner.text_so_far().to_string(),
+        let unfinished;
+        let text: &str = match finished {
+            true => cleaner.text_so_far(),
             false => {
                 let output = cleaner.output();
-                output.head + &output.tail
+                unfinished = output.head + &output.tail;
+                &unfinished
             }
         };
         let new = &text[kept_len.min(text.len())..];
-        let new_chars = new.chars().count();
+        let line = new.strip_suffix('\n').unwrap_or(new);
+        let new_chars = line.chars().count() + usize::from(finished);
         if chars + new_chars > max_chars {
-            if taken == 0 {
-                let cut = new
-                    .char_indices()
-                    .nth(max_chars)
-                    .map_or(new.len(), |(at, _)| at);
-                let omitted = (new_chars - max_chars) as u64;
-                return (new[..cut].to_string(), raw.len(), omitted);
+            if taken > 0 {
+                break;
             }
+            let keep = max_chars - usize::from(finished);
+            let end = line
+                .char_indices()
+                .nth(keep)
+                .map_or(line.len(), |(at, _)| at);
+            let mut text = line[..end].to_string();
+            if finished {
+                text.push('\n');
+            }
+            let omitted = (line.chars().count() - keep) as u64;
+            return (text, raw.len(), omitted);
+        }
+        if !finished && (!cleaner.at_rest() || (cut && taken > 0)) {
             break;
         }
         taken += raw.len();
         chars += new_chars;
         kept_len = text.len();
         if !finished {
-            return (text, taken, 0);
+            return (text.to_string(), taken, 0);
         }
     }
     let mut text = cleaner.text_so_far().to_string();
@@ -221,6 +271,7 @@ mod tests {
             lines_before,
             starts_line,
             bytes: bytes.to_vec(),
+            cut: false,
         }
     }
 
@@ -295,9 +346,47 @@ mod tests {
         bytes.extend_from_slice(b"\nnext\n");
         let kept = history(0, 0, true, &bytes);
         let read = kept.after(0, 100);
-        assert_eq!(read.text, "x".repeat(100));
+        assert_eq!(read.text, format!("{}\n", "x".repeat(99)));
         assert_eq!((read.omitted, read.cursor), (401, 501));
         assert_eq!(kept.after(read.cursor, 100).text, "next\n");
+    }
+
+    #[test]
+    fn an_unfinished_line_waits_for_its_escape_and_its_character() {
+        let spinner = "⠋".as_bytes();
+        for tail in [&b"\r\x1b"[..], b"\r\x1b[", &spinner[..2]] {
+            let mut bytes = b"done\n50%".to_vec();
+            bytes.extend_from_slice(tail);
+            let read = history(0, 0, true, &bytes).after(0, 100);
+            assert_eq!((read.text.as_str(), read.cursor), ("done\n", 5), "{tail:?}");
+        }
+        // Once complete, the rest reads as it is shown.
+        let kept = history(0, 0, true, b"done\n50%\r\x1b[K60%");
+        assert_eq!(kept.after(5, 100).text, "60%");
+    }
+
+    #[test]
+    fn a_read_cut_by_its_limit_stops_at_a_whole_line() {
+        let mut kept = history(0, 0, true, b"one\ntwo\nthr");
+        kept.cut = true;
+        let read = kept.after(0, 100);
+        assert_eq!((read.text.as_str(), read.cursor), ("one\ntwo\n", 8));
+        // A line longer than the whole window still moves on.
+        let mut long = history(0, 0, true, &[b'z'; 300]);
+        long.cut = true;
+        let read = long.after(0, 100);
+        assert_eq!(
+            (read.text.len(), read.cursor, read.omitted),
+            (100, 300, 200)
+        );
+    }
+
+    #[test]
+    fn many_short_lines_read_in_linear_time() {
+        // 100,000 empty lines: each line's text is looked at once, not the whole so far.
+        let kept = history(0, 0, true, &vec![b'\n'; 200_000]);
+        let read = kept.after(0, 100_000);
+        assert_eq!((read.text.len(), read.cursor), (100_000, 100_000));
     }
 
     #[test]
@@ -358,5 +447,14 @@ mod tests {
         assert!(!text.chars().any(char::is_control), "{text:?}");
         assert_eq!(text.chars().count(), MATCH_LINE_CHARS + 1);
         assert!(text.ends_with('…'));
+        // A match far into a long line is shown with what is around it.
+        let line = format!("{} panic: here {}\n", "a".repeat(2000), "b".repeat(2000));
+        let found = history(0, 0, true, line.as_bytes()).search("PANIC", 5);
+        let text = &found.matches[0].text;
+        assert!(
+            text.starts_with('…') && text.ends_with('…') && text.contains("panic: here"),
+            "{text}"
+        );
+        assert_eq!(text.chars().count(), MATCH_LINE_CHARS + 2);
     }
 }

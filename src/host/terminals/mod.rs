@@ -1544,7 +1544,7 @@ impl Terminals for HostTerminals {
     fn output_cursor(&self, node_id: &str) -> Option<u64> {
         match &self.backend {
             Backend::Tmux(tmux) => output_log::end(&tmux.output_log(node_id)?),
-            Backend::Pty(pty) => pty.get(node_id).map(|t| t.history_from(u64::MAX, 0).end()),
+            Backend::Pty(pty) => pty.get(node_id).map(|t| t.output_mark().position),
         }
     }
 

@@ -858,6 +858,7 @@ impl Terminal {
             lines_before: kept.dropped_lines,
             starts_line: kept.starts_line,
             bytes: kept.after((start - kept_from) as usize, limit),
+            cut: ((start - kept_from) as usize).saturating_add(limit) < kept.len(),
         }
     }
 

@@ -582,9 +582,6 @@ impl Relay {
 
     /// Writes `out` to the pane (waiting while tmux is behind) and empties it.
     fn write_pane(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
-        if let Some(log) = self.log.as_mut() {
-            log.append(out);
-        }
         let mut rest = &out[..];
         while !rest.is_empty() {
             match (&self.pane_out).write(rest) {
@@ -601,6 +598,11 @@ impl Relay {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        // After tmux has it: a cursor read with the screen never counts what the screen
+        // does not show yet.
+        if let Some(log) = self.log.as_mut() {
+            log.append(out);
         }
         out.clear();
         Ok(())

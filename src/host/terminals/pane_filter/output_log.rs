@@ -7,7 +7,8 @@
 //! byte, the newlines written before it, and whether it starts a line. Once the newest
 //! holds [`FILE_BYTES`], the next block starts a new file and all but the two newest are
 //! removed: between 1 and 2 MiB (plus one block) is kept. A file that cannot be written
-//! (a full disk) ends the log, not the pane: reads then answer what was kept.
+//! (a full disk) ends the log, not the pane: the filter leaves a file named `stopped`, and
+//! the pane then has no history to read (reads say so rather than answer old output).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -20,6 +21,8 @@ use crate::host::terminals::history::History;
 pub const FILE_BYTES: u64 = 1 << 20;
 /// How many files are kept.
 const FILES_KEPT: usize = 2;
+/// The file whose presence says the log stopped.
+const STOPPED: &str = "stopped";
 
 /// Node `node`'s log folder in the panes folder `panes`.
 pub fn log_dir(panes: &Path, node: &str) -> PathBuf {
@@ -88,6 +91,9 @@ impl OutputLog {
         }
         if self.file_bytes >= FILE_BYTES {
             self.file = self.new_file().ok();
+            if self.file.is_none() {
+                return self.stop();
+            }
             self.file_bytes = 0;
             for old in files(&self.dir).iter().rev().skip(FILES_KEPT) {
                 let _ = std::fs::remove_file(&old.path);
@@ -97,13 +103,19 @@ impl OutputLog {
             return;
         };
         if file.write_all(bytes).is_err() {
-            self.file = None;
-            return;
+            return self.stop();
         }
         self.position += bytes.len() as u64;
         self.lines += bytes.iter().filter(|&&b| b == b'\n').count() as u64;
         self.file_bytes += bytes.len() as u64;
         self.last_byte = bytes.last().copied();
+    }
+}
+
+impl OutputLog {
+    fn stop(&mut self) {
+        self.file = None;
+        let _ = File::create(self.dir.join(STOPPED));
     }
 }
 
@@ -150,6 +162,9 @@ pub fn end(dir: &Path) -> Option<u64> {
 /// is later), at most `limit` bytes; `None` without a log. A file the filter removes while
 /// this reads is read again from the new list of files.
 pub fn history_from(dir: &Path, from: u64, limit: usize) -> Option<History> {
+    if dir.join(STOPPED).exists() {
+        return None;
+    }
     for _ in 0..3 {
         let files = files(dir);
         let (oldest, newest) = (files.first()?, files.last()?);
@@ -160,8 +175,10 @@ pub fn history_from(dir: &Path, from: u64, limit: usize) -> Option<History> {
             lines_before: oldest.lines_before,
             starts_line: oldest.starts_line,
             bytes: Vec::new(),
+            cut: false,
         };
         if read_files(&files, start, limit as u64, &mut history.bytes).is_ok() {
+            history.cut = history.end() < end;
             return Some(history);
         }
     }
@@ -283,6 +300,18 @@ mod tests {
         assert!(!log_dir(&panes, "gone").exists());
         assert!(log_dir(&panes, "kept").exists() && panes.join("kept.sock").exists());
         std::fs::remove_dir_all(&panes).unwrap();
+    }
+
+    #[test]
+    fn a_stopped_log_has_no_history() {
+        let dir = folder("stopped");
+        let mut log = OutputLog::create(&dir).unwrap();
+        log.append(b"kept\n");
+        log.stop();
+        log.append(b"never\n");
+        assert_eq!(history_from(&dir, 0, usize::MAX), None);
+        assert_eq!(end(&dir), Some(5));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

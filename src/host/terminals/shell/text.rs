@@ -144,6 +144,12 @@ impl TextCleaner {
         &self.text.head
     }
 
+    /// Whether the last byte fed left nothing half read: no escape sequence, no part of
+    /// a character.
+    pub fn at_rest(&self) -> bool {
+        self.state == State::Ground && self.utf8_carry.is_empty()
+    }
+
     /// The text so far, the unfinished last line included.
     pub fn output(&self) -> CommandOutput {
         if self.line.is_empty() {

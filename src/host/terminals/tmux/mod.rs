@@ -293,6 +293,7 @@ impl TmuxServer {
     /// Node `node`'s output history folder, written by its pane filter (none without a
     /// filter): see [`crate::host::terminals::pane_filter::output_log`].
     pub fn output_log(&self, node: &str) -> Option<PathBuf> {
+        check_node(node).ok()?;
         let panes = self.panes()?;
         Some(crate::host::terminals::pane_filter::output_log::log_dir(
             &panes, node,
