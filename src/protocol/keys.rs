@@ -21,7 +21,7 @@ pub const MAX_KEY_NAME_CHARS: usize = 16;
 
 /// The JSON Schema pattern every key name matches, and nothing else:
 /// [`TerminalKey::parse`] as a regular expression (a character other than C0, DEL and
-/// C1 controls; a name of [`NAMED`]; a chord).
+/// C1 controls; a named key of the module docs; a chord).
 pub const KEY_NAME_PATTERN: &str = "^((M-)?([^\\u0000-\\u001f\\u007f-\\u009f]|Enter|Return|Tab|BTab|S-Tab|Escape|Esc|Backspace|BSpace|Space|Up|ArrowUp|Down|ArrowDown|Right|ArrowRight|Left|ArrowLeft|Home|End|Insert|Delete|PageUp|PgUp|PageDown|PgDn|F[1-9]|F1[0-2]|C-[a-zA-Z\\[\\\\\\]^_?])|C-M-[a-zA-Z\\[\\\\\\]^_?])$";
 
 /// One key press, parsed from its name (see the module docs).
