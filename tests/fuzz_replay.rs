@@ -1,10 +1,14 @@
-//! The `http_request`, `mcp_line`, `transcript` and `trail` fuzz targets' bodies
+//! The `http_request`, `mcp_line`, `transcript`, `trail`, `shell_marks` and
+//! `terminal_history` fuzz targets' bodies
 //! (`fuzz/check_*.rs`, the same files the libFuzzer targets include) run on stable Rust
 //! in every `cargo test`: over each checked-in seed corpus `fuzz/corpus/<target>/`, then
 //! over deterministic pseudo-random mutations of it (bit flips, inserts, deletions,
 //! truncations, splices, target-specific snippets).
 #![deny(unsafe_code)]
 
+#[cfg(feature = "host")]
+#[path = "../fuzz/check_history.rs"]
+mod check_history;
 #[path = "../fuzz/check_http.rs"]
 mod check_http;
 #[cfg(feature = "host")]
@@ -205,5 +209,28 @@ fn shell_marks_hold_on_seeds_and_mutations() {
         5_000,
         snippets,
         0x0b5e_55ed_4777_0005,
+    );
+}
+
+#[cfg(feature = "host")]
+#[test]
+fn terminal_history_holds_on_seeds_and_mutations() {
+    let snippets: &[&[u8]] = &[
+        b"\n",
+        b"\r\n",
+        b"\r",
+        b"\x1b[",
+        b"\x1b[K",
+        b"\x1b]0;t\x07",
+        "\u{2800}".as_bytes(),
+        b"\xe2",
+        b"error:",
+    ];
+    replay(
+        "terminal_history",
+        check_history::check_history,
+        5_000,
+        snippets,
+        0x0b5e_55ed_4777_0006,
     );
 }
