@@ -188,13 +188,7 @@ impl ServerCallbacks for Core {
         match operation {
             "canvas_list" => Ok(list),
             "context_read" => {
-                let cwd = project
-                    .cwd
-                    .as_ref()
-                    .ok_or("context_read needs a folder project")?;
-                if !self.host.workspace.state_intact(&project.id) {
-                    return Err(FOLDER_MOVED.into());
-                }
+                let cwd = self.intact_folder(&project, "context_read")?;
                 Ok(read_context(cwd, &identity.node_id))
             }
             "artifact_open" => self.artifact_open(identity, &project, request),
@@ -472,14 +466,7 @@ impl Core {
                 if operation == "browser_upload" {
                     // The files' real paths, and the folder the host checks them against
                     // again when it opens them (a checked file can be swapped).
-                    let cwd = project
-                        .cwd
-                        .as_ref()
-                        .ok_or("browser_upload needs a folder project")?;
-                    // A folder replaced since (by a symlink elsewhere) is no project.
-                    if !self.host.workspace.state_intact(&project.id) {
-                        return Err(FOLDER_MOVED.into());
-                    }
+                    let cwd = self.intact_folder(project, "browser_upload")?;
                     let paths = request.args.get("paths").and_then(Value::as_array);
                     let paths: Vec<&str> = paths
                         .into_iter()
@@ -500,6 +487,20 @@ impl Core {
         };
         self.set_owner(node_id, new_owner)?;
         Ok(json!({ "nodeId": node_id, "owner": new_owner }))
+    }
+
+    /// The project's folder for `operation`, refused for a project without one and for a
+    /// folder moved or replaced (by a symlink elsewhere) since `serve` opened it.
+    fn intact_folder<'a>(
+        &self,
+        project: &'a ProjectSnapshot,
+        operation: &str,
+    ) -> Result<&'a std::path::Path, String> {
+        let cwd = (project.cwd.as_deref()).ok_or(format!("{operation} needs a folder project"))?;
+        match self.host.workspace.state_intact(&project.id) {
+            true => Ok(cwd),
+            false => Err(FOLDER_MOVED.into()),
+        }
     }
 
     fn terminal_operation(

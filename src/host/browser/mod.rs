@@ -817,6 +817,12 @@ impl BrowserEngine {
                 .and_then(Value::as_str)
                 .ok_or_else(|| EngineError::Page(format!("Missing argument: {key}")))
         };
+        // A list of strings (the validator checked it); none when absent.
+        let texts = |key: &str| -> Vec<String> {
+            let items = args.get(key).and_then(Value::as_array);
+            let strings = items.into_iter().flatten().filter_map(Value::as_str);
+            strings.map(str::to_string).collect()
+        };
         match operation {
             "browser_navigate" => {
                 Ok(json!({ "url": self.navigate(page, text("url")?, deadline)? }))
@@ -876,16 +882,7 @@ impl BrowserEngine {
                 let element_ref = text("ref")?;
                 let refs = self.shared.refs_of(page);
                 let frames = self.shared.frame_sessions(page);
-                let values: Vec<String> = args
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|v| {
-                        v.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let values = texts("values");
                 let selected = self.on_page(page, deadline, |connection, session| {
                     let page = elements::Page {
                         session,
@@ -914,16 +911,7 @@ impl BrowserEngine {
             }
             "browser_upload" => {
                 let element_ref = text("ref")?;
-                let paths: Vec<String> = args
-                    .get("paths")
-                    .and_then(Value::as_array)
-                    .map(|v| {
-                        v.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let paths = texts("paths");
                 let profile = lock(&self.running).as_ref().map(|r| r.profile.clone());
                 let profile = profile.ok_or(EngineError::EngineStopped)?;
                 // A folder per upload: the page reads a file only when it sends it, so an

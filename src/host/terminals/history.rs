@@ -212,8 +212,9 @@ fn plain_line(raw: &[u8]) -> String {
 /// (not inside an escape sequence or a character), and not when `bytes` were cut inside
 /// it after other lines.
 fn plain_lines(bytes: &[u8], max_chars: usize, cut: bool) -> (String, usize, u64) {
-    // Room for every line that may fit, and one more of the cleaner's longest.
-    let mut cleaner = TextCleaner::new(max_chars.saturating_mul(4).saturating_add(1 << 18), 0);
+    // Room for all the text `bytes` can make (at most 4 bytes of text a byte): the head
+    // keeps it all, so each line's text is the head's new end.
+    let mut cleaner = TextCleaner::new(bytes.len().saturating_mul(4).saturating_add(16), 0);
     let (mut taken, mut chars, mut kept_len) = (0usize, 0usize, 0usize);
     for raw in bytes.split_inclusive(|&b| b == b'\n') {
         cleaner.feed(raw);
