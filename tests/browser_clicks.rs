@@ -12,11 +12,12 @@
 #![cfg(feature = "host")] // drives the default host's browser engine
 #![deny(unsafe_code)]
 
+mod page_server;
+
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
@@ -149,29 +150,11 @@ fn page(title: &str, body: &str) -> String {
 /// Serves the test pages; `{other_site}` in the pages becomes `other_site`. Returns the
 /// base URL (`http://127.0.0.1:PORT`).
 fn serve_pages(other_site: &str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     let other_site = other_site.to_string();
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let other_site = other_site.clone();
-            thread::spawn(move || answer(stream, &other_site));
-        }
-    });
-    base
+    page_server::start(move |stream, head| answer(stream, head, &other_site))
 }
 
-fn answer(mut stream: TcpStream, other_site: &str) {
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
+fn answer(mut stream: TcpStream, head: &str, other_site: &str) {
     let target = head.split_whitespace().nth(1).unwrap_or("/");
     let path = target.split('?').next().unwrap_or_default();
     let body = match path {

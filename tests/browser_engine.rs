@@ -3,12 +3,14 @@
 #![cfg(feature = "host")] // drives `serve` or the default host
 #![deny(unsafe_code)]
 
+mod page_server;
+
 mod sys;
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::thread;
@@ -47,27 +49,10 @@ const OTHER_PAGE: &str = "<!doctype html><title>Other</title><p>The other page</
 
 /// Serves the test pages; returns the base URL (`http://127.0.0.1:PORT`).
 fn serve_pages() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            thread::spawn(move || answer(stream));
-        }
-    });
-    base
+    page_server::start(answer)
 }
 
-fn answer(mut stream: TcpStream) {
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
+fn answer(mut stream: TcpStream, head: &str) {
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let response = match path {
         "/" => ok(FORM_PAGE),

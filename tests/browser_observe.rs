@@ -11,13 +11,14 @@
 #![cfg(feature = "host")] // drives `serve` and its browser engine
 #![deny(unsafe_code)]
 
+mod page_server;
+
 mod serve_harness;
 mod sys;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -67,34 +68,16 @@ const FLOOD_PAGE: &str = r#"<!doctype html><title>Flood</title>
 type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 fn serve_pages(received: Received) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     // A port nothing listens on, for a refused connection.
     let refused = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let received = Arc::clone(&received);
-            thread::spawn(move || answer(stream, refused, &received));
-        }
-    });
-    base
+    page_server::start(move |stream, head| answer(stream, head, refused, &received))
 }
 
-fn answer(mut stream: TcpStream, refused: u16, received: &Received) {
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
+fn answer(mut stream: TcpStream, head: &str, refused: u16, received: &Received) {
     let length: usize = head
         .lines()
         .find_map(|l| {
@@ -183,23 +166,7 @@ fn console_network_and_uploads_of_a_real_page() {
     let received = Received::default();
     let base = serve_pages(Arc::clone(&received));
     let dirs = Dirs::new("bobserve");
-    let args = [
-        "--terminals",
-        "pty",
-        "--agent",
-        "me",
-        "--agent",
-        "other",
-        "--browser",
-    ];
-    let serve = Serve::start(&dirs, &args);
-    let opened = serve.ok(
-        &dirs,
-        "me",
-        "browser_open",
-        json!({ "url": format!("{base}/console") }),
-    );
-    let browser = opened["nodeId"].as_str().unwrap().to_string();
+    let (serve, browser) = serve_with_browser(&dirs, &format!("{base}/console"));
 
     // Every level, the exception with its stack, the failed load; then nothing new.
     let console = poll("the console's messages", Duration::from_secs(10), || {

@@ -5,9 +5,11 @@
 #![cfg(feature = "host")] // drives the default host's browser engine
 #![deny(unsafe_code)]
 
+mod page_server;
+
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -90,29 +92,11 @@ fn serve_pages() -> String {
 
 /// Serves the test pages, `{other}` in the frames page replaced by `other`.
 fn serve_pages_with(other: &str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     let other = other.to_string();
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let other = other.clone();
-            thread::spawn(move || answer(stream, &other));
-        }
-    });
-    base
+    page_server::start(move |stream, head| answer(stream, head, &other))
 }
 
-fn answer(mut stream: TcpStream, other: &str) {
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
+fn answer(mut stream: TcpStream, head: &str, other: &str) {
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let body = match path {
         "/form" => FORM_PAGE.to_string(),

@@ -10,12 +10,13 @@
 #![cfg(feature = "host")] // drives `serve` and its browser engine
 #![deny(unsafe_code)]
 
+mod page_server;
+
 mod serve_harness;
 mod sys;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::thread;
+use std::io::Write;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -44,27 +45,10 @@ const MENU_PAGE: &str = r#"<!doctype html><title>Menu</title>
 </script>"#;
 
 fn serve_pages() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            thread::spawn(move || answer(stream));
-        }
-    });
-    base
+    page_server::start(answer)
 }
 
-fn answer(mut stream: TcpStream) {
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
+fn answer(mut stream: TcpStream, head: &str) {
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let body = match path {
         "/form" => FORM_PAGE.to_string(),
@@ -117,23 +101,7 @@ fn keys_history_and_the_viewport_steer_the_page() {
     }
     let base = serve_pages();
     let dirs = Dirs::new("bsteer");
-    let args = [
-        "--terminals",
-        "pty",
-        "--agent",
-        "me",
-        "--agent",
-        "other",
-        "--browser",
-    ];
-    let serve = Serve::start(&dirs, &args);
-    let opened = serve.ok(
-        &dirs,
-        "me",
-        "browser_open",
-        json!({ "url": format!("{base}/form") }),
-    );
-    let browser = opened["nodeId"].as_str().unwrap().to_string();
+    let (serve, browser) = serve_with_browser(&dirs, &format!("{base}/form"));
 
     // Escape closes the dialog element (the page's own key handler).
     press(&serve, &dirs, &browser, json!({ "key": "Escape" }));

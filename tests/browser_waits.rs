@@ -7,11 +7,13 @@
 #![cfg(feature = "host")] // drives `serve` and its browser engine
 #![deny(unsafe_code)]
 
+mod page_server;
+
 mod serve_harness;
 mod sys;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -64,27 +66,10 @@ const ACTIONS_PAGE: &str = r#"<!doctype html><title>Actions</title>
 
 /// Serves the pages; `/slow` answers after 1.5 s. Returns `http://127.0.0.1:PORT`.
 fn serve_pages() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            thread::spawn(move || answer(stream));
-        }
-    });
-    base
+    page_server::start(answer)
 }
 
-fn answer(mut stream: TcpStream) {
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
+fn answer(mut stream: TcpStream, head: &str) {
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let (kind, body) = match path {
         "/late" => ("text/html", LATE_PAGE),
@@ -102,24 +87,6 @@ fn answer(mut stream: TcpStream) {
         body.len()
     );
     stream.write_all(response.as_bytes()).ok();
-}
-
-/// A serve with browser control and agents `me` and `other`, and a browser `me` owns on
-/// `url`.
-fn serve_with_browser(dirs: &Dirs, url: &str) -> (Serve, String) {
-    let args = [
-        "--terminals",
-        "pty",
-        "--agent",
-        "me",
-        "--agent",
-        "other",
-        "--browser",
-    ];
-    let serve = Serve::start(dirs, &args);
-    let opened = serve.ok(dirs, "me", "browser_open", json!({ "url": url }));
-    let browser = opened["nodeId"].as_str().unwrap().to_string();
-    (serve, browser)
 }
 
 fn wait(serve: &Serve, dirs: &Dirs, browser: &str, condition: Value) -> Value {

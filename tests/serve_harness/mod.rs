@@ -736,3 +736,21 @@ pub fn page_title(serve: &Serve, dirs: &Dirs, browser: &str) -> String {
     );
     page["title"].as_str().unwrap().to_string()
 }
+
+/// A serve with browser control and agents `me` and `other`, and a browser `me` owns on
+/// `url`.
+pub fn serve_with_browser(dirs: &Dirs, url: &str) -> (Serve, String) {
+    let args = [
+        "--terminals",
+        "pty",
+        "--agent",
+        "me",
+        "--agent",
+        "other",
+        "--browser",
+    ];
+    let serve = Serve::start(dirs, &args);
+    let opened = serve.ok(dirs, "me", "browser_open", json!({ "url": url }));
+    let browser = opened["nodeId"].as_str().unwrap().to_string();
+    (serve, browser)
+}

@@ -880,29 +880,17 @@ impl BrowserEngine {
             }
             "browser_hover" | "browser_select" => {
                 let element_ref = text("ref")?;
-                let refs = self.shared.refs_of(page);
-                let frames = self.shared.frame_sessions(page);
                 let values = texts("values");
-                let selected = self.on_page(page, deadline, |connection, session| {
-                    let page = elements::Page {
-                        session,
-                        frames: &frames,
-                    };
-                    match operation {
+                let selected =
+                    self.on_elements(page, deadline, |connection, page, refs| match operation {
                         "browser_hover" => {
-                            elements::hover(connection, &page, &refs, element_ref, deadline)
+                            elements::hover(connection, page, refs, element_ref, deadline)
                                 .map(|()| Value::Null)
                         }
-                        _ => elements::select(
-                            connection,
-                            &page,
-                            &refs,
-                            element_ref,
-                            &values,
-                            deadline,
-                        ),
-                    }
-                })?;
+                        _ => {
+                            elements::select(connection, page, refs, element_ref, &values, deadline)
+                        }
+                    })?;
                 let mut answer = json!({ "ref": element_ref });
                 if operation == "browser_select" {
                     answer["selected"] = selected;
@@ -924,14 +912,8 @@ impl BrowserEngine {
                     .iter()
                     .map(|p| p.to_string_lossy().into_owned())
                     .collect();
-                let refs = self.shared.refs_of(page);
-                let frames = self.shared.frame_sessions(page);
-                self.on_page(page, deadline, |connection, session| {
-                    let page = elements::Page {
-                        session,
-                        frames: &frames,
-                    };
-                    elements::upload(connection, &page, &refs, element_ref, &staged, deadline)
+                self.on_elements(page, deadline, |connection, page, refs| {
+                    elements::upload(connection, page, refs, element_ref, &staged, deadline)
                 })?;
                 let names: Vec<String> = staged
                     .iter()
@@ -1003,14 +985,8 @@ impl BrowserEngine {
                 .map_err(|e| EngineError::Protocol(e.to_string())),
             "browser_click" => match args.get("ref").and_then(Value::as_str) {
                 Some(element_ref) => {
-                    let refs = self.shared.refs_of(page);
-                    let frames = self.shared.frame_sessions(page);
-                    self.on_page(page, deadline, |connection, session| {
-                        let page = elements::Page {
-                            session,
-                            frames: &frames,
-                        };
-                        elements::click(connection, &page, &refs, element_ref, deadline)
+                    self.on_elements(page, deadline, |connection, page, refs| {
+                        elements::click(connection, page, refs, element_ref, deadline)
                     })?;
                     Ok(json!({ "ref": element_ref }))
                 }
@@ -1022,21 +998,9 @@ impl BrowserEngine {
             },
             "browser_type" => match args.get("ref").and_then(Value::as_str) {
                 Some(element_ref) => {
-                    let refs = self.shared.refs_of(page);
                     let typed = text("text")?;
-                    let frames = self.shared.frame_sessions(page);
-                    self.on_page(page, deadline, |connection, session| {
-                        elements::type_text(
-                            connection,
-                            &elements::Page {
-                                session,
-                                frames: &frames,
-                            },
-                            &refs,
-                            element_ref,
-                            typed,
-                            deadline,
-                        )
+                    self.on_elements(page, deadline, |connection, page, refs| {
+                        elements::type_text(connection, page, refs, element_ref, typed, deadline)
                     })?;
                     Ok(json!({ "ref": element_ref }))
                 }
@@ -1116,6 +1080,25 @@ impl BrowserEngine {
     ) -> Result<T, EngineError> {
         let (connection, session) = self.page(page, deadline)?;
         self.unless_stopped(op(&connection, &session))
+    }
+
+    /// [`Self::on_page`] for an operation on the page's elements: with the page (its
+    /// session and its frames' sessions) and its refs.
+    fn on_elements<T>(
+        &self,
+        page: &PageId,
+        deadline: Instant,
+        op: impl FnOnce(&Arc<Connection>, &elements::Page, &Mutex<PageRefs>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let refs = self.shared.refs_of(page);
+        let frames = self.shared.frame_sessions(page);
+        self.on_page(page, deadline, |connection, session| {
+            let page = elements::Page {
+                session,
+                frames: &frames,
+            };
+            op(connection, &page, &refs)
+        })
     }
 
     fn unless_stopped<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
