@@ -155,7 +155,7 @@ fn files(dir: &Path) -> Vec<LogFile> {
 pub fn end(dir: &Path) -> Option<u64> {
     let files = files(dir);
     let newest = files.last()?;
-    Some(newest.start + std::fs::metadata(&newest.path).ok()?.len())
+    Some(newest.start + std::fs::symlink_metadata(&newest.path).ok()?.len())
 }
 
 /// The history kept in `dir` from position `from` on (from the first byte kept when that
@@ -168,7 +168,7 @@ pub fn history_from(dir: &Path, from: u64, limit: usize) -> Option<History> {
     for _ in 0..3 {
         let files = files(dir);
         let (oldest, newest) = (files.first()?, files.last()?);
-        let end = newest.start + std::fs::metadata(&newest.path).ok()?.len();
+        let end = newest.start + std::fs::symlink_metadata(&newest.path).ok()?.len();
         let start = from.clamp(oldest.start, end.max(oldest.start));
         let mut history = History {
             start,
@@ -185,6 +185,23 @@ pub fn history_from(dir: &Path, from: u64, limit: usize) -> Option<History> {
     None
 }
 
+/// Opens a log file to read, only a regular file: `O_NOFOLLOW` refuses a symlink and
+/// `O_NONBLOCK` keeps a FIFO planted in the folder from blocking the open (and with it
+/// the project's calls).
+fn open_log_file(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    match file.metadata()?.is_file() {
+        true => Ok(file),
+        false => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        )),
+    }
+}
+
 /// Appends the bytes of `files` from position `from` on to `bytes`, at most `limit`.
 fn read_files(files: &[LogFile], from: u64, limit: u64, bytes: &mut Vec<u8>) -> io::Result<()> {
     for (at, file) in files.iter().enumerate() {
@@ -197,7 +214,7 @@ fn read_files(files: &[LogFile], from: u64, limit: u64, bytes: &mut Vec<u8>) -> 
         if next_start.is_some_and(|next| next <= from) {
             continue;
         }
-        let mut opened = File::open(&file.path)?;
+        let mut opened = open_log_file(&file.path)?;
         opened.seek(SeekFrom::Start(from.saturating_sub(file.start)))?;
         match next_start {
             Some(next) => {
@@ -300,6 +317,25 @@ mod tests {
         assert!(!log_dir(&panes, "gone").exists());
         assert!(log_dir(&panes, "kept").exists() && panes.join("kept.sock").exists());
         std::fs::remove_dir_all(&panes).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_a_symlink_in_the_folder_is_not_read() {
+        let dir = folder("fifo");
+        let mut log = OutputLog::create(&dir).unwrap();
+        log.append(b"kept\n");
+        // Planted as the newest file: reading it must neither block nor follow it.
+        let planted = dir.join("5-1-1");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&planted)
+            .status()
+            .unwrap()
+            .success());
+        assert_eq!(history_from(&dir, 0, usize::MAX), None);
+        std::fs::remove_file(&planted).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &planted).unwrap();
+        assert_eq!(history_from(&dir, 0, usize::MAX), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
